@@ -1,0 +1,120 @@
+"""`create_app`: the Starlette application serving `/chat/completions`, `/models` and `/health` (SPEC §3).
+
+Starlette does not run a mounted app's lifespan. A host that mounts this app should enter
+`app.router.lifespan_context(app)` from its own lifespan, so the upstream client is opened at
+start-up and closed at shutdown; without it the client is opened on first use.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from ._config import Config, load_config, require_absolute_urls
+from ._exceptions import RequestError, ServerError
+from ._response import encode
+from ._service import JSON, Service, body_too_large, error_response, read_body
+
+logger = logging.getLogger("adapter_critic")
+
+_HEALTH = encode({"status": "ok"})
+
+
+def create_app(config: Config | str | Path, *, http_client: httpx.AsyncClient | None = None) -> Starlette:
+    """Build the adapter_critic ASGI app.
+
+    Parameters:
+        config: a `Config`, or the path of a `.toml`/`.json`/`.yaml` config file.
+        http_client: an `httpx.AsyncClient` to use for upstream calls instead of the app's own
+            (it is not closed by the app).
+
+    Every `base_url` must be absolute; relative ones only work with `AdapterCriticMiddleware`.
+    """
+    source = "<config>"
+    if not isinstance(config, Config):
+        source = str(config)
+        config = load_config(config)
+    require_absolute_urls(config, source)
+    return build_app(Service(config, http_client=http_client))
+
+
+def build_app(service: Service) -> Starlette:
+    """The Starlette app around a service (also used by the demo, whose stages run in-process)."""
+    config = service.config
+    created = int(time.time())
+    models_body = encode(
+        {
+            "object": "list",
+            "data": [
+                {"id": served_id, "object": "model", "created": created, "owned_by": "adapter-critic"}
+                for served_id in config.served_models
+            ],
+        }
+    )
+
+    async def chat_completions(request: Request) -> Response:
+        limit = config.max_body_bytes
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            return error_response(body_too_large(limit))
+        try:
+            body = await read_body(request.receive, limit)
+        except RequestError as exc:
+            return error_response(exc)
+        return await service.chat(body)
+
+    async def models(request: Request) -> Response:
+        return Response(models_body, media_type=JSON)
+
+    async def health(request: Request) -> Response:
+        return Response(_HEALTH, media_type=JSON)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        service.upstream.open()
+        try:
+            yield
+        finally:
+            await service.upstream.aclose()
+
+    app = Starlette(
+        routes=[
+            Route("/chat/completions", chat_completions, methods=["POST"]),
+            Route("/models", models, methods=["GET"]),
+            Route("/health", health, methods=["GET"]),
+        ],
+        exception_handlers={HTTPException: _http_error, Exception: _unexpected_error},
+        lifespan=lifespan,
+    )
+    app.state.adapter_critic = service
+    return app
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 404:
+        message = (
+            f"Unknown path {request.url.path!r}. "
+            "This server serves POST /chat/completions, GET /models and GET /health."
+        )
+    elif exc.status_code == 405:
+        message = f"Method {request.method} is not allowed on {request.url.path!r}."
+    else:
+        message = str(exc.detail)
+    error = RequestError(message, status_code=exc.status_code)
+    return error_response(error, headers=exc.headers)
+
+
+async def _unexpected_error(request: Request, exc: Exception) -> Response:
+    logger.error("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
+    return error_response(ServerError("Internal server error; see the server log."))

@@ -1,0 +1,191 @@
+"""The config file: its schema as msgspec Structs, loading from TOML/JSON/YAML, and validation (SPEC §2).
+
+Every mistake is reported as one `ConfigError` naming the file and the key path
+(`served_models.x.api.base_url`), never as a bare traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypeVar
+
+import msgspec
+
+from ._exceptions import ConfigError
+
+Mode = Literal["direct", "adapter", "critic"]
+MODES: tuple[str, ...] = ("direct", "adapter", "critic")
+
+DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
+
+_S = TypeVar("_S", bound=msgspec.Struct)
+
+
+class Target(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    """One upstream: the model to ask, where, and which env var holds its bearer token."""
+
+    model: Annotated[str, msgspec.Meta(min_length=1)]
+    base_url: Annotated[str, msgspec.Meta(min_length=1)]
+    api_key_env: str | None = None
+    api_key_var: str | None = None  # alias of api_key_env, kept for configs written for the original tool
+    options: dict[str, Any] = {}
+
+    def __post_init__(self) -> None:
+        if self.api_key_var is not None:
+            if self.api_key_env is not None and self.api_key_env != self.api_key_var:
+                raise ValueError("`api_key_env` and its alias `api_key_var` disagree; give only one")
+            msgspec.structs.force_setattr(self, "api_key_env", self.api_key_var)
+            msgspec.structs.force_setattr(self, "api_key_var", None)
+
+    @property
+    def url(self) -> str:
+        """`base_url` without a trailing slash: the form credentials are bound to (§4)."""
+        return normalize_url(self.base_url)
+
+
+class ServedModel(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    """A model id clients can ask for, and the workflow that answers it."""
+
+    mode: Mode
+    api: Target
+    adapter: Target | None = None
+    critic: Target | None = None
+    adapter_system_prompt: str | None = None
+    critic_system_prompt: str | None = None
+    max_adapter_retries: Annotated[int, msgspec.Meta(ge=0, le=10)] = 0
+    on_review_error: Literal["draft", "fail"] = "draft"
+
+
+class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    """The whole configuration; build it with `load_config(path)` or `Config.from_dict(data)`."""
+
+    served_models: Annotated[dict[str, ServedModel], msgspec.Meta(min_length=1)]
+    default_api_key_env: str = "OPENAI_API_KEY"
+    timeout_seconds: Annotated[float, msgspec.Meta(gt=0)] = 120.0
+    allow_overrides: bool = True
+    allowed_override_base_urls: list[str] = []
+    max_body_bytes: Annotated[int, msgspec.Meta(gt=0)] = DEFAULT_MAX_BODY_BYTES
+    keepalive_seconds: Annotated[float, msgspec.Meta(gt=0)] = 10.0
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, source: str = "<config>") -> Config:
+        """Validate already-parsed config data; errors name `source` and the key path."""
+        data = dict(data)
+        served = data.get("served_models")
+        if isinstance(served, Mapping):
+            # Converted one by one so that errors name the served model id (msgspec says `[...]` for dict keys).
+            data["served_models"] = {
+                key: _convert(value, ServedModel, source, f"served_models.{key}") for key, value in served.items()
+            }
+        return _convert(data, cls, source, "")
+
+    def targets(self) -> list[Target]:
+        """Every configured target in file order (`api`, `adapter`, `critic` within each served model)."""
+        found: list[Target] = []
+        for served in self.served_models.values():
+            found.extend(t for t in (served.api, served.adapter, served.critic) if t is not None)
+        return found
+
+    def key_env_for(self, target: Target) -> str:
+        """The env var holding `target`'s bearer token."""
+        return target.api_key_env or self.default_api_key_env
+
+    def key_env_names(self) -> set[str]:
+        """Every env var that may hold a secret (for redaction)."""
+        return {self.default_api_key_env, *(t.api_key_env for t in self.targets() if t.api_key_env)}
+
+
+def normalize_url(url: str) -> str:
+    return url.rstrip("/")
+
+
+def is_relative(url: str) -> bool:
+    """A `base_url` that is a path, served in-process by the wrapped app (middleware only)."""
+    return url.startswith("/")
+
+
+def load_config(path: str | Path) -> Config:
+    """Read and validate a `.toml`, `.json`, `.yaml` or `.yml` config file."""
+    path = Path(path)
+    source = str(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{source}: cannot read the config file ({exc.strerror or exc})") from None
+    suffix = path.suffix.lower()
+    data: Any
+    try:
+        if suffix == ".toml":
+            data = tomllib.loads(raw.decode("utf-8"))
+        elif suffix == ".json":
+            data = json.loads(raw)
+        elif suffix in (".yaml", ".yml"):
+            data = _load_yaml(raw, source)
+        else:
+            raise ConfigError(f"{source}: unknown config format {suffix!r}; use .toml, .json, .yaml or .yml")
+    except ConfigError:
+        raise
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{source}: not valid {suffix[1:].upper()}: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: the top level must be a table/object with `served_models`")
+    return Config.from_dict(data, source=source)
+
+
+def require_absolute_urls(config: Config, source: str = "<config>") -> None:
+    """Refuse relative `base_url`s where no wrapped app can serve them (create_app, standalone)."""
+    for served_id, served in config.served_models.items():
+        for stage in ("api", "adapter", "critic"):
+            target: Target | None = getattr(served, stage)
+            if target is not None and is_relative(target.base_url):
+                raise ConfigError(
+                    f"{source}: served_models.{served_id}.{stage}.base_url: {target.base_url!r} is a relative URL; "
+                    "relative URLs only work with AdapterCriticMiddleware, which serves them in-process from the "
+                    "wrapped app. Use an absolute URL such as http://127.0.0.1:8000/v1."
+                )
+
+
+def _load_yaml(raw: bytes, source: str) -> Any:
+    try:
+        import yaml
+    except ImportError:
+        raise ConfigError(
+            f"{source}: YAML config needs PyYAML: pip install 'adapter_critic[yaml]' (or use .toml/.json)"
+        ) from None
+    try:
+        return yaml.safe_load(raw)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source}: not valid YAML: {exc}") from None
+
+
+_PATH = re.compile(r"\s*-\s*at\s*`\$(?P<path>[^`]*)`\s*$")
+
+
+def _convert(data: Any, kind: type[_S], source: str, prefix: str) -> _S:
+    try:
+        return msgspec.convert(data, kind, str_keys=True)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(_describe(source, prefix, str(exc))) from None
+
+
+def _describe(source: str, prefix: str, msgspec_message: str) -> str:
+    """Turn msgspec's "... - at `$.a.b[0]`" into "file: prefix.a.b[0]: ..."."""
+    match = _PATH.search(msgspec_message)
+    path = prefix
+    message = msgspec_message
+    if match is not None:
+        path = ".".join(p for p in (prefix, match.group("path").lstrip(".")) if p)
+        message = msgspec_message[: match.start()]
+    unknown = re.fullmatch(r"Object contains unknown field `(?P<key>[^`]*)`", message)
+    if unknown:
+        key = unknown.group("key")
+        return f"{source}: {path + '.' if path else ''}{key}: unknown key"
+    missing = re.fullmatch(r"Object missing required field `(?P<key>[^`]*)`", message)
+    if missing:
+        key = missing.group("key")
+        return f"{source}: {path + '.' if path else ''}{key}: required key is missing"
+    return f"{source}: {path or '(top level)'}: {message}"

@@ -1,0 +1,107 @@
+"""The built-in demo: a small deterministic *demo model* (not a real LLM) and the config serving it.
+
+`uvicorn adapter_critic.asgi:app` without `ADAPTER_CRITIC_CONFIG` serves `demo-direct`,
+`demo-adapter` and `demo-critic`, whose stages call the demo model in-process, so all three
+workflows can be seen working with no API key and no network.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import msgspec
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from ._config import Config, ServedModel, Target
+from ._exceptions import error_envelope
+from ._prompts import DEFAULT_ADAPTER_SYSTEM_PROMPT, DEFAULT_CRITIC_SYSTEM_PROMPT
+
+DEMO_MODEL = "adapter-critic-demo-model"
+DEMO_BASE_URL = "/demo/v1"
+DRAFT_LEAD = "Demo model draft (this is not a real LLM)."
+ADAPTER_EDIT = "Demo model draft (this is not a real LLM), checked by the demo adapter."
+CRITIQUE = "- The draft does not say that a reviewer checked it; say so in the revised answer."
+REVISED_LEAD = "Demo model, revised after the demo critic's review (this is not a real LLM)."
+
+
+class _DemoMessage(msgspec.Struct):
+    role: str
+    content: str | list[Any] | None = None
+
+
+class _DemoRequest(msgspec.Struct):
+    messages: list[_DemoMessage]
+    model: str = DEMO_MODEL
+
+
+_request_decoder = msgspec.json.Decoder(_DemoRequest)
+
+
+def demo_config() -> Config:
+    target = Target(model=DEMO_MODEL, base_url=DEMO_BASE_URL)
+    return Config(
+        served_models={
+            "demo-direct": ServedModel(mode="direct", api=target),
+            "demo-adapter": ServedModel(mode="adapter", api=target),
+            "demo-critic": ServedModel(mode="critic", api=target),
+        }
+    )
+
+
+def demo_reply(messages: list[_DemoMessage]) -> str:
+    """What the demo model says: it recognises the default reviewer prompts and plays each stage's part."""
+    system = _text(messages[0].content) if messages and messages[0].role == "system" else ""
+    last = _text(messages[-1].content) if messages else ""
+    if system == DEFAULT_ADAPTER_SYSTEM_PROMPT:
+        if DRAFT_LEAD in last:
+            return f"<<<<<<< SEARCH\n{DRAFT_LEAD}\n=======\n{ADAPTER_EDIT}\n>>>>>>> REPLACE"
+        return "lgtm"
+    if system == DEFAULT_CRITIC_SYSTEM_PROMPT:
+        return CRITIQUE
+    if last.startswith("A reviewer read your previous reply") and len(messages) >= 2:
+        draft = _text(messages[-2].content)
+        return draft.replace(DRAFT_LEAD, REVISED_LEAD, 1)
+    user = next((_text(m.content) for m in reversed(messages) if m.role == "user"), "")
+    said = " ".join(user.split())[:200]
+    return f'{DRAFT_LEAD}\nYou said: "{said}"'
+
+
+async def _chat_completions(request: Request) -> Response:
+    try:
+        demo = _request_decoder.decode(await request.body())
+    except msgspec.DecodeError as exc:
+        error = error_envelope(f"demo model: {exc}", "invalid_request_error")
+        return Response(msgspec.json.encode(error), status_code=400, media_type="application/json")
+    reply = demo_reply(demo.messages)
+    prompt_tokens = sum(len(_text(m.content).split()) for m in demo.messages)
+    completion_tokens = len(reply.split())
+    completion = {
+        "id": "chatcmpl-demo",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": demo.model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
+    return Response(msgspec.json.encode(completion), media_type="application/json")
+
+
+def demo_model_app() -> Starlette:
+    """The demo model as an OpenAI-compatible ASGI app serving `POST /demo/v1/chat/completions`."""
+    return Starlette(routes=[Route(f"{DEMO_BASE_URL}/chat/completions", _chat_completions, methods=["POST"])])
+
+
+def _text(content: str | list[Any] | None) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return ""

@@ -1,0 +1,120 @@
+"""`AdapterCriticMiddleware`: the pipeline as pure ASGI middleware around an app that serves chat completions.
+
+Only `POST <path>` requests whose `model` is a served model run through the pipeline; every other
+request, and every non-HTTP scope, reaches the wrapped app untouched (a peeked body is replayed to
+it byte for byte). Stage targets whose `base_url` is a path are called in-process on the wrapped app.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import msgspec
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ._config import Config, load_config
+from ._service import Service
+
+
+class _ModelView(msgspec.Struct):
+    model: str | None = None
+
+
+_model_decoder = msgspec.json.Decoder(_ModelView)
+
+
+class AdapterCriticMiddleware:
+    """Run chat-completions requests for served models through the adapter_critic pipeline.
+
+    Parameters:
+        app: the wrapped ASGI app; it serves every other request, and stage targets whose
+            `base_url` is a path (e.g. `"/v1"`) are called on it in-process.
+        config: a `Config`, or the path of a config file.
+        path: the chat-completions path to intercept.
+        http_client: an `httpx.AsyncClient` for network upstreams (not closed by the middleware).
+
+    The upstream client is opened and closed with the lifespan the server runs for the wrapped app.
+    Request bodies larger than `max_body_bytes` on the chat path go to the wrapped app untouched.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        config: Config | str | Path,
+        path: str = "/v1/chat/completions",
+        http_client: httpx.AsyncClient | None = None,
+    ) -> None:
+        if not isinstance(config, Config):
+            config = load_config(config)
+        self.app = app
+        self.path = path
+        self.service = Service(config, http_client=http_client, in_process_app=app)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(scope, receive, send)
+            return
+        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != self.path:
+            await self.app(scope, receive, send)
+            return
+
+        buffered, body, complete = await _peek_body(receive, self.service.config.max_body_bytes)
+        if not complete or not self._serves(body):
+            await self.app(scope, _replay(buffered, receive), send)
+            return
+        response = await self.service.chat(body)
+        await response(scope, receive, send)
+
+    def _serves(self, body: bytes) -> bool:
+        try:
+            model = _model_decoder.decode(body).model
+        except msgspec.DecodeError:
+            return False
+        return model is not None and model in self.service.config.served_models
+
+    async def _lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
+        upstream = self.service.upstream
+
+        async def lifespan_receive() -> Message:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                upstream.open()
+            return message
+
+        async def lifespan_send(message: Message) -> None:
+            if message["type"] in ("lifespan.shutdown.complete", "lifespan.shutdown.failed"):
+                await upstream.aclose()
+            await send(message)
+
+        await self.app(scope, lifespan_receive, lifespan_send)
+
+
+async def _peek_body(receive: Receive, limit: int) -> tuple[list[Message], bytes, bool]:
+    """Buffer the body up to `limit`; `complete` is False when it is larger (or the client left)."""
+    buffered: list[Message] = []
+    size = 0
+    while True:
+        message = await receive()
+        buffered.append(message)
+        if message["type"] != "http.request":
+            return buffered, b"", False
+        size += len(message.get("body", b""))
+        if size > limit:
+            return buffered, b"", False
+        if not message.get("more_body", False):
+            break
+    return buffered, b"".join(m.get("body", b"") for m in buffered), True
+
+
+def _replay(buffered: list[Message], receive: Receive) -> Receive:
+    """A `receive` that hands out the already-read messages first, then the live ones."""
+    pending = list(buffered)
+
+    async def replay() -> Message:
+        if pending:
+            return pending.pop(0)
+        return await receive()
+
+    return replay

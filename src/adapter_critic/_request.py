@@ -1,0 +1,175 @@
+"""Decoding and validating a chat-completions request body (SPEC §4).
+
+The body is decoded once as `dict[str, msgspec.Raw]`, so every field we do not read is forwarded
+upstream byte for byte, and once more into small typed views for the few fields we do read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from ._config import Mode
+from ._exceptions import RequestError
+
+Role = Literal["system", "developer", "user", "assistant", "tool"]
+NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
+
+# Fields that are ours or that we rewrite; every other top-level field is forwarded as given.
+_OWN_FIELDS = frozenset({"model", "messages", "x_adapter_critic", "extra_body"})
+
+
+class Message(msgspec.Struct, kw_only=True):
+    """The fields of a message the workflows read; unknown fields are kept in the raw form."""
+
+    role: Role
+    content: str | list[Any] | None = None
+    tool_calls: list[Any] | None = None
+
+
+class Overrides(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, omit_defaults=True):
+    """`x_adapter_critic`: per-request workflow overrides."""
+
+    mode: Mode | None = None
+    api_model: NonEmpty | None = None
+    api_base_url: NonEmpty | None = None
+    adapter_model: NonEmpty | None = None
+    adapter_base_url: NonEmpty | None = None
+    critic_model: NonEmpty | None = None
+    critic_base_url: NonEmpty | None = None
+    max_adapter_retries: Annotated[int, msgspec.Meta(ge=0, le=5)] | None = None
+
+    def base_urls(self) -> dict[str, str]:
+        """Every `*_base_url` given, by field name."""
+        found = {"api_base_url": self.api_base_url, "adapter_base_url": self.adapter_base_url}
+        found["critic_base_url"] = self.critic_base_url
+        return {name: url for name, url in found.items() if url is not None}
+
+
+class _StreamOptions(msgspec.Struct):
+    include_usage: bool = False
+
+
+@dataclass(slots=True)
+class ChatRequest:
+    """A validated request: what the workflows read, plus every other field as raw JSON to forward."""
+
+    model: str
+    messages: list[Message]
+    raw_messages: list[msgspec.Raw]
+    options: dict[str, Any] = field(default_factory=dict)
+    overrides: Overrides | None = None
+    stream: bool = False
+    include_usage: bool = False
+
+
+_fields_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_raw_list_decoder = msgspec.json.Decoder(list[msgspec.Raw])
+_messages_decoder = msgspec.json.Decoder(Annotated[list[Message], msgspec.Meta(min_length=1)])
+_overrides_decoder = msgspec.json.Decoder(Overrides)
+_str_decoder = msgspec.json.Decoder(str)
+_bool_decoder = msgspec.json.Decoder(bool)
+_stream_options_decoder = msgspec.json.Decoder(_StreamOptions)
+
+
+def decode_fields(body: bytes) -> dict[str, msgspec.Raw]:
+    """The body's top-level keys with their values left as raw JSON; 400 unless it is a JSON object."""
+    try:
+        return _fields_decoder.decode(body)
+    except msgspec.DecodeError:
+        pass
+    try:
+        msgspec.json.decode(body)
+    except msgspec.DecodeError:
+        raise RequestError("The request body is not valid JSON.") from None
+    raise RequestError("The request body must be a JSON object.")
+
+
+def decode_request(body: bytes) -> ChatRequest:
+    """Validate a chat-completions body; raises `RequestError` (400) naming the offending field."""
+    fields = decode_fields(body)
+
+    model = _decode(fields, "model", _str_decoder)
+    if not model:
+        raise RequestError("`model` must be a non-empty string.", param="model")
+
+    raw_messages_value = fields.get("messages")
+    if raw_messages_value is None:
+        raise RequestError("`messages` is required: a non-empty array of message objects.", param="messages")
+    messages = _decode(fields, "messages", _messages_decoder)
+    raw_messages = _raw_list_decoder.decode(raw_messages_value)
+
+    extra: dict[str, msgspec.Raw] = {}
+    nested_overrides: msgspec.Raw | None = None
+    if "extra_body" in fields:
+        try:
+            extra = _fields_decoder.decode(fields["extra_body"])
+        except msgspec.DecodeError:
+            raise RequestError("`extra_body` must be a JSON object.", param="extra_body") from None
+        nested_overrides = extra.pop("x_adapter_critic", None)
+
+    overrides: Overrides | None = None
+    if "x_adapter_critic" in fields:
+        overrides = _decode_overrides(fields["x_adapter_critic"], "x_adapter_critic")
+    elif nested_overrides is not None:
+        overrides = _decode_overrides(nested_overrides, "extra_body.x_adapter_critic")
+
+    # Other keys of a raw `extra_body` are forwarded too; top-level fields win on the same key.
+    options: dict[str, Any] = dict(extra)
+    options.update((key, value) for key, value in fields.items() if key not in _OWN_FIELDS)
+
+    stream = False
+    include_usage = False
+    if "stream" in options:
+        stream = _decode(options, "stream", _bool_decoder, nullable=True) or False
+    if "stream_options" in options:
+        stream_options = _decode(options, "stream_options", _stream_options_decoder, nullable=True)
+        include_usage = bool(stream_options and stream_options.include_usage)
+
+    return ChatRequest(
+        model=model,
+        messages=messages,
+        raw_messages=raw_messages,
+        options=options,
+        overrides=overrides,
+        stream=stream,
+        include_usage=include_usage,
+    )
+
+
+def _decode_overrides(raw: msgspec.Raw, where: str) -> Overrides:
+    try:
+        return _overrides_decoder.decode(raw)
+    except msgspec.ValidationError as exc:
+        message, path = _split_path(str(exc))
+        param = f"{where}{path}"
+        if message.startswith("Object contains unknown field"):
+            known = ", ".join(Overrides.__struct_fields__)
+            raise RequestError(f"`{param}`: {message}. Known override fields: {known}.", param=param) from None
+        raise RequestError(f"`{param}`: {message}.", param=param) from None
+    except msgspec.DecodeError:
+        raise RequestError(f"`{where}` must be a JSON object.", param=where) from None
+
+
+def _decode(fields: dict[str, msgspec.Raw], name: str, decoder: Any, *, nullable: bool = False) -> Any:
+    raw = fields.get(name)
+    if raw is None:
+        raise RequestError(f"`{name}` is required.", param=name)
+    if nullable and bytes(raw).strip() == b"null":
+        return None
+    try:
+        return decoder.decode(raw)
+    except msgspec.ValidationError as exc:
+        message, path = _split_path(str(exc))
+        param = f"{name}{path}"
+        raise RequestError(f"`{param}`: {message}.", param=param) from None
+
+
+def _split_path(message: str) -> tuple[str, str]:
+    """msgspec says "Expected `str`, got `int` - at `$[1].role`"; split off the path part."""
+    head, sep, tail = message.rpartition(" - at `$")
+    if not sep:
+        return message, ""
+    return head, tail.rstrip("`")

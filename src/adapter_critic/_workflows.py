@@ -1,0 +1,189 @@
+"""The three workflows — direct, adapter, critic — as sequences of upstream stage calls (SPEC §5).
+
+Each run fills an `Outcome`: the answer, every stage's output, tokens and wall-clock time, and
+whether a reviewer failure degraded the answer to the draft.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._config import Mode
+from ._edits import EditError, review
+from ._exceptions import UpstreamError
+from ._prompts import (
+    adapter_messages,
+    adapter_retry_messages,
+    critic_messages,
+    draft_as_text,
+    render_tool_calls,
+    second_pass_messages,
+)
+from ._request import ChatRequest
+from ._resolve import Plan, StageTarget
+from ._upstream import Completion, Upstream, Usage, relay_first_call_error
+
+logger = logging.getLogger("adapter_critic")
+
+# Request fields that only make sense for the client's own connection, never for a stage call.
+_STREAM_FIELDS = ("stream", "stream_options")
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What a workflow produced: the answer plus everything the `adapter_critic` extension reports."""
+
+    mode: Mode
+    content: str | None = None
+    tool_calls: list[Any] | None = None
+    finish_reason: str | None = None
+    intermediate: dict[str, str] = field(default_factory=dict)
+    usage: dict[str, Usage] = field(default_factory=dict)
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    degraded: bool = False
+
+    def answer_with(self, completion: Completion) -> None:
+        self.content = completion.content
+        self.tool_calls = completion.tool_calls
+        self.finish_reason = completion.finish_reason
+
+
+class Run:
+    """One request's run of its plan; holds the outcome being filled in."""
+
+    def __init__(self, plan: Plan, request: ChatRequest, upstream: Upstream) -> None:
+        self.plan = plan
+        self.request = request
+        self.upstream = upstream
+        self.outcome = Outcome(mode=plan.mode)
+
+    async def run(self) -> Outcome:
+        if self.plan.mode == "direct":
+            await self._direct()
+        elif self.plan.mode == "adapter":
+            await self._adapter()
+        else:
+            await self._critic()
+        return self.outcome
+
+    # -- workflows -------------------------------------------------------------------------------
+    async def _direct(self) -> None:
+        answer = await self._first_call("api")
+        self.outcome.answer_with(answer)
+        self.outcome.intermediate["api"] = answer.content or ""
+
+    async def _adapter(self) -> None:
+        plan, out = self.plan, self.outcome
+        assert plan.adapter is not None
+        draft = await self._first_call("api")
+        out.answer_with(draft)
+        draft_text = draft.content or ""
+        self._record_draft(draft)
+
+        messages = adapter_messages(
+            plan.adapter_system_prompt, self.request.messages, draft_as_text(draft.content, draft.tool_calls)
+        )
+        body = _reviewer_body(plan.adapter, messages)
+        rejection: str | None = None
+        for attempt in range(plan.max_adapter_retries + 1):
+            completion = await self._review_call("adapter", plan.adapter, body)
+            if completion is None:
+                break
+            reply = completion.content or ""
+            out.intermediate["adapter"] = reply
+            try:
+                final = review(draft_text, reply)
+            except EditError as exc:
+                rejection = str(exc)
+                logger.info("adapter reply %d rejected: %s", attempt + 1, rejection)
+                body = _reviewer_body(plan.adapter, adapter_retry_messages(messages, reply, rejection))
+                messages = body["messages"]
+                continue
+            rejection = None
+            if final != draft_text:
+                out.content = final
+            break
+        if rejection is not None:
+            out.intermediate["adapter_rejection_reason"] = rejection
+        out.intermediate["final"] = out.content or ""
+
+    async def _critic(self) -> None:
+        plan, out = self.plan, self.outcome
+        assert plan.critic is not None
+        draft = await self._first_call("api_draft")
+        out.answer_with(draft)
+        self._record_draft(draft)
+        draft_text = draft_as_text(draft.content, draft.tool_calls)
+
+        critic_body = _reviewer_body(
+            plan.critic, critic_messages(plan.critic_system_prompt, self.request.messages, draft_text)
+        )
+        critique = await self._review_call("critic", plan.critic, critic_body)
+        if critique is not None:
+            out.intermediate["critic"] = critique.content or ""
+            second_messages = second_pass_messages(self.request.raw_messages, draft_text, critique.content or "")
+            second = await self._review_call("api_final", plan.api, self._api_body(second_messages))
+            if second is not None:
+                out.answer_with(second)
+        out.intermediate["final"] = out.content or ""
+
+    # -- stage calls -----------------------------------------------------------------------------
+    def _record_draft(self, draft: Completion) -> None:
+        self.outcome.intermediate["api_draft"] = draft.content or ""
+        rendered = render_tool_calls(draft.tool_calls)
+        if rendered:
+            self.outcome.intermediate["api_draft_tool_calls"] = rendered
+
+    def _api_body(self, messages: list[Any]) -> dict[str, Any]:
+        body = {**self.plan.api.options, **self.request.options}
+        for name in _STREAM_FIELDS:
+            body.pop(name, None)
+        body["model"] = self.plan.api.model
+        body["messages"] = messages
+        return body
+
+    async def _first_call(self, stage: str) -> Completion:
+        """The first API call: its failure is always the request's failure, its 4xx relayed as is."""
+        try:
+            return await self._call(stage, self.plan.api, self._api_body(list(self.request.raw_messages)))
+        except UpstreamError as exc:
+            raise relay_first_call_error(exc) from None
+
+    async def _review_call(self, stage: str, target: StageTarget, body: dict[str, Any]) -> Completion | None:
+        """A later stage's call; on failure, either the whole request fails or the draft stands (§5)."""
+        try:
+            return await self._call(stage, target, body)
+        except UpstreamError as exc:
+            if self.plan.on_review_error == "fail":
+                raise
+            logger.warning("%s stage failed, answering with the draft: %s", stage, exc.message)
+            self.outcome.degraded = True
+            self.outcome.intermediate[f"{stage}_error"] = exc.message
+            return None
+
+    async def _call(self, stage: str, target: StageTarget, body: dict[str, Any]) -> Completion:
+        out = self.outcome
+        usage = out.usage.setdefault(stage, Usage())
+        started = time.perf_counter()
+        try:
+            completion = await self.upstream.complete(stage, target, body)
+        finally:
+            out.timings_ms[stage] = out.timings_ms.get(stage, 0.0) + (time.perf_counter() - started) * 1000
+        if completion.usage is not None:
+            usage.prompt_tokens += completion.usage.prompt_tokens
+            usage.completion_tokens += completion.usage.completion_tokens
+            usage.total_tokens += completion.usage.total_tokens
+        return completion
+
+
+def _reviewer_body(target: StageTarget, messages: list[Any]) -> dict[str, Any]:
+    """Reviewers get only their own target's options, never the client's (no tools, no response_format)."""
+    body = dict(target.options)
+    for name in _STREAM_FIELDS:
+        body.pop(name, None)
+    body["model"] = target.model
+    body["messages"] = messages
+    return body

@@ -1,0 +1,48 @@
+"""The standalone server: `uvicorn adapter_critic.asgi:app`.
+
+The config file comes from the env var `ADAPTER_CRITIC_CONFIG`; without it the built-in demo is served.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+from starlette.applications import Starlette
+
+from ._app import build_app, create_app
+from ._demo import demo_config, demo_model_app
+from ._exceptions import ConfigError
+from ._service import Service
+
+CONFIG_ENV = "ADAPTER_CRITIC_CONFIG"
+
+logger = logging.getLogger("adapter_critic")
+
+
+def standalone_app() -> Starlette:
+    """The app `uvicorn adapter_critic.asgi:app` serves, built from the environment."""
+    path = os.environ.get(CONFIG_ENV, "").strip()
+    if path:
+        return create_app(path)
+    _say(
+        "adapter_critic: no config given, serving the built-in DEMO (served models demo-direct, demo-adapter, "
+        "demo-critic, answered by a small deterministic demo model, not a real LLM). To serve real models, set "
+        f"{CONFIG_ENV}=/path/to/config.toml (see examples/)."
+    )
+    return build_app(Service(demo_config(), in_process_app=demo_model_app()))
+
+
+def _say(message: str) -> None:
+    if logger.hasHandlers():
+        logger.warning(message)
+    else:
+        print(message, file=sys.stderr, flush=True)
+
+
+try:
+    app = standalone_app()
+except ConfigError as exc:
+    # One clear line instead of a traceback from deep inside the server's import machinery.
+    raise SystemExit(f"adapter_critic: invalid config: {exc}") from None
