@@ -8,15 +8,13 @@ configure. Everything here is pure: it reads the config and the request, never t
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ._config import Config, Mode, ServedModel, Target, normalize_url
 from ._exceptions import RequestError
 from ._prompts import DEFAULT_ADAPTER_SYSTEM_PROMPT, DEFAULT_CRITIC_SYSTEM_PROMPT
 from ._request import Overrides
-
-_EMPTY: Mapping[str, Any] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,7 +24,7 @@ class StageTarget:
     model: str
     base_url: str
     key_env: str | None = None
-    options: Mapping[str, Any] = _EMPTY
+    options: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
