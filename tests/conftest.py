@@ -1,0 +1,122 @@
+"""Shared fixtures: the scripted upstream, the app under test wired to it, and real servers in subprocesses."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from asgi_lifespan import LifespanManager
+
+from adapter_critic import Config, create_app
+
+from .scripted_upstream import ScriptedUpstream
+
+TESTS = Path(__file__).parent
+UPSTREAM_URL = "http://upstream.test/v1"
+OTHER_URL = "http://other.test/v1"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def upstream() -> ScriptedUpstream:
+    return ScriptedUpstream()
+
+
+def make_config(**overrides: Any) -> Config:
+    """A config with one served model per mode, all stages on the scripted upstream at UPSTREAM_URL."""
+    data: dict[str, Any] = {
+        "served_models": {
+            "m-direct": {"mode": "direct", "api": {"model": "api-model", "base_url": UPSTREAM_URL}},
+            "m-adapter": {
+                "mode": "adapter",
+                "api": {"model": "api-model", "base_url": UPSTREAM_URL},
+                "adapter": {"model": "adapter-model", "base_url": UPSTREAM_URL},
+            },
+            "m-critic": {
+                "mode": "critic",
+                "api": {"model": "api-model", "base_url": UPSTREAM_URL},
+                "critic": {"model": "critic-model", "base_url": UPSTREAM_URL},
+            },
+        }
+    }
+    data.update(overrides)
+    return Config.from_dict(data)
+
+
+AppFactory = Callable[..., contextlib.AbstractAsyncContextManager[httpx.AsyncClient]]
+
+
+@pytest.fixture
+def serve(upstream: ScriptedUpstream) -> AppFactory:
+    """`async with serve(config) as client:` the app under test, its upstream calls going to `upstream`."""
+
+    @contextlib.asynccontextmanager
+    async def factory(config: Config | None = None) -> AsyncIterator[httpx.AsyncClient]:
+        transport = httpx.ASGITransport(app=upstream.app)
+        async with httpx.AsyncClient(transport=transport) as upstream_client:
+            app = create_app(config or make_config(), http_client=upstream_client)
+            async with LifespanManager(app) as manager:
+                client_transport = httpx.ASGITransport(app=manager.app)
+                async with httpx.AsyncClient(transport=client_transport, base_url="http://testserver") as client:
+                    yield client
+
+    return factory
+
+
+def chat(model: str, content: str = "Hello", **extra: Any) -> dict[str, Any]:
+    return {"model": model, "messages": [{"role": "user", "content": content}], **extra}
+
+
+# -- real servers in subprocesses ---------------------------------------------------------------
+
+
+def listening_socket() -> socket.socket:
+    """A socket already listening on loopback: clients may connect before the server process accepts."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+@contextlib.contextmanager
+def run_server(args: list[str], env: dict[str, str] | None = None) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """Run `python <args> --fd N` as a subprocess serving on a fresh loopback socket; yields its base URL."""
+    sock = listening_socket()
+    port = sock.getsockname()[1]
+    full_env = {**os.environ, **(env or {})}
+    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS.parent), full_env.get("PYTHONPATH", "")]))
+    proc = subprocess.Popen(
+        [sys.executable, *args, "--fd", str(sock.fileno())],
+        pass_fds=(sock.fileno(),),
+        env=full_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    sock.close()
+    try:
+        yield f"http://127.0.0.1:{port}", proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.stdout:
+            proc.stdout.close()
+        if proc.stderr:
+            proc.stderr.close()
