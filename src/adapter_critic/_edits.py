@@ -29,12 +29,13 @@ from dataclasses import dataclass
 
 __all__ = ["Edit", "EditError", "apply_edits", "is_lgtm", "parse_edits", "review"]
 
-# Typographic quotes as escapes: “ ” „ ‘ ’ ‚ « ».
+# Straight quotes, then typographic ones (curly double and single, low-9, guillemets) as escapes to keep ruff quiet.
 _QUOTES = r"'\"\u201c\u201d\u201e\u2018\u2019\u201a\u00ab\u00bb"
-# What surrounds an lgtm: the opening fence is tried before single backticks so that its language tag goes with it.
+# What surrounds an lgtm: the opening fence is tried before single backticks so that its language tag goes with it
+# (but not a tag of `lgtm`, as in ```lgtm\n```, which is the lgtm itself).
 # The two patterns never fail, so the engine never backtracks across repetitions, and the tail is matched on the
 # reversed reply because a `...*\Z` search would rescan from every start position.
-_LGTM_HEAD = re.compile(rf"(?:```[^`\n]*\n|[\s`*{_QUOTES}])*")
+_LGTM_HEAD = re.compile(rf"(?:```(?!(?i:lgtm))[^`\n]*\n|[\s`*{_QUOTES}])*")
 _LGTM_TAIL = re.compile(rf"[\s`*.!{_QUOTES}]*")
 
 # Marker lines are matched one line at a time with fullmatch, which keeps parsing linear in the size of the reply.
@@ -46,6 +47,20 @@ _DIVIDER = "'======='"
 _REPLACE = "'>>>>>>> REPLACE'"
 
 _EXCERPT_CHARS = 80
+
+
+class EditError(ValueError):
+    """The reply is not a valid review; str(exc) is a short reason suitable to show the adapter model as feedback
+    and to report to users as `adapter_rejection_reason` (e.g. "edit block 2: SEARCH text not found in the draft:
+    '...'")."""
+
+
+@dataclass(frozen=True, slots=True)
+class Edit:
+    """One SEARCH/REPLACE block: replace the first occurrence of `search` in the text with `replace`."""
+
+    search: str
+    replace: str
 
 
 def is_lgtm(reply: str) -> bool:
@@ -186,17 +201,3 @@ def _excerpt(text: str) -> str:
     if len(text) <= _EXCERPT_CHARS:
         return repr(text)
     return repr(text[:_EXCERPT_CHARS]) + "..."
-
-
-class EditError(ValueError):
-    """The reply is not a valid review; str(exc) is a short reason suitable to show the adapter model as feedback
-    and to report to users as `adapter_rejection_reason` (e.g. "edit block 2: SEARCH text not found in the draft:
-    '...'")."""
-
-
-@dataclass(frozen=True, slots=True)
-class Edit:
-    """One SEARCH/REPLACE block: replace the first occurrence of `search` in the text with `replace`."""
-
-    search: str
-    replace: str
