@@ -51,6 +51,16 @@ class Outcome:
         self.finish_reason = completion.finish_reason
 
 
+@dataclass(frozen=True, slots=True)
+class FinalCall:
+    """The last upstream call of a run, whose answer is the client's (streamed live when streaming)."""
+
+    stage: str
+    target: StageTarget
+    body: dict[str, Any]
+    first: bool  # also the first API call: its failure is the request's failure, never degraded
+
+
 class Run:
     """One request's run of its plan; holds the outcome being filled in."""
 
@@ -61,20 +71,43 @@ class Run:
         self.outcome = Outcome(mode=plan.mode)
 
     async def run(self) -> Outcome:
-        if self.plan.mode == "direct":
-            await self._direct()
-        elif self.plan.mode == "adapter":
-            await self._adapter()
-        else:
-            await self._critic()
+        """Run every stage as a plain call and return the outcome."""
+        final = await self.prepare()
+        if final is not None:
+            if final.first:
+                answer: Completion | None = await self._first_call(final.stage)
+            else:
+                answer = await self._review_call(final.stage, final.target, final.body)
+            if answer is not None:
+                self.finish(answer.content, answer.tool_calls, answer.finish_reason)
         return self.outcome
 
-    # -- workflows -------------------------------------------------------------------------------
-    async def _direct(self) -> None:
-        answer = await self._first_call("api")
-        self.outcome.answer_with(answer)
-        self.outcome.intermediate["api"] = answer.content or ""
+    async def prepare(self) -> FinalCall | None:
+        """Run the stages before the last one; return the last call still to make (None: the answer is known).
 
+        Streaming makes the returned call as a stream; `run` makes it as a plain call.
+        """
+        if self.plan.mode == "direct":
+            return FinalCall("api", self.plan.api, self._api_body(list(self.request.raw_messages)), first=True)
+        if self.plan.mode == "adapter":
+            await self._adapter()
+            return None
+        return await self._critic()
+
+    def finish(self, content: str | None, tool_calls: list[Any] | None, finish_reason: str | None) -> None:
+        """Record the last call's answer."""
+        out = self.outcome
+        out.content, out.tool_calls, out.finish_reason = content, tool_calls, finish_reason
+        out.intermediate["api" if out.mode == "direct" else "final"] = content or ""
+
+    def degrade(self, stage: str, error: UpstreamError) -> None:
+        """A reviewer stage failed and `on_review_error = "draft"`: the draft stands as the answer (§5)."""
+        logger.warning("%s stage failed, answering with the draft: %s", stage, error.message)
+        self.outcome.degraded = True
+        self.outcome.intermediate[f"{stage}_error"] = error.message
+        self.outcome.intermediate["final"] = self.outcome.content or ""
+
+    # -- workflows -------------------------------------------------------------------------------
     async def _adapter(self) -> None:
         plan, out = self.plan, self.outcome
         assert plan.adapter is not None
@@ -91,6 +124,7 @@ class Run:
         for attempt in range(plan.max_adapter_retries + 1):
             completion = await self._review_call("adapter", plan.adapter, body)
             if completion is None:
+                out.intermediate.pop("adapter", None)  # §5: a failed stage's own output key is absent
                 break
             reply = completion.content or ""
             out.intermediate["adapter"] = reply
@@ -110,7 +144,7 @@ class Run:
             out.intermediate["adapter_rejection_reason"] = rejection
         out.intermediate["final"] = out.content or ""
 
-    async def _critic(self) -> None:
+    async def _critic(self) -> FinalCall | None:
         plan, out = self.plan, self.outcome
         assert plan.critic is not None
         draft = await self._first_call("api_draft")
@@ -122,13 +156,11 @@ class Run:
             plan.critic, critic_messages(plan.critic_system_prompt, self.request.messages, draft_text)
         )
         critique = await self._review_call("critic", plan.critic, critic_body)
-        if critique is not None:
-            out.intermediate["critic"] = critique.content or ""
-            second_messages = second_pass_messages(self.request.raw_messages, draft_text, critique.content or "")
-            second = await self._review_call("api_final", plan.api, self._api_body(second_messages))
-            if second is not None:
-                out.answer_with(second)
-        out.intermediate["final"] = out.content or ""
+        if critique is None:
+            return None
+        out.intermediate["critic"] = critique.content or ""
+        second_messages = second_pass_messages(self.request.raw_messages, draft_text, critique.content or "")
+        return FinalCall("api_final", plan.api, self._api_body(second_messages), first=False)
 
     # -- stage calls -----------------------------------------------------------------------------
     def _record_draft(self, draft: Completion) -> None:
@@ -159,9 +191,7 @@ class Run:
         except UpstreamError as exc:
             if self.plan.on_review_error == "fail":
                 raise
-            logger.warning("%s stage failed, answering with the draft: %s", stage, exc.message)
-            self.outcome.degraded = True
-            self.outcome.intermediate[f"{stage}_error"] = exc.message
+            self.degrade(stage, exc)
             return None
 
     async def _call(self, stage: str, target: StageTarget, body: dict[str, Any]) -> Completion:
