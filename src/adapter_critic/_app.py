@@ -23,7 +23,7 @@ from starlette.routing import Route
 from ._config import Config, load_config, require_absolute_urls
 from ._exceptions import RequestError, ServerError
 from ._response import encode
-from ._service import JSON, Service, body_too_large, error_response, read_body
+from ._service import JSON, Service, error_response
 
 logger = logging.getLogger("adapter_critic")
 
@@ -62,17 +62,6 @@ def build_app(service: Service) -> Starlette:
         }
     )
 
-    async def chat_completions(request: Request) -> Response:
-        limit = config.max_body_bytes
-        declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > limit:
-            return error_response(body_too_large(limit))
-        try:
-            body = await read_body(request.receive, limit)
-        except RequestError as exc:
-            return error_response(exc)
-        return await service.chat(body)
-
     async def models(request: Request) -> Response:
         return Response(models_body, media_type=JSON)
 
@@ -89,7 +78,7 @@ def build_app(service: Service) -> Starlette:
 
     app = Starlette(
         routes=[
-            Route("/chat/completions", chat_completions, methods=["POST"]),
+            Route("/chat/completions", service, methods=["POST"]),
             Route("/models", models, methods=["GET"]),
             Route("/health", health, methods=["GET"]),
         ],

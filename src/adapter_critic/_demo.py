@@ -7,13 +7,15 @@ workflows can be seen working with no API key and no network.
 
 from __future__ import annotations
 
+import re
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import msgspec
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from ._config import Config, ServedModel, Target
@@ -36,6 +38,7 @@ class _DemoMessage(msgspec.Struct):
 class _DemoRequest(msgspec.Struct):
     messages: list[_DemoMessage]
     model: str = DEMO_MODEL
+    stream: bool = False
 
 
 _request_decoder = msgspec.json.Decoder(_DemoRequest)
@@ -91,7 +94,27 @@ async def _chat_completions(request: Request) -> Response:
             "total_tokens": prompt_tokens + completion_tokens,
         },
     }
+    if demo.stream:
+        return StreamingResponse(_demo_events(completion), media_type="text/event-stream")
     return Response(msgspec.json.encode(completion), media_type="application/json")
+
+
+async def _demo_events(completion: dict[str, Any]) -> AsyncIterator[bytes]:
+    """The completion as OpenAI-style SSE: a role chunk, a chunk per word, the finish chunk, usage, [DONE]."""
+    head = {"id": completion["id"], "object": "chat.completion.chunk", "created": completion["created"]}
+    head["model"] = completion["model"]
+    choice = completion["choices"][0]
+    deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
+    deltas += [{"content": word} for word in re.split(r"(?<=\s)", choice["message"]["content"]) if word]
+    for delta in deltas:
+        yield _sse({**head, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+    yield _sse({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]})
+    yield _sse({**head, "choices": [], "usage": completion["usage"]})
+    yield b"data: [DONE]\n\n"
+
+
+def _sse(payload: dict[str, Any]) -> bytes:
+    return b"data: " + msgspec.json.encode(payload) + b"\n\n"
 
 
 def demo_model_app() -> Starlette:

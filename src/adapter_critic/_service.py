@@ -12,13 +12,14 @@ from collections.abc import Mapping
 
 import httpx
 from starlette.responses import Response
-from starlette.types import ASGIApp, Receive
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ._config import Config
 from ._exceptions import APIError, RequestError, ServerError
 from ._request import decode_request
 from ._resolve import check_overrides, resolve
 from ._response import build_completion, encode, new_completion_id
+from ._streaming import StreamResponse
 from ._upstream import Secrets, Upstream
 from ._workflows import Run
 
@@ -46,21 +47,29 @@ class Service:
             in_process_app=in_process_app,
         )
 
-    async def chat(self, body: bytes) -> Response:
-        """Run one chat-completions request body through its workflow."""
+    async def chat(self, body: bytes) -> ASGIApp:
+        """Run one chat-completions request body through its workflow; returns the response to send.
+
+        A streaming request's workflow runs inside the returned response, as it is sent.
+        """
         completion_id = new_completion_id()
         started = time.perf_counter()
         try:
             request = decode_request(body)
-            where = "x_adapter_critic"
-            check_overrides(self.config, request.overrides, where)
+            check_overrides(self.config, request.overrides, "x_adapter_critic")
             plan = resolve(self.config, request.model, request.overrides)
+            run = Run(plan, request, self.upstream)
             if request.stream:
-                raise RequestError(
-                    "Streaming (`stream: true`) is not supported by this server yet; send the request without it.",
-                    param="stream",
+                return StreamResponse(
+                    run,
+                    self.upstream,
+                    served_model=plan.served_id,
+                    completion_id=completion_id,
+                    started=started,
+                    keepalive_seconds=self.config.keepalive_seconds,
+                    include_usage=request.include_usage,
                 )
-            outcome = await Run(plan, request, self.upstream).run()
+            outcome = await run.run()
         except APIError as exc:
             return error_response(exc)
         except Exception:
@@ -73,6 +82,20 @@ class Service:
             outcome, served_model=plan.served_id, completion_id=completion_id, total_ms=total_ms
         )
         return Response(encode(completion), media_type=JSON)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The chat-completions endpoint as plain ASGI: read the body within the limit, answer."""
+        limit = self.config.max_body_bytes
+        try:
+            for name, value in scope["headers"]:
+                if name == b"content-length" and value.isdigit() and int(value) > limit:
+                    raise body_too_large(limit)
+            body = await read_body(receive, limit)
+        except RequestError as exc:
+            await error_response(exc)(scope, receive, send)
+            return
+        response = await self.chat(body)
+        await response(scope, receive, send)
 
 
 def error_response(error: APIError, headers: Mapping[str, str] | None = None) -> Response:

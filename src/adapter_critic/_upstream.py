@@ -6,15 +6,18 @@ A `base_url` that is a path (`/v1`) is served in-process by the wrapped ASGI app
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
+import anyio
 import httpx
 import msgspec
 from starlette.types import ASGIApp
 
+from ._asgi_call import asgi_stream
 from ._exceptions import (
     ServerError,
     UpstreamError,
@@ -23,6 +26,7 @@ from ._exceptions import (
     UpstreamUnavailable,
 )
 from ._resolve import StageTarget
+from ._sse import StreamIncomplete, iter_data
 
 logger = logging.getLogger("adapter_critic")
 
@@ -181,8 +185,12 @@ class Upstream:
         client = self._client_for(target.base_url)
         url = f"{target.base_url}/chat/completions"
         try:
-            response = await client.post(url, content=_encoder.encode(body), headers=self.headers_for(target))
-        except httpx.TimeoutException:
+            # `fail_after` also bounds clients that ignore httpx timeouts (a given client, in-process ASGI apps).
+            with anyio.fail_after(self._timeout.read):
+                response = await client.post(
+                    url, content=_encoder.encode(body), headers=self.headers_for(target), timeout=self._timeout
+                )
+        except (httpx.TimeoutException, TimeoutError):
             raise UpstreamTimeout(
                 f"The {stage} stage's upstream ({target.label}) did not answer within {self._timeout.read} seconds.",
                 stage=stage,
@@ -212,6 +220,65 @@ class Upstream:
             )
         return completion
 
+    @contextlib.asynccontextmanager
+    async def stream(
+        self, stage: str, target: StageTarget, body: dict[str, Any]
+    ) -> AsyncIterator[AsyncIterator[bytes]]:
+        """A streaming chat-completions call: yields the upstream's SSE `data` payloads up to `[DONE]`.
+
+        The upstream is asked for its usage (`stream_options.include_usage`). Every failure — before the
+        first payload or while iterating — is raised as an `UpstreamError` naming the stage, and leaving
+        the block closes (or, in-process, cancels) the upstream call.
+        """
+        content = _encoder.encode({**body, "stream": True, "stream_options": {"include_usage": True}})
+        headers = {**self.headers_for(target), "accept": "text/event-stream"}
+        url = f"{target.base_url}/chat/completions"
+        client = self._client_for(target.base_url)
+        opened: contextlib.AbstractAsyncContextManager[tuple[int, httpx.Headers, AsyncIterator[bytes]]]
+        if client is self._in_process and self._in_process_app is not None:
+            opened = asgi_stream(
+                self._in_process_app, path=url, headers=headers, body=content, read_timeout=self._timeout.read or 0
+            )
+        else:
+            opened = _network_stream(client, url, headers, content)
+        try:
+            async with opened as (status, response_headers, chunks):
+                if status >= 400:
+                    raise self.status_error(stage, target, status, await _read_some(chunks), response_headers)
+                if not response_headers.get("content-type", "").startswith("text/event-stream"):
+                    raise UpstreamUnavailable(
+                        f"The {stage} stage's upstream ({target.label}) did not answer with an event stream "
+                        f"(HTTP {status}, content-type {response_headers.get('content-type')!r}).",
+                        stage=stage,
+                    )
+                yield self._payloads(stage, target, chunks)
+        except (httpx.HTTPError, TimeoutError, StreamIncomplete) as exc:
+            raise self._transport_error(stage, target, exc) from None
+
+    async def _payloads(self, stage: str, target: StageTarget, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        try:
+            async for payload in iter_data(chunks):
+                yield payload
+        except (httpx.HTTPError, TimeoutError, StreamIncomplete) as exc:
+            raise self._transport_error(stage, target, exc) from None
+
+    def _transport_error(self, stage: str, target: StageTarget, exc: Exception) -> UpstreamError:
+        if isinstance(exc, httpx.TimeoutException | TimeoutError):
+            return UpstreamTimeout(
+                f"The {stage} stage's upstream ({target.label}) did not answer within {self._timeout.read} seconds.",
+                stage=stage,
+            )
+        if isinstance(exc, StreamIncomplete):
+            return UpstreamUnavailable(
+                f"The {stage} stage's upstream ({target.label}) ended its event stream before `data: [DONE]`.",
+                stage=stage,
+            )
+        return UpstreamUnavailable(
+            f"The {stage} stage's upstream ({target.label}) failed: "
+            f"{self.secrets.redact(type(exc).__name__ + ': ' + str(exc))}",
+            stage=stage,
+        )
+
     def status_error(
         self, stage: str, target: StageTarget, status: int, content: bytes, headers: httpx.Headers
     ) -> UpstreamStatusError:
@@ -220,7 +287,7 @@ class Upstream:
         said = f": {detail}" if detail else ""
         if status == 429:
             retry_after = headers.get("retry-after")
-            return UpstreamStatusError(
+            rate_limited = UpstreamStatusError(
                 f"The {stage} stage's upstream ({target.label}) is rate limited (HTTP 429){said}",
                 stage=stage,
                 upstream_status=status,
@@ -230,12 +297,36 @@ class Upstream:
                 code="rate_limit_exceeded",
                 headers={"retry-after": retry_after} if retry_after else {},
             )
+            # §7: a 429 carries the upstream's Retry-After instead of `x-should-retry: false`, so SDKs may retry it.
+            rate_limited.headers.pop("x-should-retry", None)
+            return rate_limited
         return UpstreamStatusError(
             f"The {stage} stage's upstream ({target.label}) answered HTTP {status}{said}",
             stage=stage,
             upstream_status=status,
             upstream_body=body,
         )
+
+
+@contextlib.asynccontextmanager
+async def _network_stream(
+    client: httpx.AsyncClient, url: str, headers: dict[str, str], content: bytes
+) -> AsyncIterator[tuple[int, httpx.Headers, AsyncIterator[bytes]]]:
+    response = await client.send(client.build_request("POST", url, content=content, headers=headers), stream=True)
+    try:
+        yield response.status_code, response.headers, response.aiter_bytes()
+    finally:
+        await response.aclose()
+
+
+async def _read_some(chunks: AsyncIterator[bytes], limit: int = 65536) -> bytes:
+    """An error body, read up to `limit` bytes (it is only shown, never relayed whole)."""
+    data = bytearray()
+    async for chunk in chunks:
+        data += chunk
+        if len(data) >= limit:
+            break
+    return bytes(data[:limit])
 
 
 def relay_first_call_error(error: UpstreamError) -> UpstreamError:

@@ -1,0 +1,60 @@
+"""Server-sent events: reading an upstream's `data:` payloads, and writing the chunks we send (SPEC §8)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import msgspec
+
+DONE = b"[DONE]"
+KEEPALIVE = b": keep-alive\n\n"
+DONE_EVENT = b"data: [DONE]\n\n"
+
+_encoder = msgspec.json.Encoder()
+
+
+class StreamIncomplete(Exception):
+    """The upstream's event stream ended without `data: [DONE]`."""
+
+
+async def iter_data(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """The `data` payload of each event in an SSE byte stream, up to `[DONE]` (not included).
+
+    Raises `StreamIncomplete` when the stream ends before `[DONE]`: a stream cut short must never
+    look like a finished answer.
+    """
+    buffer = bytearray()
+    data: list[bytes] = []
+    async for chunk in chunks:
+        buffer += chunk
+        start = 0
+        while (end := buffer.find(b"\n", start)) >= 0:
+            line = bytes(buffer[start:end]).rstrip(b"\r")
+            start = end + 1
+            if line:
+                if line.startswith(b"data:"):
+                    value = line[5:]
+                    data.append(value[1:] if value.startswith(b" ") else value)
+                # Comments (`: keep-alive`), `event:`, `id:` and `retry:` lines carry nothing we relay.
+                continue
+            if not data:
+                continue
+            payload = b"\n".join(data)
+            data.clear()
+            if payload.strip() == DONE:
+                return
+            yield payload
+        del buffer[:start]
+    if data and b"\n".join(data).strip() == DONE:
+        return
+    raise StreamIncomplete
+
+
+def event(payload: Any) -> bytes:
+    """One SSE `data:` event holding `payload` as JSON."""
+    return b"data: " + _encoder.encode(payload) + b"\n\n"
+
+
+def raw_event(payload: bytes) -> bytes:
+    return b"data: " + payload + b"\n\n"

@@ -1,0 +1,278 @@
+"""Streaming answers (`"stream": true`, SPEC §8): a pure ASGI response that runs the workflow and sends SSE.
+
+Three tasks share one request:
+- the producer runs the stages and puts ready-to-send SSE events (or the error that ended the run)
+  on a small in-memory stream;
+- the sender (the response's own task) writes them out, and a `: keep-alive` comment whenever
+  nothing has been sent for `keepalive_seconds`;
+- the watcher waits for the client's `http.disconnect` and then cancels everything, in-flight
+  upstream calls included.
+
+Status and headers go out with the first thing written. Until then a failure is an ordinary §7 error
+response; after it, a failure ends the stream with one `data: {"error": ...}` event and no `[DONE]`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import msgspec
+from anyio import CancelScope
+from anyio.abc import ObjectReceiveStream, ObjectSendStream
+from starlette.types import Receive, Scope, Send
+
+from ._exceptions import APIError, ServerError, UpstreamError, UpstreamUnavailable
+from ._response import extension
+from ._sse import DONE_EVENT, KEEPALIVE, event, raw_event
+from ._upstream import Upstream, Usage, relay_first_call_error
+from ._workflows import FinalCall, Run
+
+logger = logging.getLogger("adapter_critic")
+
+Emit = Callable[[bytes], Awaitable[None]]
+
+_HEADERS = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),
+]
+# Text synthesised into chunks (adapter answers, degraded drafts) is cut into pieces of this many characters.
+_PIECE = 512
+
+
+class _Delta(msgspec.Struct):
+    content: str | None = None
+
+
+class _ChunkChoice(msgspec.Struct):
+    delta: _Delta | None = None
+    finish_reason: str | None = None
+
+
+class _ChunkError(msgspec.Struct):
+    message: str | None = None
+
+
+class _Chunk(msgspec.Struct):
+    """The fields of an upstream `chat.completion.chunk` the relay reads; the rest passes through untouched."""
+
+    choices: list[_ChunkChoice] = []
+    usage: Usage | None = None
+    error: _ChunkError | None = None
+
+
+_chunk_decoder = msgspec.json.Decoder(_Chunk)
+_fields_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_encoder = msgspec.json.Encoder()
+
+
+class StreamResponse:
+    """Runs one request's workflow and streams its answer; an ASGI app for exactly one request."""
+
+    def __init__(
+        self,
+        run: Run,
+        upstream: Upstream,
+        *,
+        served_model: str,
+        completion_id: str,
+        started: float,
+        keepalive_seconds: float,
+        include_usage: bool,
+    ) -> None:
+        self.run = run
+        self.upstream = upstream
+        self.completion_id = completion_id
+        self.started = started
+        self.keepalive_seconds = keepalive_seconds
+        self.include_usage = include_usage
+        self.content_sent = False
+        self.created = int(time.time())
+        self.served_model = served_model
+        # Every chunk gets the same id, created and served model (relayed chunks are rewritten to them).
+        self._ids = {
+            "id": msgspec.Raw(_encoder.encode(completion_id)),
+            "created": msgspec.Raw(_encoder.encode(self.created)),
+            "model": msgspec.Raw(_encoder.encode(served_model)),
+        }
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        to_sender, from_producer = anyio.create_memory_object_stream[bytes | APIError](8)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_cancel_on_disconnect, receive, tg.cancel_scope)
+            tg.start_soon(self._produce, to_sender)
+            await self._deliver(from_producer, send)
+            tg.cancel_scope.cancel()  # the answer is out: stop watching for a disconnect
+
+    # -- the sender ------------------------------------------------------------------------------
+    async def _deliver(self, items: ObjectReceiveStream[bytes | APIError], send: Send) -> None:
+        started = False
+        async with items:
+            while True:
+                with anyio.move_on_after(self.keepalive_seconds) as idle:
+                    try:
+                        item = await items.receive()
+                    except anyio.EndOfStream:
+                        break
+                if idle.cancelled_caught:
+                    if not started:
+                        await send({"type": "http.response.start", "status": 200, "headers": _HEADERS})
+                        started = True
+                    await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
+                    continue
+                if isinstance(item, APIError):
+                    await self._send_error(item, send, started)
+                    return
+                if not started:
+                    await send({"type": "http.response.start", "status": 200, "headers": _HEADERS})
+                    started = True
+                await send({"type": "http.response.body", "body": item, "more_body": True})
+        if not started:  # the producer ended without a word: cannot happen, but never hang the client
+            await self._send_error(ServerError("The stream ended before any answer was produced."), send, False)
+            return
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _send_error(self, error: APIError, send: Send, started: bool) -> None:
+        if not started:
+            headers = [(b"content-type", b"application/json")]
+            headers += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in error.headers.items()]
+            await send({"type": "http.response.start", "status": error.status_code, "headers": headers})
+            await send({"type": "http.response.body", "body": error.body(), "more_body": False})
+            return
+        # After the first byte the status is gone: end with the error event and no [DONE] (§8).
+        await send({"type": "http.response.body", "body": raw_event(error.body()), "more_body": False})
+
+    # -- the producer ----------------------------------------------------------------------------
+    async def _produce(self, out: ObjectSendStream[bytes | APIError]) -> None:
+        async with out:
+            try:
+                await self._stream(out.send)
+            except APIError as exc:
+                await out.send(exc)
+            except Exception:
+                logger.exception("streaming request %s failed unexpectedly", self.completion_id)
+                await out.send(ServerError(f"Internal server error (request id {self.completion_id}); see the log."))
+
+    async def _stream(self, emit: Emit) -> None:
+        run = self.run
+        final = await run.prepare()
+        if final is None:
+            await self._emit_outcome(emit)
+            return
+        try:
+            await self._relay(final, emit)
+        except UpstreamError as exc:
+            if final.first:
+                raise relay_first_call_error(exc) from None
+            if self.content_sent or run.plan.on_review_error == "fail":
+                raise
+            run.degrade(final.stage, exc)  # no answer content went out yet: the draft can still stand
+            await self._emit_outcome(emit)
+
+    async def _relay(self, final: FinalCall, emit: Emit) -> None:
+        """Stream the final call live: rewrite each chunk's id/created/model and pass the rest through."""
+        outcome = self.run.outcome
+        usage = outcome.usage.setdefault(final.stage, Usage())
+        parts: list[str] = []
+        finish_reason: str | None = None
+        finish_fields: dict[str, Any] | None = None
+        began = time.perf_counter()
+        try:
+            async with self.upstream.stream(final.stage, final.target, final.body) as payloads:
+                async for payload in payloads:
+                    try:
+                        chunk = _chunk_decoder.decode(payload)
+                    except msgspec.DecodeError:
+                        raise UpstreamUnavailable(
+                            f"The {final.stage} stage's upstream ({final.target.label}) sent an event that is not "
+                            "a chat.completion.chunk.",
+                            stage=final.stage,
+                        ) from None
+                    if chunk.error is not None:
+                        detail = self.upstream.secrets.redact(chunk.error.message or "no message")
+                        raise UpstreamUnavailable(
+                            f"The {final.stage} stage's upstream ({final.target.label}) sent an error event: {detail}",
+                            stage=final.stage,
+                        )
+                    if chunk.usage is not None:
+                        usage.prompt_tokens += chunk.usage.prompt_tokens
+                        usage.completion_tokens += chunk.usage.completion_tokens
+                        usage.total_tokens += chunk.usage.total_tokens
+                    if not chunk.choices:
+                        continue  # the upstream's usage chunk: ours, with the total, comes at the end
+                    choice = chunk.choices[0]
+                    if choice.delta is not None and choice.delta.content:
+                        parts.append(choice.delta.content)
+                    if choice.finish_reason is not None:
+                        # Held back so the extension (and the final usage) can ride on it at the end.
+                        finish_reason = choice.finish_reason
+                        finish_fields = _fields_decoder.decode(payload)
+                        continue
+                    fields = _fields_decoder.decode(payload)
+                    fields.update(self._ids)
+                    self.content_sent = True
+                    await emit(raw_event(_encoder.encode(fields)))
+        finally:
+            outcome.timings_ms[final.stage] = outcome.timings_ms.get(final.stage, 0.0) + _ms_since(began)
+        self.run.finish("".join(parts), None, finish_reason or "stop")
+        await self._emit_tail(emit, finish_fields)
+
+    async def _emit_outcome(self, emit: Emit) -> None:
+        """Send an answer that is already known (adapter result, or the draft) as chunks."""
+        outcome = self.run.outcome
+        await emit(event(self._chunk({"role": "assistant", "content": ""})))
+        text = outcome.content or ""
+        for start in range(0, len(text), _PIECE):
+            self.content_sent = True
+            await emit(event(self._chunk({"content": text[start : start + _PIECE]})))
+        if outcome.tool_calls:
+            calls = [
+                {"index": i, **call} if isinstance(call, dict) else call for i, call in enumerate(outcome.tool_calls)
+            ]
+            self.content_sent = True
+            await emit(event(self._chunk({"tool_calls": calls})))
+        await self._emit_tail(emit, None)
+
+    async def _emit_tail(self, emit: Emit, finish_fields: dict[str, Any] | None) -> None:
+        """The finish chunk with the extension, the usage chunk when asked for, then [DONE]."""
+        outcome = self.run.outcome
+        ext = extension(outcome, _ms_since(self.started))
+        if finish_fields is None:
+            finish_fields = self._chunk({}, finish_reason=outcome.finish_reason or "stop")
+        else:
+            finish_fields.update(self._ids)
+        finish_fields["adapter_critic"] = ext
+        await emit(event(finish_fields))
+        if self.include_usage:
+            usage_chunk = self._chunk(None)
+            usage_chunk["usage"] = ext.tokens.total
+            usage_chunk["adapter_critic"] = ext
+            await emit(event(usage_chunk))
+        await emit(DONE_EVENT)
+
+    def _chunk(self, delta: dict[str, Any] | None, finish_reason: str | None = None) -> dict[str, Any]:
+        choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish_reason}]
+        return {
+            "id": self.completion_id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.served_model,
+            "choices": choices,
+        }
+
+
+async def _cancel_on_disconnect(receive: Receive, scope: CancelScope) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            logger.info("client disconnected: cancelling the request's upstream calls")
+            scope.cancel()
+            return
+
+
+def _ms_since(began: float) -> float:
+    return (time.perf_counter() - began) * 1000
