@@ -1,0 +1,159 @@
+"""The app's other endpoints and routing (SPEC §3), and `create_app` with a config file path."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from asgi_lifespan import LifespanManager
+
+from adapter_critic import ConfigError, create_app
+
+from .conftest import UPSTREAM_URL, AppFactory, chat, make_config
+from .scripted_upstream import Reply, ScriptedUpstream
+
+pytestmark = pytest.mark.anyio
+
+
+def error_of(response: httpx.Response, status: int) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"error"}
+    assert set(body["error"]) == {"message", "type", "param", "code"}
+    error: dict[str, Any] = body["error"]
+    return error
+
+
+async def test_models_lists_served_models(serve: AppFactory, upstream: ScriptedUpstream) -> None:
+    before = int(time.time())
+    async with serve() as client:
+        response = await client.get("/models")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("application/json")
+    body = response.json()
+    assert set(body) == {"object", "data"}
+    assert body["object"] == "list"
+    assert [model["id"] for model in body["data"]] == ["m-direct", "m-adapter", "m-critic"]
+    for model in body["data"]:
+        assert set(model) == {"id", "object", "created", "owned_by"}
+        assert model["object"] == "model"
+        assert model["owned_by"] == "adapter-critic"
+        assert isinstance(model["created"], int) and model["created"] <= int(time.time())
+        assert model["created"] >= before - 5
+    assert upstream.calls == []
+
+
+async def test_models_follows_config(serve: AppFactory) -> None:
+    cfg = make_config(served_models={"only-one": {"mode": "direct", "api": {"model": "a", "base_url": UPSTREAM_URL}}})
+    async with serve(cfg) as client:
+        body = (await client.get("/models")).json()
+    assert [model["id"] for model in body["data"]] == ["only-one"]
+
+
+async def test_health(serve: AppFactory, upstream: ScriptedUpstream) -> None:
+    async with serve() as client:
+        response = await client.get("/health")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok"}
+    assert upstream.calls == []
+
+
+@pytest.mark.parametrize("path", ["/nope", "/v1/chat/completions", "/chat/completions/extra", "/model"])
+async def test_unknown_path_is_404_envelope(serve: AppFactory, path: str) -> None:
+    async with serve() as client:
+        response = await client.get(path)
+    error = error_of(response, 404)
+    assert error["type"] == "invalid_request_error"
+    assert path in error["message"]
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [("GET", "/chat/completions"), ("PUT", "/chat/completions"), ("POST", "/models"), ("DELETE", "/health")],
+)
+async def test_wrong_method_is_405_envelope(
+    serve: AppFactory, upstream: ScriptedUpstream, method: str, path: str
+) -> None:
+    async with serve() as client:
+        response = await client.request(method, path)
+    error = error_of(response, 405)
+    assert error["type"] == "invalid_request_error"
+    assert method in error["message"]
+    assert upstream.calls == []
+
+
+@contextlib.asynccontextmanager
+async def app_from(config: Any, upstream: ScriptedUpstream) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=upstream.app)) as network:
+        app = create_app(config, http_client=network)
+        async with LifespanManager(app) as manager:
+            transport = httpx.ASGITransport(app=manager.app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+                yield client
+
+
+TOML_CONFIG = f"""\
+timeout_seconds = 30
+
+[served_models.from-file]
+mode = "critic"
+api = {{ model = "file-api", base_url = "{UPSTREAM_URL}", options = {{ temperature = 0.25 }} }}
+critic = {{ model = "file-critic", base_url = "{UPSTREAM_URL}" }}
+critic_system_prompt = "From the file."
+"""
+
+
+@pytest.mark.parametrize("as_str", [False, True])
+@pytest.mark.parametrize("suffix", [".toml", ".json"])
+async def test_create_app_with_a_config_file_path(
+    tmp_path: Path, upstream: ScriptedUpstream, monkeypatch: pytest.MonkeyPatch, suffix: str, as_str: bool
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    path = tmp_path / f"config{suffix}"
+    if suffix == ".toml":
+        path.write_text(TOML_CONFIG)
+    else:
+        served = {
+            "mode": "critic",
+            "api": {"model": "file-api", "base_url": UPSTREAM_URL, "options": {"temperature": 0.25}},
+            "critic": {"model": "file-critic", "base_url": UPSTREAM_URL},
+            "critic_system_prompt": "From the file.",
+        }
+        path.write_text(json.dumps({"timeout_seconds": 30, "served_models": {"from-file": served}}))
+    upstream.script(Reply("draft"), Reply("critique"), Reply("final"))
+
+    async with app_from(str(path) if as_str else path, upstream) as client:
+        models = (await client.get("/models")).json()
+        response = await client.post("/chat/completions", json=chat("from-file"))
+
+    assert [model["id"] for model in models["data"]] == ["from-file"]
+    assert response.status_code == 200, response.text
+    data = response.json()
+    assert data["model"] == "from-file"
+    assert data["choices"][0]["message"]["content"] == "final"
+    assert [call.model for call in upstream.calls] == ["file-api", "file-critic", "file-api"]
+    assert upstream.calls[0].body["temperature"] == 0.25
+    assert upstream.calls[1].messages[0] == {"role": "system", "content": "From the file."}
+
+
+def test_create_app_refuses_relative_base_url(tmp_path: Path) -> None:
+    path = tmp_path / "relative.toml"
+    path.write_text('[served_models.x]\nmode = "direct"\napi = { model = "m", base_url = "/v1" }\n')
+    with pytest.raises(ConfigError) as info:
+        create_app(path)
+    message = str(info.value)
+    assert str(path) in message
+    assert "served_models.x.api.base_url" in message
+    assert "AdapterCriticMiddleware" in message
+
+
+def test_create_app_with_a_missing_file(tmp_path: Path) -> None:
+    path = tmp_path / "missing.toml"
+    with pytest.raises(ConfigError, match=r"missing\.toml"):
+        create_app(path)
