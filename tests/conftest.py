@@ -120,3 +120,10 @@ def run_server(args: list[str], env: dict[str, str] | None = None) -> Iterator[t
             proc.stdout.close()
         if proc.stderr:
             proc.stderr.close()
+
+
+def stop_server(proc: subprocess.Popen[bytes]) -> str:
+    """Stop a `run_server` process (if still running) and return its stderr; the context's own exit is then a no-op."""
+    proc.terminate()
+    _, err = proc.communicate(timeout=10)
+    return err.decode("utf-8", "replace")

@@ -5,11 +5,14 @@ The config file comes from the env var `ADAPTER_CRITIC_CONFIG`; without it the b
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
+from collections.abc import AsyncIterator
 
 from starlette.applications import Starlette
+from starlette.routing import Mount
 
 from ._app import build_app, create_app
 from ._demo import demo_config, demo_model_app
@@ -25,13 +28,26 @@ def standalone_app() -> Starlette:
     """The app `uvicorn adapter_critic.asgi:app` serves, built from the environment."""
     path = os.environ.get(CONFIG_ENV, "").strip()
     if path:
-        return create_app(path)
+        return _under_v1(create_app(path))
     _say(
         "adapter_critic: no config given, serving the built-in DEMO (served models demo-direct, demo-adapter, "
         "demo-critic, answered by a small deterministic demo model, not a real LLM). To serve real models, set "
         f"{CONFIG_ENV}=/path/to/config.toml (see examples/)."
     )
-    return build_app(Service(demo_config(), in_process_app=demo_model_app()))
+    return _under_v1(build_app(Service(demo_config(), in_process_app=demo_model_app())))
+
+
+def _under_v1(api: Starlette) -> Starlette:
+    """Serve `api` under `/v1` (SPEC §3), entering its lifespan from ours since `Mount` does not run it."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with api.router.lifespan_context(api):
+            yield
+
+    parent = Starlette(routes=[Mount("/v1", app=api)], lifespan=lifespan)
+    parent.state.adapter_critic = api.state.adapter_critic
+    return parent
 
 
 def _say(message: str) -> None:
