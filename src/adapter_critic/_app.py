@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 from starlette.applications import Starlette
@@ -82,26 +83,35 @@ def build_app(service: Service) -> Starlette:
             Route("/models", models, methods=["GET"]),
             Route("/health", health, methods=["GET"]),
         ],
-        exception_handlers={HTTPException: _http_error, Exception: _unexpected_error},
+        exception_handlers=error_handlers(),
         lifespan=lifespan,
     )
     app.state.adapter_critic = service
     return app
 
 
-async def _http_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, HTTPException)
-    if exc.status_code == 404:
-        message = (
-            f"Unknown path {request.url.path!r}. "
-            "This server serves POST /chat/completions, GET /models and GET /health."
-        )
-    elif exc.status_code == 405:
-        message = f"Method {request.method} is not allowed on {request.url.path!r}."
-    else:
-        message = str(exc.detail)
-    error = RequestError(message, status_code=exc.status_code)
-    return error_response(error, headers=exc.headers)
+def error_handlers(prefix: str | None = None) -> dict[Any, Any]:
+    """Starlette exception handlers answering 404/405/500 in the OpenAI envelope.
+
+    `prefix` is where the API routes live, for the 404 message (default: the mount's `root_path`).
+    """
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        if exc.status_code == 404:
+            root = request.scope.get("root_path", "") if prefix is None else prefix
+            message = (
+                f"Unknown path {request.url.path!r}. This server serves POST {root}/chat/completions, "
+                f"GET {root}/models and GET {root}/health."
+            )
+        elif exc.status_code == 405:
+            message = f"Method {request.method} is not allowed on {request.url.path!r}."
+        else:
+            message = str(exc.detail)
+        error = RequestError(message, status_code=exc.status_code)
+        return error_response(error, headers=exc.headers)
+
+    return {HTTPException: http_error, Exception: _unexpected_error}
 
 
 async def _unexpected_error(request: Request, exc: Exception) -> Response:

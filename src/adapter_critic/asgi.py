@@ -1,6 +1,7 @@
 """The standalone server: `uvicorn adapter_critic.asgi:app`.
 
-The config file comes from the env var `ADAPTER_CRITIC_CONFIG`; without it the built-in demo is served.
+The API is served under `/v1`. The config file comes from the env var `ADAPTER_CRITIC_CONFIG`; without it
+the built-in demo is served.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import AsyncIterator
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from ._app import build_app, create_app
+from ._app import build_app, create_app, error_handlers
 from ._demo import demo_config, demo_model_app
 from ._exceptions import ConfigError
 from ._service import Service
@@ -45,7 +46,7 @@ def _under_v1(api: Starlette) -> Starlette:
         async with api.router.lifespan_context(api):
             yield
 
-    parent = Starlette(routes=[Mount("/v1", app=api)], lifespan=lifespan)
+    parent = Starlette(routes=[Mount("/v1", app=api)], lifespan=lifespan, exception_handlers=error_handlers("/v1"))
     parent.state.adapter_critic = api.state.adapter_critic
     return parent
 
