@@ -77,6 +77,14 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
         data = dict(data)
         served = data.get("served_models")
         if isinstance(served, Mapping):
+            if not served:
+                raise ConfigError(
+                    f"{source}: served_models: needs at least one served model, e.g. "
+                    "[served_models.my-model] with `mode` and `api`"
+                )
+            for key in served:
+                if not isinstance(key, str):
+                    raise ConfigError(f"{source}: served_models: served model ids must be strings, got {key!r}")
             # Converted one by one so that errors name the served model id (msgspec says `[...]` for dict keys).
             data["served_models"] = {
                 key: _convert(value, ServedModel, source, f"served_models.{key}") for key, value in served.items()
@@ -165,25 +173,46 @@ def _load_yaml(raw: bytes, source: str) -> Any:
 _PATH = re.compile(r"\s*-\s*at\s*`\$(?P<path>[^`]*)`\s*$")
 
 
+# The valid values of every enum-like key, so that a wrong one is reported with the right ones.
+_CHOICES: dict[str, tuple[str, ...]] = {"mode": MODES, "on_review_error": ("draft", "fail")}
+
+
 def _convert(data: Any, kind: type[_S], source: str, prefix: str) -> _S:
     try:
         return msgspec.convert(data, kind, str_keys=True)
     except msgspec.ValidationError as exc:
-        raise ConfigError(_describe(source, prefix, str(exc))) from None
+        raise ConfigError(_describe(source, prefix, str(exc), kind)) from None
 
 
-def _describe(source: str, prefix: str, msgspec_message: str) -> str:
+def _known_keys(kind: type[msgspec.Struct], subpath: str) -> tuple[str, ...] | None:
+    """The keys allowed in the table at `subpath` (relative to the struct being converted), if known."""
+    if not subpath:
+        return kind.__struct_fields__
+    if kind is ServedModel and subpath in ("api", "adapter", "critic"):
+        return Target.__struct_fields__
+    return None
+
+
+def _describe(source: str, prefix: str, msgspec_message: str, kind: type[msgspec.Struct] = msgspec.Struct) -> str:
     """Turn msgspec's "... - at `$.a.b[0]`" into "file: prefix.a.b[0]: ..."."""
     match = _PATH.search(msgspec_message)
     path = prefix
+    subpath = ""
     message = msgspec_message
     if match is not None:
-        path = ".".join(p for p in (prefix, match.group("path").lstrip(".")) if p)
+        subpath = match.group("path").lstrip(".")
+        path = ".".join(p for p in (prefix, subpath) if p)
         message = msgspec_message[: match.start()]
     unknown = re.fullmatch(r"Object contains unknown field `(?P<key>[^`]*)`", message)
     if unknown:
         key = unknown.group("key")
-        return f"{source}: {path + '.' if path else ''}{key}: unknown key"
+        known = _known_keys(kind, subpath)
+        hint = f"; known keys here: {', '.join(known)}" if known else ""
+        return f"{source}: {path + '.' if path else ''}{key}: unknown key{hint}"
+    if message.startswith("Invalid enum value"):
+        choices = _CHOICES.get(path.rpartition(".")[2])
+        if choices:
+            return f"{source}: {path}: {message}; must be one of {', '.join(repr(c) for c in choices)}"
     missing = re.fullmatch(r"Object missing required field `(?P<key>[^`]*)`", message)
     if missing:
         key = missing.group("key")

@@ -6,12 +6,13 @@ upstream byte for byte, and once more into small typed views for the few fields 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 import msgspec
 
-from ._config import Mode
+from ._config import MODES, Mode
 from ._exceptions import RequestError
 
 Role = Literal["system", "developer", "user", "assistant", "tool"]
@@ -61,6 +62,8 @@ class ChatRequest:
     raw_messages: list[msgspec.Raw]
     options: dict[str, Any] = field(default_factory=dict)
     overrides: Overrides | None = None
+    # Where the overrides came from, for error messages: `x_adapter_critic` or `extra_body.x_adapter_critic`.
+    overrides_param: str = "x_adapter_critic"
     stream: bool = False
     include_usage: bool = False
 
@@ -111,13 +114,17 @@ def decode_request(body: bytes) -> ChatRequest:
         nested_overrides = extra.pop("x_adapter_critic", None)
 
     overrides: Overrides | None = None
+    overrides_param = "x_adapter_critic"
     if "x_adapter_critic" in fields:
-        overrides = _decode_overrides(fields["x_adapter_critic"], "x_adapter_critic")
+        overrides = _decode_overrides(fields["x_adapter_critic"], overrides_param)
     elif nested_overrides is not None:
-        overrides = _decode_overrides(nested_overrides, "extra_body.x_adapter_critic")
+        overrides_param = "extra_body.x_adapter_critic"
+        overrides = _decode_overrides(nested_overrides, overrides_param)
 
-    # Other keys of a raw `extra_body` are forwarded too; top-level fields win on the same key.
-    options: dict[str, Any] = dict(extra)
+    # Other keys of a raw `extra_body` are forwarded too; top-level fields win on the same key. Our own
+    # fields are never taken from it: `model`/`messages` are the top-level ones, and a nested `extra_body`
+    # must not reach the upstream.
+    options: dict[str, Any] = {key: value for key, value in extra.items() if key not in _OWN_FIELDS}
     options.update((key, value) for key, value in fields.items() if key not in _OWN_FIELDS)
 
     stream = False
@@ -134,6 +141,7 @@ def decode_request(body: bytes) -> ChatRequest:
         raw_messages=raw_messages,
         options=options,
         overrides=overrides,
+        overrides_param=overrides_param,
         stream=stream,
         include_usage=include_usage,
     )
@@ -143,11 +151,12 @@ def _decode_overrides(raw: msgspec.Raw, where: str) -> Overrides:
     try:
         return _overrides_decoder.decode(raw)
     except msgspec.ValidationError as exc:
-        message, path = _split_path(str(exc))
-        param = f"{where}{path}"
+        message, param = _locate(str(exc), where)
         if message.startswith("Object contains unknown field"):
             known = ", ".join(Overrides.__struct_fields__)
             raise RequestError(f"`{param}`: {message}. Known override fields: {known}.", param=param) from None
+        if param == f"{where}.mode" and message.startswith("Invalid enum value"):
+            message += f"; must be one of {', '.join(MODES)}"
         raise RequestError(f"`{param}`: {message}.", param=param) from None
     except msgspec.DecodeError:
         raise RequestError(f"`{where}` must be a JSON object.", param=where) from None
@@ -162,14 +171,22 @@ def _decode(fields: dict[str, msgspec.Raw], name: str, decoder: Any, *, nullable
     try:
         return decoder.decode(raw)
     except msgspec.ValidationError as exc:
-        message, path = _split_path(str(exc))
-        param = f"{name}{path}"
+        message, param = _locate(str(exc), name)
+        if param.endswith(".role") and message.startswith("Invalid enum value"):
+            message += "; must be one of system, developer, user, assistant, tool"
         raise RequestError(f"`{param}`: {message}.", param=param) from None
 
 
-def _split_path(message: str) -> tuple[str, str]:
-    """msgspec says "Expected `str`, got `int` - at `$[1].role`"; split off the path part."""
+_FIELD_ERROR = re.compile(r"Object (?:contains unknown|missing required) field `(?P<key>[^`]*)`")
+
+
+def _locate(message: str, where: str) -> tuple[str, str]:
+    """msgspec says "Expected `str`, got `int` - at `$[1].role`": split it into the message and the
+    parameter it is about (`messages[1].role`), which for a missing or unknown field is that field."""
     head, sep, tail = message.rpartition(" - at `$")
-    if not sep:
-        return message, ""
-    return head, tail.rstrip("`")
+    if sep:
+        message, where = head, f"{where}{tail.rstrip('`')}"
+    field_error = _FIELD_ERROR.fullmatch(message)
+    if field_error is not None:
+        where = f"{where}.{field_error.group('key')}"
+    return message, where

@@ -67,8 +67,10 @@ def check_overrides(config: Config, overrides: Overrides | None, where: str = "x
         )
 
 
-def resolve(config: Config, served_id: str, overrides: Overrides | None) -> Plan:
-    """Resolve the served model (404 if unknown) and every stage target its mode uses (400 on a partial target)."""
+def resolve(config: Config, served_id: str, overrides: Overrides | None, where: str = "x_adapter_critic") -> Plan:
+    """Resolve the served model (404 if unknown) and every stage target its mode uses (400 on a partial target).
+
+    `where` is the overrides' place in the request, for error messages (see `ChatRequest.overrides_param`)."""
     served = config.served_models.get(served_id)
     if served is None:
         raise RequestError(
@@ -80,13 +82,13 @@ def resolve(config: Config, served_id: str, overrides: Overrides | None) -> Plan
         )
     ov = overrides or Overrides()
     mode: Mode = ov.mode or served.mode
-    api = _stage(config, served.api, ov.api_model, ov.api_base_url, "api")
+    api = _stage(config, served.api, ov.api_model, ov.api_base_url, "api", where)
     assert api is not None  # the api target is always configured
     adapter = critic = None
     if mode == "adapter":
-        adapter = _stage(config, served.adapter, ov.adapter_model, ov.adapter_base_url, "adapter") or api
+        adapter = _stage(config, served.adapter, ov.adapter_model, ov.adapter_base_url, "adapter", where) or api
     elif mode == "critic":
-        critic = _stage(config, served.critic, ov.critic_model, ov.critic_base_url, "critic") or api
+        critic = _stage(config, served.critic, ov.critic_model, ov.critic_base_url, "critic", where) or api
     return Plan(
         served_id=served_id,
         mode=mode,
@@ -115,7 +117,7 @@ def bind_key(config: Config, url: str, own: Target | None) -> str | None:
 
 
 def _stage(
-    config: Config, own: Target | None, model: str | None, base_url: str | None, stage: str
+    config: Config, own: Target | None, model: str | None, base_url: str | None, stage: str, where: str
 ) -> StageTarget | None:
     if own is None:
         if model is None and base_url is None:
@@ -123,9 +125,9 @@ def _stage(
         if model is None or base_url is None:
             given, missing = ("model", "base_url") if model is not None else ("base_url", "model")
             raise RequestError(
-                f"`x_adapter_critic.{stage}_{given}` was given without `{stage}_{missing}`, but this served model "
+                f"`{where}.{stage}_{given}` was given without `{stage}_{missing}`, but this served model "
                 f"has no configured {stage} target to complete it; give both.",
-                param=f"x_adapter_critic.{stage}_{missing}",
+                param=f"{where}.{stage}_{missing}",
             )
         url = normalize_url(base_url)
         # A target made wholly from the request gets no options of the config.

@@ -56,8 +56,8 @@ class Service:
         started = time.perf_counter()
         try:
             request = decode_request(body)
-            check_overrides(self.config, request.overrides, "x_adapter_critic")
-            plan = resolve(self.config, request.model, request.overrides)
+            check_overrides(self.config, request.overrides, request.overrides_param)
+            plan = resolve(self.config, request.model, request.overrides, request.overrides_param)
             run = Run(plan, request, self.upstream)
             if request.stream:
                 return StreamResponse(
