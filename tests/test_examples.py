@@ -1,0 +1,140 @@
+"""Everything under `examples/` works as the README says: every config loads, and both apps serve."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+from collections.abc import AsyncIterator
+from pathlib import Path
+from types import ModuleType
+
+import httpx
+import pytest
+from asgi_lifespan import LifespanManager
+from starlette.types import ASGIApp
+
+from adapter_critic import load_config
+
+EXAMPLES = Path(__file__).parent.parent / "examples"
+CONFIGS = sorted(p for p in EXAMPLES.iterdir() if p.suffix in (".toml", ".json", ".yaml", ".yml"))
+MODES = {"direct", "adapter", "critic"}
+
+
+def test_the_examples_folder_has_every_documented_config() -> None:
+    names = {p.name for p in CONFIGS}
+    assert {"vllm.toml", "llamacpp.toml", "ollama.toml", "openai.toml", "compat.json"} <= names
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_every_example_config_loads_and_uses_all_three_modes(path: Path) -> None:
+    config = load_config(path)
+    assert {served.mode for served in config.served_models.values()} == MODES
+    for served in config.served_models.values():
+        for target in (served.api, served.adapter, served.critic):
+            # Every example is a sidecar config: absolute URLs only (relative ones need the middleware).
+            assert target is None or target.base_url.startswith(("http://", "https://"))
+
+
+def test_local_server_configs_never_send_an_openai_key() -> None:
+    """A local server's key variable is its own, so an OPENAI_API_KEY in the shell stays out of its requests."""
+    for name in ("vllm.toml", "llamacpp.toml", "ollama.toml"):
+        config = load_config(EXAMPLES / name)
+        assert {config.key_env_for(t) for t in config.targets()}.isdisjoint({"OPENAI_API_KEY"}), name
+
+
+def test_openai_example_binds_its_key_to_openai() -> None:
+    config = load_config(EXAMPLES / "openai.toml")
+    assert {(t.url, config.key_env_for(t)) for t in config.targets()} == {
+        ("https://api.openai.com/v1", "OPENAI_API_KEY")
+    }
+
+
+def test_compat_json_reads_the_api_key_var_alias() -> None:
+    config = load_config(EXAMPLES / "compat.json")
+    served = config.served_models["served-critic"]
+    assert served.api.api_key_env == "LOCAL_API_KEY"
+    assert served.critic is not None and served.critic.api_key_env == "OPENAI_API_KEY"
+
+
+def load_example(name: str) -> ModuleType:
+    """Import `examples/<name>.py` as a fresh module (the folder is not a package)."""
+    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@contextlib.asynccontextmanager
+async def serving(app: ASGIApp) -> AsyncIterator[httpx.AsyncClient]:
+    async with LifespanManager(app) as manager:
+        transport = httpx.ASGITransport(app=manager.app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+            yield client
+
+
+@pytest.mark.anyio
+async def test_fastapi_example_serves_the_api_under_v1(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ADAPTER_CRITIC_CONFIG", raising=False)  # the default: vllm.toml next to the example
+    module = load_example("fastapi_mount")
+    service = module.chat.state.adapter_critic
+    async with serving(module.app) as client:
+        assert service.upstream.is_open  # the parent's lifespan entered the mounted app's
+        health = await client.get("/v1/health")
+        models = await client.get("/v1/models")
+        index = await client.get("/")
+    assert not service.upstream.is_open  # and closed it at shutdown
+
+    assert health.status_code == 200 and health.json() == {"status": "ok"}
+    assert [m["id"] for m in models.json()["data"]] == ["qwen", "qwen-adapter", "qwen-critic"]
+    assert index.json()["chat_completions"] == "/v1/chat/completions"
+
+
+@pytest.mark.anyio
+async def test_fastapi_example_reads_its_config_from_the_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ADAPTER_CRITIC_CONFIG", str(EXAMPLES / "ollama.toml"))
+    module = load_example("fastapi_mount")
+    async with serving(module.app) as client:
+        models = await client.get("/v1/models")
+    assert [m["id"] for m in models.json()["data"]] == ["llama", "llama-adapter", "llama-critic"]
+
+
+def chat(model: str, content: str = "hi") -> dict[str, object]:
+    return {"model": model, "messages": [{"role": "user", "content": content}]}
+
+
+@pytest.mark.anyio
+async def test_middleware_example_runs_every_mode_in_process() -> None:
+    module = load_example("middleware_wrap")
+    async with serving(module.app) as client:
+        direct = await client.post("/v1/chat/completions", json=chat("toy-direct"))
+        adapter = await client.post("/v1/chat/completions", json=chat("toy-adapter"))
+        critic = await client.post("/v1/chat/completions", json=chat("toy-critic-loop"))
+
+    assert direct.status_code == 200, direct.text
+    assert direct.json()["model"] == "toy-direct"
+    assert direct.json()["choices"][0]["message"]["content"] == "Echo: hi"
+
+    assert adapter.status_code == 200, adapter.text
+    body = adapter.json()
+    assert body["choices"][0]["message"]["content"] == "Echo (proofread): hi"
+    assert body["adapter_critic"]["intermediate"]["api_draft"] == "Echo: hi"
+    assert body["adapter_critic"]["intermediate"]["adapter"] == module.PROOFREAD
+    assert body["usage"] == body["adapter_critic"]["tokens"]["total"]
+
+    assert critic.status_code == 200, critic.text
+    extension = critic.json()["adapter_critic"]
+    assert extension["mode"] == "critic"
+    assert extension["intermediate"]["critic"] == module.CRITIQUE
+    assert set(extension["tokens"]["stages"]) == {"api_draft", "critic", "api_final"}
+
+
+@pytest.mark.anyio
+async def test_middleware_example_passes_other_models_to_the_wrapped_server() -> None:
+    module = load_example("middleware_wrap")
+    async with serving(module.app) as client:
+        echo = await client.post("/v1/chat/completions", json=chat("echo", "straight through"))
+    assert echo.status_code == 200, echo.text
+    assert echo.json()["model"] == "echo"
+    assert echo.json()["choices"][0]["message"]["content"] == "Echo: straight through"
+    assert "adapter_critic" not in echo.json()  # answered by the wrapped server, not the pipeline
