@@ -35,8 +35,11 @@ def upstream() -> ScriptedUpstream:
 
 
 def make_config(**overrides: Any) -> Config:
-    """A config with one served model per mode, all stages on the scripted upstream at UPSTREAM_URL."""
+    """A config with one served model per mode, all stages on the scripted upstream at UPSTREAM_URL.
+
+    Retries are off (`retries = 0`), so one scripted failure is the stage's failure; resilience tests turn them on."""
     data: dict[str, Any] = {
+        "retries": 0,
         "served_models": {
             "m-direct": {"mode": "direct", "api": {"model": "api-model", "base_url": UPSTREAM_URL}},
             "m-adapter": {

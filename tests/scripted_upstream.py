@@ -2,7 +2,8 @@
 
 In-process, tests hand `ScriptedUpstream().app` to `httpx.ASGITransport`. As a real server
 (`python tests/scripted_upstream.py --fd N`), tests script it and read its calls over HTTP:
-`POST /_script` (a JSON list of replies), `GET /_calls`, `POST /_reset`.
+`POST /_script` (a JSON list of replies), `GET /_calls`, `POST /_reset`, `GET /_aborted` (the calls whose
+slow reply or stream was cancelled or closed before it finished: the client went away).
 
 A reply with no script answers `echo <model>: <last user text>` with usage 1/2/3.
 """
@@ -37,6 +38,13 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
     model: str | None = None  # only answer calls for this model (None: any)
+    # Streaming (`"stream": true` calls) only:
+    first_chunk_delay: float = 0.0  # seconds between the response headers and the first event
+    chunk_delay: float = 0.0  # seconds before each later event
+    stream_break_after: int | None = None  # end the body after this many events: no more chunks, no [DONE]
+    stream_drop: bool = False  # with stream_break_after: drop the connection instead (the app raises)
+    stream_error: dict[str, Any] | None = None  # an `{"error": ...}` event at the break (else before the finish chunk)
+    stream_no_done: bool = False  # every chunk, but no `data: [DONE]`
 
 
 @dataclass
@@ -61,6 +69,8 @@ class ScriptedUpstream:
     def __init__(self) -> None:
         self.calls: list[Call] = []
         self.replies: deque[Reply] = deque()
+        self.aborted: list[Call] = []  # calls whose slow reply or stream was cancelled/closed before it finished
+        self._aborted_event: anyio.Event | None = None
         self.app = Starlette(
             routes=[
                 Route("/{prefix:path}/chat/completions", self._chat, methods=["POST"]),
@@ -68,6 +78,7 @@ class ScriptedUpstream:
                 Route("/_script", self._script, methods=["POST"]),
                 Route("/_calls", self._calls, methods=["GET"]),
                 Route("/_reset", self._reset, methods=["POST"]),
+                Route("/_aborted", self._aborted, methods=["GET"]),
             ]
         )
 
@@ -77,6 +88,21 @@ class ScriptedUpstream:
     def reset(self) -> None:
         self.calls.clear()
         self.replies.clear()
+        self.aborted.clear()
+        self._aborted_event = None
+
+    def aborted_signal(self) -> anyio.Event:
+        """An event set once a call was aborted (create it inside the event loop, e.g. in the test)."""
+        if self._aborted_event is None:
+            self._aborted_event = anyio.Event()
+            if self.aborted:
+                self._aborted_event.set()
+        return self._aborted_event
+
+    def _abort(self, call: Call) -> None:
+        self.aborted.append(call)
+        if self._aborted_event is not None:
+            self._aborted_event.set()
 
     def _next(self, model: str) -> Reply | None:
         for reply in self.replies:
@@ -103,7 +129,13 @@ class ScriptedUpstream:
         model = str(body.get("model"))
         reply = self._next(model) or Reply(content=f"echo {model}: {_last_user_text(body)}")
         if reply.delay:
-            await anyio.sleep(reply.delay)
+            slept = False
+            try:
+                await anyio.sleep(reply.delay)
+                slept = True
+            finally:
+                if not slept:
+                    self._abort(call)
         if reply.body is not None:
             return Response(reply.body, status_code=reply.status, headers=reply.headers, media_type="application/json")
         message: dict[str, Any] = {"role": "assistant", "content": reply.content}
@@ -119,7 +151,8 @@ class ScriptedUpstream:
         if reply.usage is not None:
             completion["usage"] = reply.usage
         if body.get("stream"):
-            return StreamingResponse(_sse(completion), media_type="text/event-stream", headers=reply.headers)
+            events = _sse(completion, reply, lambda: self._abort(call))
+            return StreamingResponse(events, media_type="text/event-stream", headers=reply.headers)
         return JSONResponse(completion, status_code=reply.status, headers=reply.headers)
 
     async def _script(self, request: Request) -> Response:
@@ -133,6 +166,9 @@ class ScriptedUpstream:
         self.reset()
         return JSONResponse({"ok": True})
 
+    async def _aborted(self, request: Request) -> Response:
+        return JSONResponse([asdict(call) for call in self.aborted])
+
 
 def _last_user_text(body: dict[str, Any]) -> str:
     for message in reversed(body.get("messages") or []):
@@ -141,20 +177,50 @@ def _last_user_text(body: dict[str, Any]) -> str:
     return ""
 
 
-async def _sse(completion: dict[str, Any]):  # type: ignore[no-untyped-def]
+class _Dropped(Exception):
+    """Raised by a stream scripted to drop its connection: a real server then aborts the response."""
+
+
+async def _sse(completion: dict[str, Any], reply: Reply | None = None, on_abort: Any = None):  # type: ignore[no-untyped-def]
+    reply = reply or Reply()
     base = {k: completion[k] for k in ("id", "created", "model")}
     choice = completion["choices"][0]
     text = choice["message"].get("content") or ""
     pieces = [text[i : i + 8] for i in range(0, len(text), 8)] or [""]
-    yield _event({**base, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"role": "assistant"}}]})
+    events = [
+        _event({**base, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"role": "assistant"}}]})
+    ]
     for piece in pieces:
         delta = {"index": 0, "delta": {"content": piece}, "finish_reason": None}
-        yield _event({**base, "object": "chat.completion.chunk", "choices": [delta]})
+        events.append(_event({**base, "object": "chat.completion.chunk", "choices": [delta]}))
+    for i, call in enumerate(choice["message"].get("tool_calls") or []):  # OpenAI's delta format, with `index`
+        delta = {"index": 0, "delta": {"tool_calls": [{"index": i, **call}]}, "finish_reason": None}
+        events.append(_event({**base, "object": "chat.completion.chunk", "choices": [delta]}))
+    if reply.stream_error is not None and reply.stream_break_after is None:
+        events.append(_event({"error": reply.stream_error}))
     final = {"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}
-    yield _event({**base, "object": "chat.completion.chunk", "choices": [final]})
+    events.append(_event({**base, "object": "chat.completion.chunk", "choices": [final]}))
     if "usage" in completion:
-        yield _event({**base, "object": "chat.completion.chunk", "choices": [], "usage": completion["usage"]})
-    yield "data: [DONE]\n\n"
+        events.append(_event({**base, "object": "chat.completion.chunk", "choices": [], "usage": completion["usage"]}))
+    if reply.stream_break_after is not None:
+        events = events[: reply.stream_break_after]
+        if reply.stream_error is not None:
+            events.append(_event({"error": reply.stream_error}))
+    if not reply.stream_no_done and (reply.stream_break_after is None or reply.stream_error is not None):
+        events.append("data: [DONE]\n\n")
+    finished = False
+    try:
+        for i, item in enumerate(events):
+            delay = reply.first_chunk_delay if i == 0 else reply.chunk_delay
+            if delay:
+                await anyio.sleep(delay)
+            yield item
+        if reply.stream_drop:
+            raise _Dropped("scripted connection drop")
+        finished = True
+    finally:
+        if not finished and on_abort is not None and not reply.stream_drop:
+            on_abort()  # cancelled or closed before the last event: the client went away
 
 
 def _event(data: dict[str, Any]) -> str:

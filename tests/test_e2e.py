@@ -28,6 +28,7 @@ def config_toml(upstream_url: str, *, timeout_seconds: float = 10) -> str:
     return f"""
 default_api_key_env = "UP_KEY"
 timeout_seconds = {timeout_seconds}
+retries = 0  # one scripted failure is the request's failure (retries: tests/test_resilience.py)
 allowed_override_base_urls = ["{upstream_url}/elsewhere/v1"]
 
 [served_models.e2e-direct]

@@ -603,8 +603,11 @@ async def test_response_shape(serve: AppFactory, upstream: ScriptedUpstream, mod
         }
     ]
     ext = data["adapter_critic"]
-    assert set(ext) == {"mode", "intermediate", "tokens", "timings_ms"}
+    assert set(ext) == {"mode", "intermediate", "tokens", "timings_ms", "targets"}
     assert ext["mode"] == mode
+    # Which target answered each stage (a fallback's, after failures: tests/test_resilience.py).
+    models = {"api": "api-model", "api_draft": "api-model", "api_final": "api-model", "adapter": "adapter-model"}
+    assert ext["targets"] == {s: f"{models.get(s, 'critic-model')}@{UPSTREAM_URL}" for s in stages}
     assert set(ext["intermediate"]) == INTERMEDIATE[mode]
     assert list(ext["tokens"]["stages"]) == stages
     assert ext["tokens"]["stages"] == dict(zip(stages, usages, strict=False))

@@ -17,12 +17,15 @@ from typing import Any
 import httpx
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from ._auth import AuthMiddleware
 from ._config import Config, load_config, require_absolute_urls
 from ._exceptions import RequestError, ServerError
+from ._health import DeepHealth
 from ._response import encode
 from ._service import JSON, Service, error_response
 
@@ -66,16 +69,24 @@ def build_app(service: Service) -> Starlette:
     async def models(request: Request) -> Response:
         return Response(models_body, media_type=JSON)
 
+    deep_health = DeepHealth(config, service.upstream)
+
     async def health(request: Request) -> Response:
-        return Response(_HEALTH, media_type=JSON)
+        if request.query_params.get("deep", "") in ("", "0", "false"):
+            return Response(_HEALTH, media_type=JSON)
+        # `/health` is public under inbound auth; the deep check calls upstreams, so it needs the key.
+        refused = service.auth.check(request.scope)
+        if refused is not None:
+            return error_response(refused)
+        return Response(encode(await deep_health.report()), media_type=JSON)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        service.upstream.open()
+        service.start()
         try:
             yield
         finally:
-            await service.upstream.aclose()
+            await service.stop()  # in-flight requests finish first (shutdown_grace_seconds)
 
     app = Starlette(
         routes=[
@@ -85,6 +96,8 @@ def build_app(service: Service) -> Starlette:
         ],
         exception_handlers=error_handlers(),
         lifespan=lifespan,
+        # Inside Starlette's error middleware but before routing: 404s and 405s need the key too.
+        middleware=[Middleware(AuthMiddleware, auth=service.auth)] if service.auth.enabled else [],
     )
     app.state.adapter_critic = service
     return app

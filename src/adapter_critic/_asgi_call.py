@@ -65,19 +65,20 @@ async def asgi_stream(
                 await to_reader.send(exc)
 
     failure: Exception | None = None
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(run_app)
-        try:
-            start = await _next(from_app, read_timeout)
-            if start["type"] != "http.response.start":
-                raise httpx.RemoteProtocolError(f"in-process app sent {start['type']!r} before the response start")
-            response_headers = httpx.Headers([(k.decode("latin-1"), v.decode("latin-1")) for k, v in start["headers"]])
-            yield start["status"], response_headers, _body(from_app, read_timeout)
-        except Exception as exc:
-            failure = exc  # raised below, outside the task group, so callers don't get an ExceptionGroup
-        finally:
-            app_done.set()
-            tg.cancel_scope.cancel()
+    with from_app:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run_app)
+            try:
+                start = await _next(from_app, read_timeout)
+                if start["type"] != "http.response.start":
+                    raise httpx.RemoteProtocolError(f"in-process app sent {start['type']!r} before the response start")
+                headers_list = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in start["headers"]]
+                yield start["status"], httpx.Headers(headers_list), _body(from_app, read_timeout)
+            except Exception as exc:
+                failure = exc  # raised below, outside the task group, so callers don't get an ExceptionGroup
+            finally:
+                app_done.set()
+                tg.cancel_scope.cancel()
     if failure is not None:
         raise failure
 

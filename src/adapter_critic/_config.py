@@ -21,6 +21,9 @@ Mode = Literal["direct", "adapter", "critic"]
 MODES: tuple[str, ...] = ("direct", "adapter", "critic")
 
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
+DEFAULT_MAX_MESSAGES = 2048
+DEFAULT_MAX_UPSTREAM_RESPONSE_BYTES = 16 * 1024 * 1024
+DEFAULT_MAX_UPSTREAM_CONNECTIONS = 256
 
 _S = TypeVar("_S", bound=msgspec.Struct)
 
@@ -33,8 +36,17 @@ class Target(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
     api_key_env: str | None = None
     api_key_var: str | None = None  # alias of api_key_env, kept for configs written for the original tool
     options: dict[str, Any] = {}
+    # Send the caller's own bearer token to this target instead of the server's key (callers bring their own keys).
+    forward_client_authorization: bool = False
+    # Resilience (None: the top-level setting). `fallbacks` are whole targets tried in order once this one is exhausted.
+    retries: Annotated[int, msgspec.Meta(ge=0, le=10)] | None = None
+    timeout_seconds: Annotated[float, msgspec.Meta(gt=0)] | None = None
+    connect_timeout_seconds: Annotated[float, msgspec.Meta(gt=0)] | None = None
+    fallbacks: list[Target] = []
 
     def __post_init__(self) -> None:
+        if any(fallback.fallbacks for fallback in self.fallbacks):
+            raise ValueError("a fallback cannot have `fallbacks` of its own; list them all, in order, on the primary")
         if self.api_key_var is not None:
             if self.api_key_env is not None and self.api_key_env != self.api_key_var:
                 raise ValueError("`api_key_env` and its alias `api_key_var` disagree; give only one")
@@ -70,6 +82,48 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
     allowed_override_base_urls: list[str] = []
     max_body_bytes: Annotated[int, msgspec.Meta(gt=0)] = DEFAULT_MAX_BODY_BYTES
     keepalive_seconds: Annotated[float, msgspec.Meta(gt=0)] = 10.0
+    # Inbound auth: the env var holding the comma-separated API keys callers must present (None: no auth).
+    auth_api_keys_env: Annotated[str, msgspec.Meta(min_length=1)] | None = None
+    max_messages: Annotated[int, msgspec.Meta(gt=0)] = DEFAULT_MAX_MESSAGES
+    max_upstream_response_bytes: Annotated[int, msgspec.Meta(gt=0)] = DEFAULT_MAX_UPSTREAM_RESPONSE_BYTES
+    # Resilience: retries and backoff per upstream call, timeouts, admission and shutdown (see `_retry`, `_admission`).
+    retries: Annotated[int, msgspec.Meta(ge=0, le=10)] = 2
+    retry_backoff_seconds: Annotated[float, msgspec.Meta(ge=0)] = 0.5
+    retry_backoff_max_seconds: Annotated[float, msgspec.Meta(ge=0)] = 5.0
+    connect_timeout_seconds: Annotated[float, msgspec.Meta(gt=0)] = 10.0
+    request_timeout_seconds: Annotated[float, msgspec.Meta(gt=0)] | None = None
+    max_concurrent_requests: Annotated[int, msgspec.Meta(gt=0)] | None = None
+    queue_timeout_seconds: Annotated[float, msgspec.Meta(ge=0)] = 10.0
+    max_upstream_connections: Annotated[int, msgspec.Meta(gt=0)] = DEFAULT_MAX_UPSTREAM_CONNECTIONS
+    shutdown_grace_seconds: Annotated[float, msgspec.Meta(ge=0)] = 30.0
+
+    def __post_init__(self) -> None:
+        if self.auth_api_keys_env is None:
+            return
+        upstream_key_envs = {self.default_api_key_env, *(t.api_key_env for t in self.targets() if t.api_key_env)}
+        if self.auth_api_keys_env in upstream_key_envs:
+            raise ValueError(
+                f"auth_api_keys_env = {self.auth_api_keys_env!r} also holds an upstream API key; callers would "
+                "have to present (and so know) that key. Give inbound keys their own env var."
+            )
+        for served_id, served in self.served_models.items():
+            for stage in ("api", "adapter", "critic"):
+                target: Target | None = getattr(served, stage)
+                if target is None:
+                    continue
+                fallbacks = (
+                    f"{stage}.fallbacks[{i}]" for i, f in enumerate(target.fallbacks) if f.forward_client_authorization
+                )
+                where = stage if target.forward_client_authorization else next(fallbacks, None)
+                if where is not None:
+                    # One `Authorization` header carries both: forwarding it would hand an upstream the very key
+                    # that lets callers into this server.
+                    raise ValueError(
+                        f"served_models.{served_id}.{where}.forward_client_authorization cannot be used together "
+                        "with auth_api_keys_env: the caller's Authorization header is then this server's own API "
+                        "key, and forwarding it would send that key upstream. Run forwarding targets on a server "
+                        "without inbound auth (protect it at the network level instead)."
+                    )
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str = "<config>") -> Config:
@@ -92,10 +146,13 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
         return _convert(data, cls, source, "")
 
     def targets(self) -> list[Target]:
-        """Every configured target in file order (`api`, `adapter`, `critic` within each served model)."""
+        """Every configured target in file order (`api`, `adapter`, `critic` within each served model, each
+        followed by its `fallbacks`)."""
         found: list[Target] = []
         for served in self.served_models.values():
-            found.extend(t for t in (served.api, served.adapter, served.critic) if t is not None)
+            for target in (served.api, served.adapter, served.critic):
+                if target is not None:
+                    found += (target, *target.fallbacks)
         return found
 
     def key_env_for(self, target: Target) -> str:
@@ -104,7 +161,10 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
 
     def key_env_names(self) -> set[str]:
         """Every env var that may hold a secret (for redaction)."""
-        return {self.default_api_key_env, *(t.api_key_env for t in self.targets() if t.api_key_env)}
+        names = {self.default_api_key_env, *(t.api_key_env for t in self.targets() if t.api_key_env)}
+        if self.auth_api_keys_env:
+            names.add(self.auth_api_keys_env)
+        return names
 
 
 def normalize_url(url: str) -> str:
@@ -149,9 +209,14 @@ def require_absolute_urls(config: Config, source: str = "<config>") -> None:
     for served_id, served in config.served_models.items():
         for stage in ("api", "adapter", "critic"):
             target: Target | None = getattr(served, stage)
-            if target is not None and is_relative(target.base_url):
+            if target is None:
+                continue
+            places = [(stage, target), *((f"{stage}.fallbacks[{i}]", f) for i, f in enumerate(target.fallbacks))]
+            for where, one in places:
+                if not is_relative(one.base_url):
+                    continue
                 raise ConfigError(
-                    f"{source}: served_models.{served_id}.{stage}.base_url: {target.base_url!r} is a relative URL; "
+                    f"{source}: served_models.{served_id}.{where}.base_url: {one.base_url!r} is a relative URL; "
                     "relative URLs only work with AdapterCriticMiddleware, which serves them in-process from the "
                     "wrapped app. Use an absolute URL such as http://127.0.0.1:8000/v1."
                 )

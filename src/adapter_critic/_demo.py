@@ -118,8 +118,19 @@ def _sse(payload: dict[str, Any]) -> bytes:
 
 
 def demo_model_app() -> Starlette:
-    """The demo model as an OpenAI-compatible ASGI app serving `POST /demo/v1/chat/completions`."""
-    return Starlette(routes=[Route(f"{DEMO_BASE_URL}/chat/completions", _chat_completions, methods=["POST"])])
+    """The demo model as an OpenAI-compatible ASGI app serving `POST /demo/v1/chat/completions` (and
+    `GET /demo/v1/models`, which `/health?deep=1` checks)."""
+    return Starlette(
+        routes=[
+            Route(f"{DEMO_BASE_URL}/chat/completions", _chat_completions, methods=["POST"]),
+            Route(f"{DEMO_BASE_URL}/models", _models, methods=["GET"]),
+        ]
+    )
+
+
+async def _models(request: Request) -> Response:
+    model = {"id": DEMO_MODEL, "object": "model", "created": 0, "owned_by": "adapter-critic-demo"}
+    return Response(msgspec.json.encode({"object": "list", "data": [model]}), media_type="application/json")
 
 
 def _text(content: str | list[Any] | None) -> str:

@@ -27,7 +27,23 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["Edit", "EditError", "apply_edits", "is_lgtm", "parse_edits", "review"]
+__all__ = [
+    "MAX_EDIT_BLOCKS",
+    "MAX_EDIT_BLOCK_CHARS",
+    "Edit",
+    "EditError",
+    "apply_edits",
+    "is_lgtm",
+    "parse_edits",
+    "review",
+]
+
+# Applying a block costs a scan of the whole text, so a reply's cost grows with blocks x draft size: these keep one
+# (hostile or runaway) adapter reply from pinning a core. Real reviews have a handful of blocks of a few lines.
+MAX_EDIT_BLOCKS = 100
+MAX_EDIT_BLOCK_CHARS = 100_000  # of SEARCH, and of REPLACE, each
+# Blocks x characters of text they may scan (about 0.1 s): 100 blocks on a 500 kB draft, 5 blocks on a 10 MB one.
+MAX_EDIT_WORK = 50_000_000
 
 # Straight quotes, then typographic ones (curly double and single, low-9, guillemets) as escapes to keep ruff quiet.
 _QUOTES = r"'\"\u201c\u201d\u201e\u2018\u2019\u201a\u00ab\u00bb"
@@ -100,7 +116,10 @@ def parse_edits(reply: str) -> list[Edit]:
             edit = Edit("\n".join(search), "\n".join(replace))
             if not edit.search.strip():
                 raise EditError(f"{block}: the SEARCH text is empty")
+            _check_size(edit, len(edits) + 1)
             edits.append(edit)
+            if len(edits) > MAX_EDIT_BLOCKS:
+                raise EditError(f"more than {MAX_EDIT_BLOCKS} edit blocks; make fewer, larger edits")
             search = replace = None
         elif _SEARCH_LINE.fullmatch(line):
             raise EditError(f"{block} never ends: no {_REPLACE} line before the next {_SEARCH} line")
@@ -120,9 +139,20 @@ def parse_edits(reply: str) -> list[Edit]:
 def apply_edits(text: str, edits: Sequence[Edit]) -> str:
     """`text` with the edits applied in order, each to the result of the previous one; raises `EditError` naming the
     first edit (1-based) whose SEARCH text is empty or not found."""
+    if len(edits) > MAX_EDIT_BLOCKS:
+        raise EditError(f"more than {MAX_EDIT_BLOCKS} edit blocks; make fewer, larger edits")
+    if len(edits) * (len(text) + sum(len(edit.replace) for edit in edits)) > MAX_EDIT_WORK:
+        raise EditError(f"{len(edits)} edit blocks are too many for a draft this long; make fewer, larger edits")
     for number, edit in enumerate(edits, start=1):
+        _check_size(edit, number)
         text = _apply_edit(text, edit, number)
     return text
+
+
+def _check_size(edit: Edit, number: int) -> None:
+    for part, value in (("SEARCH", edit.search), ("REPLACE", edit.replace)):
+        if len(value) > MAX_EDIT_BLOCK_CHARS:
+            raise EditError(f"edit block {number}: the {part} text is longer than {MAX_EDIT_BLOCK_CHARS} characters")
 
 
 def review(draft: str, reply: str) -> str:

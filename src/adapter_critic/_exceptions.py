@@ -4,7 +4,9 @@ AdapterCriticError
 ├── ConfigError           -- the config file is missing, unreadable or invalid (raised at load/start-up)
 └── APIError              -- anything that ends a request with an OpenAI error envelope
     ├── RequestError      -- the client's request is wrong (400/404/413)
+    ├── AuthenticationError -- no or a wrong API key where inbound auth is on (401)
     ├── ServerError       -- a bug or an unexpected state (500); the message never reaches the client
+    ├── Overloaded        -- too many requests at once, or shutting down (503 with Retry-After)
     └── UpstreamError     -- an upstream stage call failed
         ├── UpstreamStatusError   -- the upstream answered 4xx/5xx
         ├── UpstreamTimeout       -- the upstream did not answer in time (504)
@@ -67,10 +69,26 @@ class RequestError(APIError):
     error_type = "invalid_request_error"
 
 
+class AuthenticationError(APIError):
+    """Inbound auth is on and the request has no accepted `Authorization: Bearer <key>` (401)."""
+
+    status_code = 401
+    error_type = "authentication_error"
+
+
 class ServerError(APIError):
     """Something unexpected; the client only sees a generic message with the request id."""
 
     status_code = 500
+    error_type = "server_error"
+
+
+class Overloaded(APIError):
+    """No request slot freed up within `queue_timeout_seconds`, or the server is shutting down (503).
+
+    It carries `Retry-After` and no `x-should-retry: false`: nothing ran, so a client retry costs nothing twice."""
+
+    status_code = 503
     error_type = "server_error"
 
 
@@ -94,6 +112,7 @@ class UpstreamStatusError(UpstreamError):
         super().__init__(message, stage=stage, **kwargs)
         self.upstream_status = upstream_status
         self.upstream_body = upstream_body
+        self.retry_after_seconds: float | None = None  # the upstream's `Retry-After`, when it sent one
 
 
 class UpstreamTimeout(UpstreamError):

@@ -14,7 +14,7 @@ import msgspec
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ._config import Config, load_config
-from ._service import Service
+from ._service import Service, error_response
 
 
 class _ModelView(msgspec.Struct):
@@ -36,6 +36,8 @@ class AdapterCriticMiddleware:
 
     The upstream client is opened and closed with the lifespan the server runs for the wrapped app.
     Request bodies larger than `max_body_bytes` on the chat path go to the wrapped app untouched.
+    With `auth_api_keys_env` set, the requests the pipeline serves need one of its keys (401 otherwise);
+    every other request is left to the wrapped app and its own auth.
     """
 
     def __init__(
@@ -64,23 +66,31 @@ class AdapterCriticMiddleware:
         if not complete or not self._serves(body):
             await self.app(scope, _replay(buffered, receive), send)
             return
-        response = await self.service.chat(body)
-        await response(scope, receive, send)
+        # Only requests the pipeline serves need our API key; the wrapped app guards the rest its own way.
+        refused = self.service.auth.check(scope)
+        if refused is not None:
+            await error_response(refused)(scope, receive, send)
+            return
+        await self.service.respond(body, scope, receive, send)
 
     def _serves(self, body: bytes) -> bool:
         try:
             model = _model_decoder.decode(body).model
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
             return False
         return model is not None and model in self.service.config.served_models
 
     async def _lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
-        upstream = self.service.upstream
+        service = self.service
+        upstream = service.upstream
 
         async def lifespan_receive() -> Message:
             message = await receive()
             if message["type"] == "lifespan.startup":
-                upstream.open()
+                service.start()
+            elif message["type"] == "lifespan.shutdown":
+                # Before the wrapped app hears of it: our requests in flight may be calling it in-process.
+                await service.admission.drain(service.config.shutdown_grace_seconds)
             return message
 
         async def lifespan_send(message: Message) -> None:

@@ -65,11 +65,17 @@ the draft, in the format described in the instructions.\
 """
 
 
+_TOO_DEEP = "[nested too deeply to show]"
+
+
 def render_tool_calls(tool_calls: list[Any] | None) -> str | None:
     """A draft's tool calls as JSON text (reviewers answer in text; they never see structured calls)."""
     if not tool_calls:
         return None
-    return msgspec.json.encode(tool_calls).decode()
+    try:
+        return msgspec.json.encode(tool_calls).decode()
+    except RecursionError:  # decoded higher up the stack than it is rendered; never fail a request for it
+        return _TOO_DEEP
 
 
 def draft_as_text(content: str | None, tool_calls: list[Any] | None) -> str:
@@ -143,5 +149,8 @@ def _content_text(content: str | list[Any] | None) -> str:
         elif isinstance(part, dict):
             parts.append(f"[{part.get('type', 'content')}]")
         else:
-            parts.append(str(part))
+            try:
+                parts.append(str(part))
+            except RecursionError:
+                parts.append(_TOO_DEEP)
     return "\n".join(parts)

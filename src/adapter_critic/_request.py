@@ -79,6 +79,13 @@ _stream_options_decoder = msgspec.json.Decoder(_StreamOptions)
 
 def decode_fields(body: bytes) -> dict[str, msgspec.Raw]:
     """The body's top-level keys with their values left as raw JSON; 400 unless it is a JSON object."""
+    # JSON is UTF-8 (RFC 8259). msgspec checks only the strings it decodes, so without this a field that is
+    # forwarded as raw bytes could carry invalid UTF-8 upstream, and a decoded one would fail with UnicodeDecodeError.
+    if not body.isascii():
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise RequestError(f"The request body is not valid JSON: not UTF-8 at byte {exc.start}.") from None
     try:
         return _fields_decoder.decode(body)
     except msgspec.DecodeError:
@@ -90,8 +97,19 @@ def decode_fields(body: bytes) -> dict[str, msgspec.Raw]:
     raise RequestError("The request body must be a JSON object.")
 
 
-def decode_request(body: bytes) -> ChatRequest:
-    """Validate a chat-completions body; raises `RequestError` (400) naming the offending field."""
+def decode_request(body: bytes, *, max_messages: int | None = None) -> ChatRequest:
+    """Validate a chat-completions body; raises `RequestError` (400) naming the offending field.
+
+    `max_messages` bounds the length of `messages` (the server's `max_messages`).
+    """
+    try:
+        return _decode_request(body, max_messages)
+    except RecursionError:
+        # msgspec refuses nesting deeper than the interpreter's recursion limit (about 1000 levels).
+        raise RequestError("The request body is nested too deeply.") from None
+
+
+def _decode_request(body: bytes, max_messages: int | None) -> ChatRequest:
     fields = decode_fields(body)
 
     model = _decode(fields, "model", _str_decoder)
@@ -103,6 +121,11 @@ def decode_request(body: bytes) -> ChatRequest:
         raise RequestError("`messages` is required: a non-empty array of message objects.", param="messages")
     messages = _decode(fields, "messages", _messages_decoder)
     raw_messages = _raw_list_decoder.decode(raw_messages_value)
+    if max_messages is not None and len(messages) > max_messages:
+        raise RequestError(
+            f"`messages` has {len(messages)} messages; this server accepts at most {max_messages} (max_messages).",
+            param="messages",
+        )
 
     extra: dict[str, msgspec.Raw] = {}
     nested_overrides: msgspec.Raw | None = None

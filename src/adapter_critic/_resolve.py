@@ -8,13 +8,15 @@ configure. Everything here is pure: it reads the config and the request, never t
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ._config import Config, Mode, ServedModel, Target, normalize_url
 from ._exceptions import RequestError
 from ._prompts import DEFAULT_ADAPTER_SYSTEM_PROMPT, DEFAULT_CRITIC_SYSTEM_PROMPT
+from ._redact import redact_userinfo
 from ._request import Overrides
+from ._urlguard import override_url_problem
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,10 +27,18 @@ class StageTarget:
     base_url: str
     key_env: str | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
+    # `forward_client_authorization`: the caller's bearer token goes here instead of the server's key (or none).
+    forward_client_authorization: bool = False
+    client_token: str | None = field(default=None, repr=False, compare=False)
+    # Resilience (None: the server-wide setting); `fallbacks` are tried in order once this target is exhausted.
+    retries: int | None = None
+    timeout_seconds: float | None = None
+    connect_timeout_seconds: float | None = None
+    fallbacks: tuple[StageTarget, ...] = ()
 
     @property
     def label(self) -> str:
-        return f"{self.model}@{self.base_url}"
+        return f"{self.model}@{redact_userinfo(self.base_url)}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,19 +68,35 @@ def check_overrides(config: Config, overrides: Overrides | None, where: str = "x
         normalized = normalize_url(url)
         if normalized in configured or normalized in allowed:
             continue
-        if "*" in allowed and _is_http_url(normalized):
-            continue
+        shown = redact_userinfo(url)
+        if "*" in allowed:
+            problem = override_url_problem(normalized)
+            if problem is None:
+                continue
+            raise RequestError(
+                f'`{where}.{name}`: {shown!r} {problem}, which allowed_override_base_urls = ["*"] does not '
+                "cover; the server's operator can list the URL explicitly to allow it.",
+                param=f"{where}.{name}",
+            )
         raise RequestError(
-            f"`{where}.{name}`: {url!r} is not an allowed upstream URL. It must be one of the configured "
+            f"`{where}.{name}`: {shown!r} is not an allowed upstream URL. It must be one of the configured "
             "base_urls, or be listed in the server's allowed_override_base_urls.",
             param=f"{where}.{name}",
         )
 
 
-def resolve(config: Config, served_id: str, overrides: Overrides | None, where: str = "x_adapter_critic") -> Plan:
+def resolve(
+    config: Config,
+    served_id: str,
+    overrides: Overrides | None,
+    where: str = "x_adapter_critic",
+    *,
+    client_token: str | None = None,
+) -> Plan:
     """Resolve the served model (404 if unknown) and every stage target its mode uses (400 on a partial target).
 
-    `where` is the overrides' place in the request, for error messages (see `ChatRequest.overrides_param`)."""
+    `where` is the overrides' place in the request, for error messages (see `ChatRequest.overrides_param`).
+    `client_token` is the caller's bearer token, kept only on targets that forward it."""
     served = config.served_models.get(served_id)
     if served is None:
         raise RequestError(
@@ -82,13 +108,14 @@ def resolve(config: Config, served_id: str, overrides: Overrides | None, where: 
         )
     ov = overrides or Overrides()
     mode: Mode = ov.mode or served.mode
-    api = _stage(config, served.api, ov.api_model, ov.api_base_url, "api", where)
+    token = client_token
+    api = _stage(config, served.api, ov.api_model, ov.api_base_url, "api", where, token)
     assert api is not None  # the api target is always configured
     adapter = critic = None
     if mode == "adapter":
-        adapter = _stage(config, served.adapter, ov.adapter_model, ov.adapter_base_url, "adapter", where) or api
+        adapter = _stage(config, served.adapter, ov.adapter_model, ov.adapter_base_url, "adapter", where, token) or api
     elif mode == "critic":
-        critic = _stage(config, served.critic, ov.critic_model, ov.critic_base_url, "critic", where) or api
+        critic = _stage(config, served.critic, ov.critic_model, ov.critic_base_url, "critic", where, token) or api
     return Plan(
         served_id=served_id,
         mode=mode,
@@ -107,17 +134,32 @@ def resolve(config: Config, served_id: str, overrides: Overrides | None, where: 
 def bind_key(config: Config, url: str, own: Target | None) -> str | None:
     """The env var whose value may be sent to `url`: the stage's own target's when the URL is its own,
     else that of the first configured target with this URL, else none (no `Authorization` at all)."""
+    bound = bind_target(config, url, own)
+    if bound is None or bound.forward_client_authorization:  # a forwarding target never gets the server's key
+        return None
+    return config.key_env_for(bound)
+
+
+def bind_target(config: Config, url: str, own: Target | None) -> Target | None:
+    """The configured target whose credentials (its key, or forwarding the caller's) apply to `url`: the
+    stage's own target when the URL is its own, else the first configured target with this URL, else none."""
     url = normalize_url(url)
     if own is not None and own.url == url:
-        return config.key_env_for(own)
+        return own
     for target in config.targets():
         if target.url == url:
-            return config.key_env_for(target)
+            return target
     return None
 
 
 def _stage(
-    config: Config, own: Target | None, model: str | None, base_url: str | None, stage: str, where: str
+    config: Config,
+    own: Target | None,
+    model: str | None,
+    base_url: str | None,
+    stage: str,
+    where: str,
+    client_token: str | None = None,
 ) -> StageTarget | None:
     if own is None:
         if model is None and base_url is None:
@@ -131,20 +173,36 @@ def _stage(
             )
         url = normalize_url(base_url)
         # A target made wholly from the request gets no options of the config.
-        return StageTarget(model=model, base_url=url, key_env=bind_key(config, url, None))
+        return _credentials(config, StageTarget(model=model, base_url=url), None, client_token)
     url = normalize_url(base_url) if base_url is not None else own.url
+    target = _configured(own, model=model if model is not None else own.model, base_url=url)
+    # Each fallback is bound to its own URL: its key goes only there, and the primary's never does (§4).
+    fallbacks = tuple(_credentials(config, _configured(f), f, client_token) for f in own.fallbacks)
+    return replace(_credentials(config, target, own, client_token), fallbacks=fallbacks)
+
+
+def _configured(own: Target, *, model: str | None = None, base_url: str | None = None) -> StageTarget:
+    """A configured target as a stage target, before credentials (see `_credentials`)."""
     return StageTarget(
-        model=model if model is not None else own.model,
-        base_url=url,
-        key_env=bind_key(config, url, own),
+        model=model or own.model,
+        base_url=base_url or own.url,
         options=own.options,
+        retries=own.retries,
+        timeout_seconds=own.timeout_seconds,
+        connect_timeout_seconds=own.connect_timeout_seconds,
     )
+
+
+def _credentials(config: Config, target: StageTarget, own: Target | None, client_token: str | None) -> StageTarget:
+    """`target` with the credentials bound to its URL: the server's key, or (forwarding) the caller's token."""
+    bound = bind_target(config, target.base_url, own)
+    if bound is None:
+        return target
+    if bound.forward_client_authorization:
+        return replace(target, forward_client_authorization=True, client_token=client_token)
+    return replace(target, key_env=config.key_env_for(bound))
 
 
 def _prompt(served: ServedModel, name: str, default: str) -> str:
     value: str | None = getattr(served, name)
     return value if value is not None else default
-
-
-def _is_http_url(url: str) -> bool:
-    return url.startswith(("http://", "https://"))

@@ -38,6 +38,7 @@ class Extension(msgspec.Struct, omit_defaults=True):
     tokens: Tokens
     timings_ms: dict[str, float]
     degraded: bool = False
+    targets: dict[str, str] = {}  # stage -> `model@base_url` that answered it (a fallback, after a failure)
 
 
 class ChatCompletion(msgspec.Struct):
@@ -75,6 +76,7 @@ def extension(outcome: Outcome, total_ms: float) -> Extension:
         tokens=Tokens(stages=stages, total=total_usage(stages)),
         timings_ms=timings,
         degraded=outcome.degraded,
+        targets=outcome.targets,
     )
 
 

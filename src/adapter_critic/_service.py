@@ -14,11 +14,15 @@ import httpx
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ._admission import Admission
+from ._auth import InboundAuth, client_token
 from ._config import Config
-from ._exceptions import APIError, RequestError, ServerError
-from ._request import decode_request
-from ._resolve import check_overrides, resolve
+from ._exceptions import APIError, Overloaded, RequestError, ServerError
+from ._redact import protect_logs
+from ._request import ChatRequest, decode_request
+from ._resolve import Plan, check_overrides, resolve
 from ._response import build_completion, encode, new_completion_id
+from ._retry import RetryPolicy
 from ._streaming import StreamResponse
 from ._upstream import Secrets, Upstream
 from ._workflows import Run
@@ -40,25 +44,49 @@ class Service:
     ) -> None:
         self.config = config
         self.secrets = Secrets(config.key_env_names())
+        protect_logs(config.key_env_names())
+        self.auth = InboundAuth(config.auth_api_keys_env)
         self.upstream = Upstream(
             timeout=config.timeout_seconds,
             secrets=self.secrets,
             client=http_client,
             in_process_app=in_process_app,
+            max_response_bytes=config.max_upstream_response_bytes,
+            connect_timeout=config.connect_timeout_seconds,
+            max_connections=config.max_upstream_connections,
         )
+        self.retry_policy = RetryPolicy(
+            retries=config.retries,
+            backoff_seconds=config.retry_backoff_seconds,
+            backoff_max_seconds=config.retry_backoff_max_seconds,
+        )
+        self.admission = Admission(config.max_concurrent_requests, config.queue_timeout_seconds)
+        self._plans: dict[str, Plan] = {}
+        self._per_request_plans: set[str] = set()
 
-    async def chat(self, body: bytes) -> ASGIApp:
+    def start(self) -> None:
+        """Lifespan start-up: open the upstream client, admit requests."""
+        self.admission.open()
+        self.upstream.open()
+
+    async def stop(self) -> None:
+        """Lifespan shutdown: let the requests in flight finish (up to `shutdown_grace_seconds`), then close."""
+        await self.admission.drain(self.config.shutdown_grace_seconds)
+        await self.upstream.aclose()
+
+    async def chat(self, body: bytes, *, client_token: str | None = None) -> ASGIApp:
         """Run one chat-completions request body through its workflow; returns the response to send.
 
-        A streaming request's workflow runs inside the returned response, as it is sent.
+        A streaming request's workflow runs inside the returned response, as it is sent. `client_token` is
+        the caller's bearer token, sent only to targets with `forward_client_authorization`.
         """
         completion_id = new_completion_id()
         started = time.perf_counter()
         try:
-            request = decode_request(body)
+            request = decode_request(body, max_messages=self.config.max_messages)
             check_overrides(self.config, request.overrides, request.overrides_param)
-            plan = resolve(self.config, request.model, request.overrides, request.overrides_param)
-            run = Run(plan, request, self.upstream)
+            plan = self._plan(request, client_token)
+            run = Run(plan, request, self.upstream, self.retry_policy, self.config.request_timeout_seconds)
             if request.stream:
                 return StreamResponse(
                     run,
@@ -71,6 +99,7 @@ class Service:
                 )
             outcome = await run.run()
         except APIError as exc:
+            exc.message = self.secrets.redact(exc.message)  # also what the request itself echoes (model, URLs)
             return error_response(exc)
         except Exception:
             logger.exception("request %s failed unexpectedly", completion_id)
@@ -83,6 +112,23 @@ class Service:
         )
         return Response(encode(completion), media_type=JSON)
 
+    def _plan(self, request: ChatRequest, client_token: str | None) -> Plan:
+        """`resolve`, remembered per served model for requests without overrides: then it depends only on the
+        (frozen) config, unless a target forwards the caller's token. Unknown models are never remembered
+        (`resolve` raises 404), so this holds at most one plan per served model."""
+        if request.overrides is None and request.model not in self._per_request_plans:
+            plan = self._plans.get(request.model)
+            if plan is not None:
+                return plan
+            plan = resolve(self.config, request.model, None, request.overrides_param)
+            if not _forwards_client_token(plan):
+                self._plans[request.model] = plan
+                return plan
+            self._per_request_plans.add(request.model)
+        return resolve(
+            self.config, request.model, request.overrides, request.overrides_param, client_token=client_token
+        )
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """The chat-completions endpoint as plain ASGI: read the body within the limit, answer."""
         limit = self.config.max_body_bytes
@@ -94,8 +140,21 @@ class Service:
         except RequestError as exc:
             await error_response(exc)(scope, receive, send)
             return
-        response = await self.chat(body)
-        await response(scope, receive, send)
+        await self.respond(body, scope, receive, send)
+
+    async def respond(self, body: bytes, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer one chat-completions request body, within a request slot (overload limit, shutdown)."""
+        try:
+            async with self.admission.slot():
+                response = await self.chat(body, client_token=client_token(scope))
+                await response(scope, receive, send)  # a stream holds its slot until it has been sent
+        except Overloaded as exc:
+            await error_response(exc)(scope, receive, send)
+
+
+def _forwards_client_token(plan: Plan) -> bool:
+    stages = [target for target in (plan.api, plan.adapter, plan.critic) if target is not None]
+    return any(t.forward_client_authorization for stage in stages for t in (stage, *stage.fallbacks))
 
 
 def error_response(error: APIError, headers: Mapping[str, str] | None = None) -> Response:

@@ -46,6 +46,8 @@ _PIECE = 512
 
 class _Delta(msgspec.Struct):
     content: str | None = None
+    tool_calls: list[msgspec.Raw] | None = None
+    refusal: str | None = None
 
 
 class _ChunkChoice(msgspec.Struct):
@@ -164,7 +166,8 @@ class StreamResponse:
             await self._emit_outcome(emit)
             return
         try:
-            await self._relay(final, emit)
+            # Retried and fallen back like any stage call, but only until a byte of it has been relayed.
+            await run.stream_final(final, self._relay, emit)
         except UpstreamError as exc:
             if final.first:
                 raise relay_first_call_error(exc) from None
@@ -178,6 +181,9 @@ class StreamResponse:
         outcome = self.run.outcome
         usage = outcome.usage.setdefault(final.stage, Usage())
         parts: list[str] = []
+        # Chunks with no answer content (the role chunk) are held back until content follows, so a later
+        # stage that fails before any answer went out can still be degraded to the draft (§8).
+        held: list[bytes] = []
         finish_reason: str | None = None
         finish_fields: dict[str, Any] | None = None
         began = time.perf_counter()
@@ -205,8 +211,9 @@ class StreamResponse:
                     if not chunk.choices:
                         continue  # the upstream's usage chunk: ours, with the total, comes at the end
                     choice = chunk.choices[0]
-                    if choice.delta is not None and choice.delta.content:
-                        parts.append(choice.delta.content)
+                    delta = choice.delta
+                    if delta is not None and delta.content:
+                        parts.append(delta.content)
                     if choice.finish_reason is not None:
                         # Held back so the extension (and the final usage) can ride on it at the end.
                         finish_reason = choice.finish_reason
@@ -214,11 +221,22 @@ class StreamResponse:
                         continue
                     fields = _fields_decoder.decode(payload)
                     fields.update(self._ids)
-                    self.content_sent = True
-                    await emit(raw_event(_encoder.encode(fields)))
+                    encoded = raw_event(_encoder.encode(fields))
+                    answers = delta is not None and bool(delta.content or delta.tool_calls or delta.refusal)
+                    if not answers and not final.first and not self.content_sent:
+                        held.append(encoded)
+                        continue
+                    if answers:
+                        self.content_sent = True
+                    for early in held:
+                        await emit(early)
+                    held.clear()
+                    await emit(encoded)
         finally:
             outcome.timings_ms[final.stage] = outcome.timings_ms.get(final.stage, 0.0) + _ms_since(began)
         self.run.finish("".join(parts), None, finish_reason or "stop")
+        for early in held:  # an answer with no content at all
+            await emit(early)
         await self._emit_tail(emit, finish_fields)
 
     async def _emit_outcome(self, emit: Emit) -> None:

@@ -18,6 +18,7 @@ import msgspec
 from starlette.types import ASGIApp
 
 from ._asgi_call import asgi_stream
+from ._config import DEFAULT_MAX_UPSTREAM_RESPONSE_BYTES
 from ._exceptions import (
     ServerError,
     UpstreamError,
@@ -25,8 +26,12 @@ from ._exceptions import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
+from ._limits import ResponseTooLarge, limit_chunks, post_limited
+from ._redact import redact, redact_bytes, secret_values
 from ._resolve import StageTarget
+from ._retry import parse_retry_after
 from ._sse import StreamIncomplete, iter_data
+from ._transport import network_client
 
 logger = logging.getLogger("adapter_critic")
 
@@ -88,28 +93,23 @@ class Secrets:
     def __init__(self, names: Iterable[str]) -> None:
         self._names = tuple(sorted(set(names)))
 
-    def values(self) -> list[str]:
-        found = (os.environ.get(name, "") for name in self._names)
-        # Longest first, so a key that contains another is replaced whole.
-        return sorted({value for value in found if value}, key=len, reverse=True)
+    def values(self, *extra: str | None) -> list[str]:
+        """Every form of every secret (see `_redact`), plus of `extra` (a forwarded caller's token)."""
+        return secret_values(self._names, extra)
 
-    def redact(self, text: str) -> str:
-        for value in self.values():
-            text = text.replace(value, "***")
-        return text
+    def redact(self, text: str, *extra: str | None) -> str:
+        return redact(text, self.values(*extra))
 
-    def redact_bytes(self, data: bytes) -> bytes:
-        for value in self.values():
-            data = data.replace(value.encode(), b"***")
-        return data
+    def redact_bytes(self, data: bytes, *extra: str | None) -> bytes:
+        return redact_bytes(data, self.values(*extra))
 
 
 class Upstream:
     """The shared upstream client(s); opened and closed by the app's lifespan.
 
-    One `httpx.AsyncClient` serves every network upstream; a second one, over `httpx.ASGITransport`,
-    serves path `base_url`s from `in_process_app`. A client passed in as `client` is used as is and
-    never closed here (tests, hosts that manage their own pool).
+    One `httpx.AsyncClient` serves every network upstream (over aiohttp when `httpx-aiohttp` is installed, see
+    `_transport`); a second one, over `httpx.ASGITransport`, serves path `base_url`s from `in_process_app`.
+    A client passed in as `client` is used as is and never closed here (tests, hosts that manage their own pool).
     """
 
     def __init__(
@@ -119,9 +119,14 @@ class Upstream:
         secrets: Secrets,
         client: httpx.AsyncClient | None = None,
         in_process_app: ASGIApp | None = None,
+        max_response_bytes: int = DEFAULT_MAX_UPSTREAM_RESPONSE_BYTES,
+        connect_timeout: float | None = None,
+        max_connections: int = _MAX_CONNECTIONS,
     ) -> None:
-        self._timeout = httpx.Timeout(timeout)
+        self._timeout = httpx.Timeout(timeout, connect=connect_timeout or timeout)
+        self._max_connections = max_connections
         self.secrets = secrets
+        self._max_response_bytes = max_response_bytes
         self._given_client = client
         self._in_process_app = in_process_app
         self._client: httpx.AsyncClient | None = None
@@ -132,11 +137,8 @@ class Upstream:
     def open(self) -> None:
         if self._client is not None:
             return
-        self._client = self._given_client or httpx.AsyncClient(
-            timeout=self._timeout,
-            limits=httpx.Limits(max_connections=_MAX_CONNECTIONS, max_keepalive_connections=_MAX_CONNECTIONS),
-            follow_redirects=False,
-        )
+        limits = httpx.Limits(max_connections=self._max_connections, max_keepalive_connections=self._max_connections)
+        self._client = self._given_client or network_client(timeout=self._timeout, limits=limits)
         if self._in_process_app is not None:
             self._in_process = httpx.AsyncClient(
                 transport=httpx.ASGITransport(app=self._in_process_app), base_url=IN_PROCESS_ORIGIN
@@ -175,34 +177,64 @@ class Upstream:
     # -- calls -----------------------------------------------------------------------------------
     def headers_for(self, target: StageTarget) -> dict[str, str]:
         headers = {"content-type": "application/json", "accept": "application/json"}
-        key = os.environ.get(target.key_env, "") if target.key_env else ""
+        if target.forward_client_authorization:
+            # The caller's own token, and never the server's key (`forward_client_authorization`).
+            if target.client_token:
+                headers["authorization"] = f"Bearer {target.client_token}"
+            return headers
+        key = os.environ.get(target.key_env, "").strip() if target.key_env else ""
         if key:
             headers["authorization"] = f"Bearer {key}"
         return headers
+
+    async def probe(self, target: StageTarget, seconds: float) -> int:
+        """`GET {base_url}/models` with the target's credentials (§4), within `seconds`; the HTTP status.
+
+        The body is never read. Raises `httpx.HTTPError`, `TimeoutError`, or `ServerError` (no in-process app)."""
+        client = self._client_for(target.base_url)
+        headers = {**self.headers_for(target), "accept": "application/json"}
+        headers.pop("content-type", None)
+        with anyio.fail_after(seconds):
+            async with client.stream("GET", f"{target.base_url}/models", headers=headers, timeout=seconds) as response:
+                return response.status_code
+
+    def timeout_for(self, target: StageTarget) -> httpx.Timeout:
+        """The target's own `timeout_seconds`/`connect_timeout_seconds`, else the server-wide ones."""
+        read = target.timeout_seconds or self._timeout.read
+        return httpx.Timeout(read, connect=target.connect_timeout_seconds or self._timeout.connect)
 
     async def complete(self, stage: str, target: StageTarget, body: dict[str, Any]) -> Completion:
         """One non-streaming chat-completions call; raises an `UpstreamError` naming the stage."""
         client = self._client_for(target.base_url)
         url = f"{target.base_url}/chat/completions"
+        timeout = self.timeout_for(target)
         try:
             # `fail_after` also bounds clients that ignore httpx timeouts (a given client, in-process ASGI apps).
-            with anyio.fail_after(self._timeout.read):
-                response = await client.post(
-                    url, content=_encoder.encode(body), headers=self.headers_for(target), timeout=self._timeout
+            with anyio.fail_after(timeout.read):
+                # Read incrementally and refused past the limit, never buffered without bound.
+                response, content = await post_limited(
+                    client,
+                    url,
+                    limit=self._max_response_bytes,
+                    content=_encoder.encode(body),
+                    headers=self.headers_for(target),
+                    timeout=timeout,
                 )
+        except ResponseTooLarge as exc:
+            raise self._transport_error(stage, target, exc) from None
         except (httpx.TimeoutException, TimeoutError):
             raise UpstreamTimeout(
-                f"The {stage} stage's upstream ({target.label}) did not answer within {self._timeout.read} seconds.",
+                f"The {stage} stage's upstream ({target.label}) did not answer within {timeout.read} seconds.",
                 stage=stage,
             ) from None
         except httpx.HTTPError as exc:
             raise UpstreamUnavailable(
                 f"The {stage} stage's upstream ({target.label}) could not be reached: "
-                f"{self.secrets.redact(type(exc).__name__ + ': ' + str(exc))}",
+                f"{self.secrets.redact(type(exc).__name__ + ': ' + str(exc), target.client_token)}",
                 stage=stage,
             ) from None
         if response.status_code >= 400:
-            raise self.status_error(stage, target, response.status_code, response.content, response.headers)
+            raise self.status_error(stage, target, response.status_code, content, response.headers)
         if response.status_code != 200:
             raise UpstreamUnavailable(
                 f"The {stage} stage's upstream ({target.label}) answered HTTP {response.status_code} "
@@ -210,8 +242,8 @@ class Upstream:
                 stage=stage,
             )
         try:
-            completion = _completion_decoder.decode(response.content)
-        except msgspec.DecodeError:
+            completion = _completion_decoder.decode(content)
+        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):  # not JSON, not UTF-8, nested too deep
             completion = None
         if completion is None or not completion.choices:
             raise UpstreamUnavailable(
@@ -234,13 +266,14 @@ class Upstream:
         headers = {**self.headers_for(target), "accept": "text/event-stream"}
         url = f"{target.base_url}/chat/completions"
         client = self._client_for(target.base_url)
+        timeout = self.timeout_for(target)
         opened: contextlib.AbstractAsyncContextManager[tuple[int, httpx.Headers, AsyncIterator[bytes]]]
         if client is self._in_process and self._in_process_app is not None:
             opened = asgi_stream(
-                self._in_process_app, path=url, headers=headers, body=content, read_timeout=self._timeout.read or 0
+                self._in_process_app, path=url, headers=headers, body=content, read_timeout=timeout.read or 0
             )
         else:
-            opened = _network_stream(client, url, headers, content)
+            opened = _network_stream(client, url, headers, content, timeout)
         try:
             async with opened as (status, response_headers, chunks):
                 if status >= 400:
@@ -251,21 +284,22 @@ class Upstream:
                         f"(HTTP {status}, content-type {response_headers.get('content-type')!r}).",
                         stage=stage,
                     )
-                yield self._payloads(stage, target, chunks)
-        except (httpx.HTTPError, TimeoutError, StreamIncomplete) as exc:
+                yield self._payloads(stage, target, limit_chunks(chunks, self._max_response_bytes))
+        except (httpx.HTTPError, TimeoutError, StreamIncomplete, ResponseTooLarge) as exc:
             raise self._transport_error(stage, target, exc) from None
 
     async def _payloads(self, stage: str, target: StageTarget, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         try:
             async for payload in iter_data(chunks):
                 yield payload
-        except (httpx.HTTPError, TimeoutError, StreamIncomplete) as exc:
+        except (httpx.HTTPError, TimeoutError, StreamIncomplete, ResponseTooLarge) as exc:
             raise self._transport_error(stage, target, exc) from None
 
     def _transport_error(self, stage: str, target: StageTarget, exc: Exception) -> UpstreamError:
         if isinstance(exc, httpx.TimeoutException | TimeoutError):
             return UpstreamTimeout(
-                f"The {stage} stage's upstream ({target.label}) did not answer within {self._timeout.read} seconds.",
+                f"The {stage} stage's upstream ({target.label}) did not answer within "
+                f"{self.timeout_for(target).read} seconds.",
                 stage=stage,
             )
         if isinstance(exc, StreamIncomplete):
@@ -273,16 +307,20 @@ class Upstream:
                 f"The {stage} stage's upstream ({target.label}) ended its event stream before `data: [DONE]`.",
                 stage=stage,
             )
+        if isinstance(exc, ResponseTooLarge):
+            return UpstreamUnavailable(
+                f"The {stage} stage's upstream ({target.label}) answered, but {exc}.", stage=stage
+            )
         return UpstreamUnavailable(
             f"The {stage} stage's upstream ({target.label}) failed: "
-            f"{self.secrets.redact(type(exc).__name__ + ': ' + str(exc))}",
+            f"{self.secrets.redact(type(exc).__name__ + ': ' + str(exc), target.client_token)}",
             stage=stage,
         )
 
     def status_error(
         self, stage: str, target: StageTarget, status: int, content: bytes, headers: httpx.Headers
     ) -> UpstreamStatusError:
-        body = self.secrets.redact_bytes(content)
+        body = self.secrets.redact_bytes(content, target.client_token)
         detail = _error_message(body)
         said = f": {detail}" if detail else ""
         if status == 429:
@@ -299,20 +337,24 @@ class Upstream:
             )
             # §7: a 429 carries the upstream's Retry-After instead of `x-should-retry: false`, so SDKs may retry it.
             rate_limited.headers.pop("x-should-retry", None)
+            rate_limited.retry_after_seconds = parse_retry_after(headers)  # see `_retry` for what the client gets
             return rate_limited
-        return UpstreamStatusError(
+        failed = UpstreamStatusError(
             f"The {stage} stage's upstream ({target.label}) answered HTTP {status}{said}",
             stage=stage,
             upstream_status=status,
             upstream_body=body,
         )
+        failed.retry_after_seconds = parse_retry_after(headers)  # a 503 may say when to come back
+        return failed
 
 
 @contextlib.asynccontextmanager
 async def _network_stream(
-    client: httpx.AsyncClient, url: str, headers: dict[str, str], content: bytes
+    client: httpx.AsyncClient, url: str, headers: dict[str, str], content: bytes, timeouts: httpx.Timeout
 ) -> AsyncIterator[tuple[int, httpx.Headers, AsyncIterator[bytes]]]:
-    response = await client.send(client.build_request("POST", url, content=content, headers=headers), stream=True)
+    request = client.build_request("POST", url, content=content, headers=headers, timeout=timeouts)
+    response = await client.send(request, stream=True)
     try:
         yield response.status_code, response.headers, response.aiter_bytes()
     finally:
@@ -360,7 +402,7 @@ class RelayedUpstreamError(UpstreamStatusError):
 def _is_envelope(body: bytes) -> bool:
     try:
         _envelope_decoder.decode(body)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         return False
     return True
 
@@ -368,6 +410,6 @@ def _is_envelope(body: bytes) -> bool:
 def _error_message(body: bytes) -> str:
     try:
         message = _envelope_decoder.decode(body).error.message
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         return ""
     return (message or "")[:500]

@@ -7,13 +7,17 @@ whether a reviewer failure degraded the answer to the draft.
 from __future__ import annotations
 
 import logging
+import math
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+
+import anyio
 
 from ._config import Mode
 from ._edits import EditError, review
-from ._exceptions import UpstreamError
+from ._exceptions import UpstreamError, UpstreamTimeout
 from ._prompts import (
     adapter_messages,
     adapter_retry_messages,
@@ -24,12 +28,18 @@ from ._prompts import (
 )
 from ._request import ChatRequest
 from ._resolve import Plan, StageTarget
+from ._retry import RetryPolicy, call_with_retries
 from ._upstream import Completion, Upstream, Usage, relay_first_call_error
 
 logger = logging.getLogger("adapter_critic")
 
 # Request fields that only make sense for the client's own connection, never for a stage call.
 _STREAM_FIELDS = ("stream", "stream_options")
+# Stages calling the API target (they get the request's options); the others are reviewers.
+_API_STAGES = frozenset({"api", "api_draft", "api_final"})
+
+_T = TypeVar("_T")
+Emit = Callable[[bytes], Awaitable[None]]
 
 
 @dataclass(slots=True)
@@ -44,6 +54,7 @@ class Outcome:
     usage: dict[str, Usage] = field(default_factory=dict)
     timings_ms: dict[str, float] = field(default_factory=dict)
     degraded: bool = False
+    targets: dict[str, str] = field(default_factory=dict)  # stage -> `model@base_url` of the target that answered
 
     def answer_with(self, completion: Completion) -> None:
         self.content = completion.content
@@ -64,11 +75,22 @@ class FinalCall:
 class Run:
     """One request's run of its plan; holds the outcome being filled in."""
 
-    def __init__(self, plan: Plan, request: ChatRequest, upstream: Upstream) -> None:
+    def __init__(
+        self,
+        plan: Plan,
+        request: ChatRequest,
+        upstream: Upstream,
+        policy: RetryPolicy | None = None,
+        request_timeout: float | None = None,
+    ) -> None:
         self.plan = plan
         self.request = request
         self.upstream = upstream
         self.outcome = Outcome(mode=plan.mode)
+        self.policy = policy or RetryPolicy()
+        self.request_timeout = request_timeout
+        # `request_timeout_seconds`: every stage call (retries and backoff waits included) is cancelled at this time.
+        self.deadline = math.inf if request_timeout is None else anyio.current_time() + request_timeout
 
     async def run(self) -> Outcome:
         """Run every stage as a plain call and return the outcome."""
@@ -169,13 +191,66 @@ class Run:
         if rendered:
             self.outcome.intermediate["api_draft_tool_calls"] = rendered
 
-    def _api_body(self, messages: list[Any]) -> dict[str, Any]:
-        body = {**self.plan.api.options, **self.request.options}
+    def _api_body(self, messages: list[Any], target: StageTarget | None = None) -> dict[str, Any]:
+        target = target or self.plan.api
+        body = {**target.options, **self.request.options}
         for name in _STREAM_FIELDS:
             body.pop(name, None)
-        body["model"] = self.plan.api.model
+        body["model"] = target.model
         body["messages"] = messages
         return body
+
+    def _body_on(self, stage: str, primary: StageTarget, body: dict[str, Any], target: StageTarget) -> dict[str, Any]:
+        """`body`, made for the stage's `primary` target, as `target` (a fallback) gets it: its model, its options."""
+        if target is primary:
+            return body
+        messages = body["messages"]
+        return self._api_body(messages, target) if stage in _API_STAGES else _reviewer_body(target, messages)
+
+    async def retrying(
+        self,
+        stage: str,
+        target: StageTarget,
+        attempt: Callable[[StageTarget], Awaitable[_T]],
+        *,
+        may_retry: Callable[[], bool] = lambda: True,
+    ) -> _T:
+        """`attempt` with retries and fallbacks (`_retry`), within the request deadline; records who answered."""
+        with anyio.CancelScope(deadline=self.deadline):
+            result, answered = await call_with_retries(stage, target, attempt, self.policy, may_retry=may_retry)
+            self.outcome.targets[stage] = answered.label
+            return result
+        # The deadline passed: the call (or the wait before a retry) was cancelled. A reviewer stage may still
+        # degrade to the draft (§5), so this is the stage's failure like any other timeout.
+        raise UpstreamTimeout(
+            f"The request did not finish within request_timeout_seconds ({self.request_timeout} s); "
+            f"the {stage} stage ({target.label}) was cancelled.",
+            stage=stage,
+        )
+
+    async def stream_final(
+        self, final: FinalCall, relay: Callable[[FinalCall, Emit], Awaitable[None]], emit: Emit
+    ) -> None:
+        """Make the final call as a stream through `relay`, retried and fallen back like any stage call, but only
+        while nothing of it was relayed: once a byte of the answer went out, a failure is final (§8)."""
+        relayed = False
+
+        async def emit_relayed(data: bytes) -> None:
+            nonlocal relayed
+            relayed = True
+            await emit(data)
+
+        async def attempt(target: StageTarget) -> None:
+            body = self._body_on(final.stage, final.target, final.body, target)
+            # Recorded up front: the extension rides on the stream's last chunk, sent before `relay` returns.
+            self.outcome.targets[final.stage] = target.label
+            try:
+                await relay(FinalCall(final.stage, target, body, final.first), emit_relayed)
+            except BaseException:
+                del self.outcome.targets[final.stage]
+                raise
+
+        await self.retrying(final.stage, final.target, attempt, may_retry=lambda: not relayed)
 
     async def _first_call(self, stage: str) -> Completion:
         """The first API call: its failure is always the request's failure, its 4xx relayed as is."""
@@ -199,7 +274,9 @@ class Run:
         usage = out.usage.setdefault(stage, Usage())
         started = time.perf_counter()
         try:
-            completion = await self.upstream.complete(stage, target, body)
+            completion = await self.retrying(
+                stage, target, lambda to: self.upstream.complete(stage, to, self._body_on(stage, target, body, to))
+            )
         finally:
             out.timings_ms[stage] = out.timings_ms.get(stage, 0.0) + (time.perf_counter() - started) * 1000
         if completion.usage is not None:

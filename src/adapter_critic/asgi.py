@@ -13,9 +13,11 @@ import sys
 from collections.abc import AsyncIterator
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.routing import Mount
 
 from ._app import build_app, create_app, error_handlers
+from ._auth import AuthMiddleware
 from ._demo import demo_config, demo_model_app
 from ._exceptions import ConfigError
 from ._service import Service
@@ -46,8 +48,13 @@ def _under_v1(api: Starlette) -> Starlette:
         async with api.router.lifespan_context(api):
             yield
 
-    parent = Starlette(routes=[Mount("/v1", app=api)], lifespan=lifespan, exception_handlers=error_handlers("/v1"))
-    parent.state.adapter_critic = api.state.adapter_critic
+    service: Service = api.state.adapter_critic
+    # Paths outside /v1 (404s) need the API key too, like every route but /health.
+    auth = [Middleware(AuthMiddleware, auth=service.auth, public_paths=["/v1/health"])] if service.auth.enabled else []
+    parent = Starlette(
+        routes=[Mount("/v1", app=api)], lifespan=lifespan, exception_handlers=error_handlers("/v1"), middleware=auth
+    )
+    parent.state.adapter_critic = service
     return parent
 
 

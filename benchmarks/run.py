@@ -1,0 +1,609 @@
+"""The benchmark: adapter_critic against two floor proxies, side by side, in one run.
+
+    python benchmarks/run.py            # full run, a few minutes
+    python benchmarks/run.py --quick    # a tiny run (a few hundred requests per figure), under a minute
+
+Processes (each its own uvicorn, one worker, uvloop + httptools, no access log):
+- the mock upstream (`benchmarks/mock_upstream.py`), answering pre-encoded completions / event streams;
+- floor proxies (`benchmarks/floor.py`) over httpx's default transport and over httpx-aiohttp;
+- the product, `uvicorn adapter_critic.asgi:app` (config in ADAPTER_CRITIC_CONFIG), in direct, adapter and critic
+  mode, streaming and not; and again with `httpx_aiohttp` made unimportable (its plain-httpx fallback).
+Proxies are pinned to one core, the mock and the load generator to the other(s), where the machine allows.
+The load generator is wrk (with `benchmarks/wrk_batch.lua`) when installed, else `benchmarks/loadgen.py`;
+time to first byte is always measured with `loadgen.py`.
+
+Figures, each the median over rounds (each round runs every target once, so drift hits all alike):
+- CPU µs/request of the proxy process: utime+stime from /proc/<pid>/stat over a fixed batch at concurrency 16;
+- req/s at concurrency 16 over that batch;
+- added p50/p99 latency at concurrency 1, against calling the mock directly;
+- added time to first byte for streaming, at concurrency 1, against the mock's own;
+and every product figure as a ratio to the fastest floor (by CPU) measured in the same run.
+The table is printed at the end and everything is written to `benchmarks/results/<timestamp>.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import http.client
+import importlib.metadata
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+if str(ROOT) not in sys.path:  # `python benchmarks/run.py` as well as `python -m benchmarks.run`
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks import micro, payloads  # noqa: E402
+
+RESULTS = HERE / "results"
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class Sizes:
+    rounds: int
+    batch: int  # requests per CPU / throughput batch, at concurrency 16
+    latency: int  # requests per latency batch, at concurrency 1
+    ttfb: int  # requests per time-to-first-byte batch, at concurrency 1
+    warmup: int
+    memory_early: int  # RSS is read after this many product requests...
+    memory_late: int  # ...and again after at least this many
+
+
+FULL = Sizes(rounds=3, batch=3000, latency=500, ttfb=300, warmup=300, memory_early=1000, memory_late=20000)
+QUICK = Sizes(rounds=1, batch=300, latency=100, ttfb=50, warmup=50, memory_early=200, memory_late=1000)
+
+
+# -- processes ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Server:
+    name: str
+    proc: subprocess.Popen[bytes]
+    port: int
+    log: Path
+    served: int = 0  # requests sent to it, for the memory figure
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of the whole process (all threads), from /proc/<pid>/stat."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def cpu_seconds_precise(pid: int) -> float:
+    """Time on CPU of every live thread, from schedstat (ns): a cross-check of `cpu_seconds`' 10 ms ticks."""
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{task}/schedstat") as f:
+            total += int(f.read().split()[0])
+    return total / 1e9
+
+
+def rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def pin(cpus: list[int] | None) -> list[str]:
+    return ["taskset", "-c", ",".join(map(str, cpus))] if cpus and shutil.which("taskset") else []
+
+
+def uvicorn_flags() -> list[str]:
+    flags = ["--no-access-log", "--log-level", "warning"]
+    with contextlib.suppress(ImportError):
+        import uvloop  # noqa: F401
+
+        flags += ["--loop", "uvloop"]
+    with contextlib.suppress(ImportError):
+        import httptools  # noqa: F401
+
+        flags += ["--http", "httptools"]
+    return flags
+
+
+def python_path() -> str:
+    return os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_server(name: str, args: list[str], *, cpus: list[int] | None, env: dict[str, str], workdir: Path) -> Server:
+    """Start `python <args>` serving on a free loopback port.
+
+    Not with uvicorn's `--fd`: uvicorn takes an inherited socket for a Unix socket, so its TCP connections
+    would go without TCP_NODELAY and every small response would wait ~40 ms for a delayed ACK.
+    """
+    port = free_port()
+    log = workdir / f"{name.replace(' ', '_')}.log"
+    full_env = {
+        **os.environ,
+        **env,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
+    command = [*pin(cpus), sys.executable, *args, "--host", "127.0.0.1", "--port", str(port), *uvicorn_flags()]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(command, env=full_env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+    return Server(name, proc, port, log)
+
+
+def stop_server(server: Server) -> None:
+    if server.proc.poll() is None:
+        server.proc.terminate()
+        try:
+            server.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.proc.kill()
+            server.proc.wait()
+
+
+# -- targets ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Target:
+    name: str
+    server: Server
+    body: str  # key into the body files
+    stream: bool
+    kind: str  # mock | floor | product
+    calls: int = 1  # upstream calls per request
+    rounds: list[dict[str, float]] = field(default_factory=list)
+    summary: dict[str, float] = field(default_factory=dict)
+
+
+def post(port: int, path: str, body: bytes, timeout: float = 60.0) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request("POST", path, body, {"content-type": "application/json"})
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+def wait_ready(server: Server, deadline: float) -> None:
+    while True:
+        if server.proc.poll() is not None:
+            raise SystemExit(f"{server.name} exited at start-up:\n{server.log.read_text()[-3000:]}")
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=2)
+            conn.request("GET", "/v1/health")
+            conn.getresponse().read()
+            conn.close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{server.name} did not start:\n{server.log.read_text()[-3000:]}") from None
+            time.sleep(0.1)
+
+
+def streamed_text(raw: bytes) -> str:
+    text = ""
+    for line in raw.decode().splitlines():
+        if line.startswith("data: {"):
+            for choice in json.loads(line[6:]).get("choices", []):
+                text += choice.get("delta", {}).get("content") or ""
+    return text
+
+
+def check(target: Target, bodies: dict[str, bytes], mock_port: int) -> None:
+    """One request through the target, checked: floors return the mock's bytes, the product the right answer."""
+    status, got = post(target.server.port, "/v1/chat/completions", bodies[target.body])
+    if status != 200:
+        raise SystemExit(f"{target.name}: HTTP {status}: {got[:500]!r}")
+    if target.kind == "floor":
+        upstream_body = bodies["mock-stream" if target.stream else "mock"]
+        _, direct = post(mock_port, "/v1/chat/completions", upstream_body)
+        if got != direct:
+            raise SystemExit(f"{target.name}: the floor did not return the upstream's bytes")
+    elif target.kind == "product":
+        expected = payloads.ANSWER
+        if target.body.startswith("adapter"):
+            expected = expected.replace("Here is a short answer.", "Here is a short, reviewed answer.")
+        answer = streamed_text(got) if target.stream else json.loads(got)["choices"][0]["message"]["content"]
+        if answer != expected:
+            raise SystemExit(f"{target.name}: unexpected answer {answer!r}")
+        if target.stream and not got.rstrip().endswith(b"data: [DONE]"):
+            raise SystemExit(f"{target.name}: the stream did not end with [DONE]")
+
+
+# -- load ---------------------------------------------------------------------------------------
+
+
+class Load:
+    """Runs one batch of N requests at concurrency C against a port, in a separate process."""
+
+    def __init__(self, files: dict[str, Path], cpus: list[int] | None, use_wrk: bool) -> None:
+        self.files = files
+        self.cpus = cpus
+        self.use_wrk = use_wrk
+
+    def batch(self, port: int, body: str, requests: int, concurrency: int, *, ttfb: bool = False) -> dict[str, float]:
+        url = f"http://127.0.0.1:{port}/v1/chat/completions"
+        if self.use_wrk and not ttfb:
+            env = {**os.environ, "BENCH_BODY_FILE": str(self.files[body]), "BENCH_REQUESTS": str(requests)}
+            command = [
+                *pin(self.cpus), "wrk", "-t1", f"-c{concurrency}", "-d300s", "--timeout", "30s",
+                "-s", str(HERE / "wrk_batch.lua"), url,
+            ]  # fmt: skip
+        else:
+            env = {**os.environ, "PYTHONPATH": python_path()}
+            command = [
+                *pin(self.cpus), sys.executable, "-m", "benchmarks.loadgen", "--url", url,
+                "--body-file", str(self.files[body]), "--requests", str(requests), "--concurrency", str(concurrency),
+            ]  # fmt: skip
+        done = subprocess.run(command, env=env, capture_output=True, timeout=600, check=False)
+        out = done.stdout.decode()
+        for line in out.splitlines():
+            line = line.removeprefix("BENCH ")
+            if line.startswith("{"):
+                result: dict[str, float] = json.loads(line)
+                if result["errors"]:
+                    raise SystemExit(f"{url}: {result['errors']} failed requests in a batch")
+                return result
+        raise SystemExit(f"load generator failed ({command[0]}):\n{out}\n{done.stderr.decode()}")
+
+
+def measure(target: Target, load: Load, sizes: Sizes) -> dict[str, float]:
+    server = target.server
+    cpu0, precise0 = cpu_seconds(server.pid), cpu_seconds_precise(server.pid)
+    busy = load.batch(server.port, target.body, sizes.batch, 16)
+    time.sleep(0.05)  # let it finish the requests wrk abandoned at the end of the batch
+    cpu1, precise1 = cpu_seconds(server.pid), cpu_seconds_precise(server.pid)
+    served = busy["requests"]
+    row = {
+        "cpu_us": (cpu1 - cpu0) / served * 1e6,
+        "cpu_us_schedstat": (precise1 - precise0) / served * 1e6,
+        "rps": served / busy["seconds"],
+    }
+    idle = load.batch(server.port, target.body, sizes.latency, 1)
+    row.update(p50_us=idle["p50_us"], p99_us=idle["p99_us"])
+    server.served += int(served + idle["requests"])
+    if target.stream:
+        first = load.batch(server.port, target.body, sizes.ttfb, 1, ttfb=True)
+        row.update(ttfb_us=first["ttfb_p50_us"])
+        server.served += int(first["requests"])
+    return row
+
+
+# -- the run ------------------------------------------------------------------------------------
+
+
+def cpu_layout() -> tuple[list[int] | None, list[int] | None]:
+    """(proxy cores, mock + load generator cores), or (None, None) when there is only one core to use."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        return None, None
+    return cpus[:1], cpus[1:]
+
+
+def machine() -> dict[str, Any]:
+    model = ""
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    versions = {}
+    for name in ("adapter_critic", "httpx", "httpx-aiohttp", "aiohttp", "uvicorn", "starlette", "msgspec", "uvloop"):
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            versions[name] = importlib.metadata.version(name)
+    return {
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "cpu": model,
+        "cores": os.cpu_count(),
+        "usable_cores": len(os.sched_getaffinity(0)),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "versions": versions,
+    }
+
+
+def product_config(mock_url: str) -> dict[str, Any]:
+    api = {"model": payloads.API_MODEL, "base_url": mock_url}
+    return {
+        "timeout_seconds": 60,
+        "served_models": {
+            "bench-direct": {"mode": "direct", "api": api},
+            "bench-adapter": {
+                "mode": "adapter",
+                "api": api,
+                "adapter": {"model": payloads.ADAPTER_MODEL, "base_url": mock_url},
+            },
+            "bench-critic": {
+                "mode": "critic",
+                "api": api,
+                "critic": {"model": payloads.CRITIC_MODEL, "base_url": mock_url},
+            },
+        },
+    }
+
+
+@contextlib.contextmanager
+def servers_running(
+    workdir: Path, proxy_cpus: list[int] | None, other_cpus: list[int] | None
+) -> Iterator[dict[str, Server]]:
+    started: dict[str, Server] = {}
+    try:
+        mock = start_server(
+            "mock", ["-m", "uvicorn", "benchmarks.mock_upstream:app", "--lifespan", "off"],
+            cpus=other_cpus, env={}, workdir=workdir,
+        )  # fmt: skip
+        started["mock"] = mock
+        mock_url = f"http://127.0.0.1:{mock.port}/v1"
+        config = workdir / "config.json"
+        config.write_text(json.dumps(product_config(mock_url)))
+        for transport in ("httpx", "aiohttp"):
+            started[f"floor {transport}"] = start_server(
+                f"floor {transport}", ["-m", "uvicorn", "benchmarks.floor:app", "--lifespan", "off"],
+                cpus=proxy_cpus, env={"FLOOR_UPSTREAM": mock_url, "FLOOR_TRANSPORT": transport}, workdir=workdir,
+            )  # fmt: skip
+        product_env = {"ADAPTER_CRITIC_CONFIG": str(config)}
+        started["product"] = start_server(
+            "product", ["-m", "uvicorn", "adapter_critic.asgi:app"], cpus=proxy_cpus, env=product_env, workdir=workdir
+        )
+        started["product httpx"] = start_server(
+            "product httpx", ["-m", "benchmarks.without_aiohttp", "adapter_critic.asgi:app"],
+            cpus=proxy_cpus, env=product_env, workdir=workdir,
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        for server in started.values():
+            wait_ready(server, deadline)
+        yield started
+    finally:
+        for server in started.values():
+            stop_server(server)
+
+
+def build_targets(servers: dict[str, Server]) -> list[Target]:
+    targets = []
+    for stream in (False, True):
+        suffix = "-stream" if stream else ""
+        label = " stream" if stream else ""
+        targets.append(Target(f"mock{label}", servers["mock"], f"mock{suffix}", stream, "mock", calls=0))
+        for transport in ("httpx", "aiohttp"):
+            targets.append(
+                Target(f"floor {transport}{label}", servers[f"floor {transport}"], f"direct{suffix}", stream, "floor")
+            )
+        for mode, calls in (("direct", 1), ("adapter", 2), ("critic", 3)):
+            targets.append(Target(f"{mode}{label}", servers["product"], f"{mode}{suffix}", stream, "product", calls))
+        targets.append(
+            Target(f"direct{label} (httpx fallback)", servers["product httpx"], f"direct{suffix}", stream, "product")
+        )
+    return targets
+
+
+def summarise(targets: list[Target]) -> None:
+    by_name = {t.name: t for t in targets}
+    for t in targets:
+        t.summary = {key: statistics.median(r[key] for r in t.rounds) for key in t.rounds[0]}
+    for stream in (False, True):
+        label = " stream" if stream else ""
+        mock = by_name[f"mock{label}"].summary
+        for t in targets:
+            if t.stream != stream:
+                continue
+            t.summary["added_p50_us"] = t.summary["p50_us"] - mock["p50_us"]
+            t.summary["added_p99_us"] = t.summary["p99_us"] - mock["p99_us"]
+            if stream:
+                t.summary["added_ttfb_us"] = t.summary["ttfb_us"] - mock["ttfb_us"]
+        floors = [t for t in targets if t.kind == "floor" and t.stream == stream]
+        fastest = min(floors, key=lambda t: t.summary["cpu_us"])
+        for t in targets:
+            if t.stream != stream or t.kind == "mock":
+                continue
+            t.summary["floor"] = fastest.name  # type: ignore[assignment]
+            t.summary["cpu_x"] = t.summary["cpu_us"] / fastest.summary["cpu_us"]
+            t.summary["rps_x"] = t.summary["rps"] / fastest.summary["rps"]
+            floor_added = fastest.summary["added_p50_us"]
+            t.summary["added_p50_x"] = t.summary["added_p50_us"] / floor_added if floor_added > 0 else float("nan")
+
+
+def verdicts(targets: list[Target], micro_results: dict[str, Any], memory: dict[str, int]) -> list[dict[str, Any]]:
+    s = {t.name: t.summary for t in targets}
+    direct, direct_stream = s["direct"], s["direct stream"]
+    rows = [
+        ("direct: CPU/request vs fastest floor", direct["cpu_x"], "≤", 1.3),
+        ("direct: added p50 vs that floor's", direct["added_p50_x"], "≤", 1.3),
+        ("direct stream: CPU/request vs fastest streaming floor", direct_stream["cpu_x"], "≤", 1.3),
+        ("direct stream: added TTFB (µs)", direct_stream["added_ttfb_us"], "<", 1000.0),
+        ("adapter: CPU/request vs 2 x direct", s["adapter"]["cpu_us"] / (2 * direct["cpu_us"]), "≤", 1.1),
+        ("critic: CPU/request vs 3 x direct", s["critic"]["cpu_us"] / (3 * direct["cpu_us"]), "≤", 1.1),
+        (
+            "decode+encode 1.5 KB: stdlib json time / product time",
+            micro_results["decode_encode"]["1.5k"]["stdlib_over_product"],
+            "≥",
+            3.0,
+        ),
+        (
+            f"RSS after {memory['late_requests']} requests vs after {memory['early_requests']}",
+            memory["late_kib"] / memory["early_kib"],
+            "≤",
+            1.1,
+        ),
+    ]
+    out = []
+    for name, value, op, limit in rows:
+        ok = value <= limit if op == "≤" else value < limit if op == "<" else value >= limit
+        out.append({"target": name, "value": value, "op": op, "limit": limit, "ok": ok})
+    return out
+
+
+def format_table(info: dict[str, Any], targets: list[Target], checks: list[dict[str, Any]], micro_text: str) -> str:
+    lines = [
+        f"adapter_critic benchmark, {info['date']}: {info['cpu']}, {info['usable_cores']} cores, "
+        f"Python {info['python']}, load: {info['load_generator']}, {info['sizes']}",
+        "CPU = proxy CPU time per request at concurrency 16; +p50/+p99 = latency added at concurrency 1 over calling",
+        "the mock directly; +TTFB = added time to the first streamed byte; x floor = ratio to the fastest floor",
+        "",
+        f"{'target':<31}{'CPU µs':>7}{'x floor':>8}{'req/s':>7}{'x floor':>8}{'+p50 µs':>8}{'x floor':>8}"
+        f"{'+p99 µs':>8}{'+TTFB µs':>9}",
+    ]
+    for t in targets:
+        s = t.summary
+        if t.kind == "mock":
+            ttfb = f"{s['ttfb_us']:.0f}*" if t.stream else ""
+            lines.append(
+                f"{t.name + ' (direct)':<31}{s['cpu_us']:>7.0f}{'':>8}{s['rps']:>7.0f}{'':>8}"
+                f"{s['p50_us']:>7.0f}*{'':>8}{s['p99_us']:>7.0f}*{ttfb:>9}"
+            )
+            continue
+        ttfb = f"{s['added_ttfb_us']:.0f}" if t.stream else ""
+        lines.append(
+            f"{t.name:<31}{s['cpu_us']:>7.0f}{_ratio(s.get('cpu_x')):>8}{s['rps']:>7.0f}{_ratio(s.get('rps_x')):>8}"
+            f"{s['added_p50_us']:>8.0f}{_ratio(s.get('added_p50_x')):>8}{s['added_p99_us']:>8.0f}{ttfb:>9}"
+        )
+    lines.append("* the mock's own latency / time to first byte, which the other rows add to")
+    lines += ["", micro_text, "", "targets (issue 6):"]
+    for c in checks:
+        mark = "ok  " if c["ok"] else "MISS"
+        lines.append(f"  {mark} {c['target']}: {c['value']:.2f} (target {c['op']} {c['limit']:g})")
+    return "\n".join(lines)
+
+
+def _ratio(value: float | None) -> str:
+    return "" if value is None or value != value else f"{value:.2f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="a tiny run, to check the harness (< 1 minute)")
+    parser.add_argument("--python-load", action="store_true", help="use benchmarks/loadgen.py even if wrk is installed")
+    parser.add_argument("--rounds", type=int, help="override the number of rounds")
+    parser.add_argument("--out", type=Path, help="JSON output file (default: benchmarks/results/<timestamp>.json)")
+    parser.add_argument("--serve", action="store_true", help="only start the servers (pinned) and wait, to profile")
+    args = parser.parse_args()
+    # On SIGTERM too, leave through `servers_running`'s `finally`, which stops the servers.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    if args.serve:
+        serve_only()
+        return
+    sizes = QUICK if args.quick else FULL
+    if args.rounds:
+        sizes = Sizes(**{**sizes.__dict__, "rounds": args.rounds})
+    use_wrk = shutil.which("wrk") is not None and not args.python_load
+    proxy_cpus, other_cpus = cpu_layout()
+    info = machine()
+    info.update(
+        load_generator="wrk" if use_wrk else "benchmarks/loadgen.py",
+        pinning={"proxy": proxy_cpus, "mock_and_load": other_cpus},
+        sizes=f"{sizes.rounds} round(s) x {sizes.batch} req @16, {sizes.latency} @1",
+    )
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="adapter-critic-bench-") as tmp:
+        workdir = Path(tmp)
+        bodies = {
+            "mock": payloads.request_bytes(payloads.API_MODEL),
+            "mock-stream": payloads.request_bytes(payloads.API_MODEL, stream=True),
+        }
+        for mode in ("direct", "adapter", "critic"):
+            bodies[mode] = payloads.request_bytes(f"bench-{mode}")
+            bodies[f"{mode}-stream"] = payloads.request_bytes(f"bench-{mode}", stream=True)
+        files = {}
+        for key, body in bodies.items():
+            files[key] = workdir / f"{key}.json"
+            files[key].write_bytes(body)
+        load = Load(files, other_cpus, use_wrk)
+        with servers_running(workdir, proxy_cpus, other_cpus) as servers:
+            targets = build_targets(servers)
+            mock_port = servers["mock"].port
+            product = servers["product"]
+            for target in targets:
+                check(target, bodies, mock_port)
+            # Warm up every target; the product's RSS is read after `memory_early` direct requests.
+            load.batch(product.port, "direct", sizes.memory_early, 16)
+            product.served += sizes.memory_early
+            memory = {"early_requests": product.served, "early_kib": rss_kib(product.pid)}
+            for target in targets:
+                load.batch(target.server.port, target.body, sizes.warmup, 16)
+                target.server.served += sizes.warmup
+            for number in range(sizes.rounds):
+                print(f"round {number + 1}/{sizes.rounds} ({time.monotonic() - started:.0f} s)", file=sys.stderr)
+                for target in targets:
+                    target.rounds.append(measure(target, load, sizes))
+            if product.served < sizes.memory_late:
+                top_up = sizes.memory_late - product.served
+                load.batch(product.port, "direct", top_up, 16)
+                product.served += top_up
+            memory.update(late_requests=product.served, late_kib=rss_kib(product.pid))
+    print(f"micro-benchmarks ({time.monotonic() - started:.0f} s)", file=sys.stderr)
+    micro_results = run_micro(args.quick, proxy_cpus)
+    summarise(targets)
+    checks = verdicts(targets, micro_results, memory)
+    info["seconds"] = round(time.monotonic() - started, 1)
+    table = format_table(info, targets, checks, micro.format_table(micro_results))
+    print(table)
+    result = {
+        "machine": info,
+        "targets": {t.name: {"summary": t.summary, "rounds": t.rounds, "calls": t.calls} for t in targets},
+        "memory": memory,
+        "micro": micro_results,
+        "checks": checks,
+        "table": table,
+    }
+    out = (
+        args.out
+        or RESULTS / f"{datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}{'-quick' if args.quick else ''}.json"
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2))
+    print(f"\nwritten to {out}")
+
+
+def serve_only() -> None:
+    """Start the mock, the floors and the product as a run does, print where they are, wait for Ctrl-C."""
+    proxy_cpus, other_cpus = cpu_layout()
+    with tempfile.TemporaryDirectory(prefix="adapter-critic-bench-") as tmp:
+        workdir = Path(tmp)
+        for stream in (False, True):
+            name = "direct-stream.json" if stream else "direct.json"
+            (workdir / name).write_bytes(payloads.request_bytes("bench-direct", stream=stream))
+        with servers_running(workdir, proxy_cpus, other_cpus) as servers:
+            for server in servers.values():
+                print(f"{server.name:<14} pid {server.pid:<7} http://127.0.0.1:{server.port}/v1/chat/completions")
+            print(f"request bodies: {workdir}/direct.json, {workdir}/direct-stream.json (Ctrl-C to stop)", flush=True)
+            with contextlib.suppress(KeyboardInterrupt):
+                while True:
+                    time.sleep(3600)
+
+
+def run_micro(quick: bool, cpus: list[int] | None) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": python_path()}
+    command = [*pin(cpus), sys.executable, "-m", "benchmarks.micro", "--json", *(["--quick"] if quick else [])]
+    done = subprocess.run(command, env=env, capture_output=True, timeout=600, check=True, cwd=ROOT)
+    results: dict[str, Any] = json.loads(done.stdout)
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,95 @@
+"""Admission of chat requests: the overload limit, and the count of requests in flight for a graceful shutdown.
+
+With `max_concurrent_requests` set, at most that many chat requests run at once; the next ones wait up to
+`queue_timeout_seconds` for a slot and are then refused with 503 and `Retry-After` — the number of requests
+running is bounded, and none waits without bound. Requests that are refused never started, so the client may
+retry them (no `x-should-retry: false`).
+
+At shutdown, `drain` stops admitting (503 as well) and waits up to `shutdown_grace_seconds` for the requests
+in flight to finish, so the upstream client is closed under none of them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+from collections.abc import AsyncIterator
+
+import anyio
+
+from ._exceptions import Overloaded
+
+logger = logging.getLogger("adapter_critic")
+
+
+class Admission:
+    """Admits chat requests (`slot`) and waits for them at shutdown (`drain`); one per service."""
+
+    def __init__(self, limit: int | None, queue_timeout: float) -> None:
+        self.limit = limit
+        self.queue_timeout = queue_timeout
+        self.in_flight = 0
+        self.closing = False
+        self._semaphore: anyio.Semaphore | None = None
+        self._idle: anyio.Event | None = None
+        retry_after = str(max(1, math.ceil(queue_timeout)))
+        self._busy_headers = {"retry-after": retry_after}
+
+    def open(self) -> None:
+        """Admit requests again (a lifespan that starts after an earlier shutdown)."""
+        self.closing = False
+
+    @contextlib.asynccontextmanager
+    async def slot(self) -> AsyncIterator[None]:
+        """Hold a request slot for the block; raises `Overloaded` if none frees up in time, or while shutting down."""
+        if self.closing:
+            raise Overloaded("The server is shutting down; retry on another instance.", headers={"retry-after": "1"})
+        semaphore = self._limiter()
+        if semaphore is not None:
+            try:
+                semaphore.acquire_nowait()
+            except anyio.WouldBlock:
+                acquired = False
+                with anyio.move_on_after(self.queue_timeout):
+                    await semaphore.acquire()
+                    acquired = True
+                if not acquired:
+                    raise Overloaded(
+                        f"The server is busy: all {self.limit} request slots (max_concurrent_requests) stayed taken "
+                        f"for {self.queue_timeout} seconds (queue_timeout_seconds). Retry later.",
+                        code="overloaded",
+                        headers=self._busy_headers,
+                    ) from None
+        self.in_flight += 1
+        try:
+            yield
+        finally:
+            self.in_flight -= 1
+            if semaphore is not None:
+                semaphore.release()
+            if self.in_flight == 0 and self._idle is not None:
+                self._idle.set()
+
+    async def drain(self, grace: float) -> None:
+        """Stop admitting, then wait up to `grace` seconds for the requests in flight to finish."""
+        self.closing = True
+        if self.in_flight == 0:
+            return
+        logger.info("shutting down: waiting up to %s s for %d request(s) in flight", grace, self.in_flight)
+        self._idle = anyio.Event()
+        with anyio.move_on_after(grace):
+            await self._idle.wait()
+        self._idle = None
+        if self.in_flight:
+            logger.warning(
+                "shutting down with %d request(s) still in flight after shutdown_grace_seconds (%s s)",
+                self.in_flight,
+                grace,
+            )
+
+    def _limiter(self) -> anyio.Semaphore | None:
+        # Made on first use, inside the event loop that serves the requests.
+        if self.limit is not None and self._semaphore is None:
+            self._semaphore = anyio.Semaphore(self.limit)
+        return self._semaphore

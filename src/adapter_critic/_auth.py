@@ -1,0 +1,141 @@
+"""Inbound auth (`auth_api_keys_env`): who may call this server.
+
+Off unless the config names an env var. When on, every request but `/health` needs
+`Authorization: Bearer <key>` with one of the comma-separated keys in that env var, which is read on
+every request so keys rotate without a restart. The presented token is compared with every accepted
+key in constant time (digests of equal length, no early exit).
+
+An unset or empty env var fails closed: every request but `/health` is refused (401) and a warning is
+logged, rather than the server silently becoming open to anyone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import os
+import re
+from collections.abc import Iterable
+
+from starlette.responses import Response
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ._exceptions import AuthenticationError
+
+logger = logging.getLogger("adapter_critic")
+
+PUBLIC_PATHS = ("/health",)
+
+_SCHEME = b"bearer "
+# A token we may put in an upstream's `Authorization` header: visible ASCII, no spaces (RFC 6750's b64token, loosely).
+_FORWARDABLE = re.compile(rb"[\x21-\x7e]+")
+_CHALLENGE = {"www-authenticate": "Bearer"}
+
+
+def bearer_token(scope: Scope) -> bytes | None:
+    """The token of the request's first `Authorization: Bearer <token>` header (scheme in any case), if any."""
+    for name, value in scope.get("headers", ()):
+        if name == b"authorization":
+            if value[: len(_SCHEME)].lower() != _SCHEME:
+                return None
+            return value[len(_SCHEME) :].strip() or None
+    return None
+
+
+def client_token(scope: Scope) -> str | None:
+    """The caller's bearer token in a form that can be forwarded upstream (`forward_client_authorization`)."""
+    token = bearer_token(scope)
+    if token is None or not _FORWARDABLE.fullmatch(token):
+        return None
+    return token.decode("ascii")
+
+
+class InboundAuth:
+    """The inbound API-key check for one app or middleware; `env_name` None means auth is off."""
+
+    def __init__(self, env_name: str | None) -> None:
+        self.env_name = env_name
+        self._warned = False
+        if self.enabled and not self._digests():
+            self._warn_unconfigured()
+
+    @property
+    def enabled(self) -> bool:
+        return self.env_name is not None
+
+    def check(self, scope: Scope) -> AuthenticationError | None:
+        """None if the request may pass, else the 401 to answer. Never says which key, or how close."""
+        if self.env_name is None:
+            return None
+        accepted = self._digests()
+        if not accepted:
+            self._warn_unconfigured()
+            return AuthenticationError(
+                "This server requires an API key, but has no accepted keys configured; ask its operator.",
+                code="invalid_api_key",
+                headers=_CHALLENGE,
+            )
+        self._warned = False
+        token = bearer_token(scope)
+        if token is None:
+            return AuthenticationError(
+                "Missing API key: send it in an `Authorization: Bearer <key>` header.",
+                code="invalid_api_key",
+                headers=_CHALLENGE,
+            )
+        presented = hashlib.sha256(token).digest()
+        matched = False
+        for digest in accepted:  # every key, always: the time taken must not depend on which one matched
+            matched |= hmac.compare_digest(presented, digest)
+        if matched:
+            return None
+        logger.debug("refused a request with an unknown API key")
+        return AuthenticationError("Incorrect API key provided.", code="invalid_api_key", headers=_CHALLENGE)
+
+    def _digests(self) -> list[bytes]:
+        raw = os.environ.get(self.env_name, "") if self.env_name else ""
+        keys = (key.strip() for key in raw.split(","))
+        return [hashlib.sha256(key.encode()).digest() for key in keys if key]
+
+    def _warn_unconfigured(self) -> None:
+        if not self._warned:
+            self._warned = True
+            logger.warning(
+                "adapter_critic: inbound auth is on (auth_api_keys_env = %r) but that env var is unset or empty, "
+                "so every request except /health is refused with 401. Set it to a comma-separated list of keys.",
+                self.env_name,
+            )
+
+
+class AuthMiddleware:
+    """Pure ASGI: refuse HTTP requests without an accepted API key (401), except those to `public_paths`.
+
+    Paths are compared relative to the app's mount point (`root_path`), so `/health` also matches a
+    mounted `/v1/health`. Lifespan and other non-HTTP scopes pass through.
+    """
+
+    def __init__(self, app: ASGIApp, *, auth: InboundAuth, public_paths: Iterable[str] = PUBLIC_PATHS) -> None:
+        self.app = app
+        self.auth = auth
+        self.public_paths = frozenset(public_paths)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and route_path(scope) not in self.public_paths:
+            error = self.auth.check(scope)
+            if error is not None:
+                response = Response(
+                    error.body(), status_code=error.status_code, headers=error.headers, media_type="application/json"
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def route_path(scope: Scope) -> str:
+    """The request path below the app's mount point."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    if root and path.startswith(root):
+        return path[len(root) :] or "/"
+    return path

@@ -1,0 +1,105 @@
+"""`GET /health?deep=1`: is each configured upstream answering?
+
+Each distinct `base_url` in the config (fallbacks included) gets one `GET {base_url}/models` with a short timeout
+and the credentials §4 binds to that URL (those of the first configured target with it); the answer reports every
+configured target with its upstream's status and latency. Plain `/health` never calls an upstream.
+
+The deep check answers 200 whatever it finds, with `"status": "degraded"` when an upstream is not ok: it is a
+report for operators, not a liveness probe (taking every instance out of rotation because a shared upstream is
+down would turn degraded answers into no answers). Concurrent deep checks share one round of probes.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import anyio
+import httpx
+
+from ._config import Config, Target
+from ._exceptions import ServerError
+from ._redact import redact_userinfo
+from ._resolve import StageTarget, bind_key
+from ._upstream import Upstream
+
+PROBE_SECONDS = 5.0
+
+
+class DeepHealth:
+    """The deep health check of one service; `report()` is the JSON body."""
+
+    def __init__(self, config: Config, upstream: Upstream) -> None:
+        self._config = config
+        self._upstream = upstream
+        self._round: anyio.Event | None = None
+        self._last: dict[str, Any] | None = None
+
+    async def report(self) -> dict[str, Any]:
+        while self._round is not None:  # a round is running: share its result
+            await self._round.wait()
+            if self._last is not None:
+                return self._last
+        self._round = anyio.Event()
+        self._last = None
+        try:
+            self._last = await self._check()
+            return self._last
+        finally:
+            self._round.set()
+            self._round = None
+
+    async def _check(self) -> dict[str, Any]:
+        places = _places(self._config)
+        first: dict[str, Target] = {}  # distinct URL -> the first configured target with it (whose credentials apply)
+        for _, target in places:
+            first.setdefault(target.url, target)
+        results: dict[str, dict[str, Any]] = {}
+
+        async def probe(url: str, target: Target) -> None:
+            results[url] = await self._probe(self._stage_target(target))
+
+        async with anyio.create_task_group() as tg:
+            for url, target in first.items():
+                tg.start_soon(probe, url, target)
+        targets = {
+            where: {"model": target.model, "base_url": redact_userinfo(target.url), **results[target.url]}
+            for where, target in places
+        }
+        healthy = all(result["status"] == "ok" for result in results.values())
+        return {"status": "ok" if healthy else "degraded", "upstreams_checked": len(results), "targets": targets}
+
+    def _stage_target(self, target: Target) -> StageTarget:
+        if target.forward_client_authorization:  # the caller's token, which a health check does not have
+            return StageTarget(model=target.model, base_url=target.url, forward_client_authorization=True)
+        return StageTarget(model=target.model, base_url=target.url, key_env=bind_key(self._config, target.url, target))
+
+    async def _probe(self, target: StageTarget) -> dict[str, Any]:
+        started = time.perf_counter()
+        result: dict[str, Any]
+        try:
+            status = await self._upstream.probe(target, PROBE_SECONDS)
+        except (TimeoutError, httpx.TimeoutException):
+            result = {"status": "error", "error": f"no answer within {PROBE_SECONDS} seconds"}
+        except httpx.HTTPError as exc:
+            detail = self._upstream.secrets.redact(f"{type(exc).__name__}: {exc}")
+            result = {"status": "error", "error": detail}
+        except ServerError as exc:
+            result = {"status": "error", "error": exc.message}
+        else:
+            result = {"status": "ok" if 200 <= status < 300 else "error", "http_status": status}
+        result["latency_ms"] = round((time.perf_counter() - started) * 1000, 3)
+        return result
+
+
+def _places(config: Config) -> list[tuple[str, Target]]:
+    """Every configured target with where it is (`served.stage`, `served.stage.fallbacks[i]`), in file order."""
+    found: list[tuple[str, Target]] = []
+    for served_id, served in config.served_models.items():
+        for stage in ("api", "adapter", "critic"):
+            target: Target | None = getattr(served, stage)
+            if target is None:
+                continue
+            found.append((f"{served_id}.{stage}", target))
+            found += [(f"{served_id}.{stage}.fallbacks[{i}]", f) for i, f in enumerate(target.fallbacks)]
+    return found

@@ -1,0 +1,60 @@
+"""Reading upstream answers without unbounded buffering (`max_upstream_response_bytes`).
+
+A non-streaming answer is read incrementally and refused as soon as it passes the limit (or at once
+when its `Content-Length` says it will), so a hostile or broken upstream cannot make the server
+buffer without bound. A streamed answer is counted the same way, in total, as it is relayed: an
+endless event stream or an endless line without a line break ends with an error too. Sizes are of
+the decoded body (after gzip etc.), which is what would be held in memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+
+
+class ResponseTooLarge(Exception):
+    """An upstream answer passed `max_upstream_response_bytes`."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"the answer is larger than {limit} bytes (max_upstream_response_bytes)")
+        self.limit = limit
+
+
+async def post_limited(
+    client: httpx.AsyncClient, url: str, *, limit: int, **kwargs: Any
+) -> tuple[httpx.Response, bytes]:
+    """POST and read the answer's body up to `limit` bytes; returns the (closed) response and its body.
+
+    Raises `ResponseTooLarge` past the limit, and whatever httpx raises otherwise.
+    """
+    response = await client.send(client.build_request("POST", url, **kwargs), stream=True)
+    try:
+        return response, await read_limited(response, limit)
+    finally:
+        await response.aclose()
+
+
+async def read_limited(response: httpx.Response, limit: int) -> bytes:
+    """The response's body, refused (`ResponseTooLarge`) as soon as it passes `limit` bytes."""
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise ResponseTooLarge(limit)
+    body = bytearray()
+    async for chunk in response.aiter_bytes():
+        body += chunk
+        if len(body) > limit:
+            raise ResponseTooLarge(limit)
+    return bytes(body)
+
+
+async def limit_chunks(chunks: AsyncIterator[bytes], limit: int) -> AsyncIterator[bytes]:
+    """Pass `chunks` through, raising `ResponseTooLarge` once they add up to more than `limit` bytes."""
+    size = 0
+    async for chunk in chunks:
+        size += len(chunk)
+        if size > limit:
+            raise ResponseTooLarge(limit)
+        yield chunk

@@ -1,0 +1,107 @@
+"""Keeping API keys out of everything the server answers or logs (SPEC §7).
+
+Secrets are the values of the env vars that hold keys — upstream keys, and the comma-separated inbound
+keys of `auth_api_keys_env` — read each time, so rotated keys are covered. Each is replaced by `***` in
+every form an upstream may echo it in: as is, JSON-escaped (also with `\\/`), repr-escaped and
+percent-encoded. As a second line of defence any `Bearer <token>` and any URL userinfo
+(`scheme://user:pass@`) is masked too, whatever the token.
+
+`protect_logs` adds a filter to the `adapter_critic` logger that does the same to every record, its
+traceback included (`exc_text`; `exc_info` is left for handlers that need the exception object).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import urllib.parse
+from collections.abc import Iterable
+
+import msgspec
+
+MASK = "***"
+
+_BEARER = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/\\-]{8,}=*")
+# Userinfo may not hold a `/`, but a hostile URL may: mask up to the `@` anyway (at worst, a path is masked too).
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s@\"'<>]+@")
+# Log records skip values shorter than this: placeholder keys of local servers (`x`, `EMPTY`) are no secret,
+# and masking every `x` would make the logs unreadable. Answers to clients mask every configured value (§7).
+_MIN_LOGGED_SECRET = 8
+
+
+def secret_values(env_names: Iterable[str], extra: Iterable[str | None] = ()) -> list[str]:
+    """Every form of every secret held by `env_names` (comma-separated lists included) and of `extra`,
+    longest first so that a secret containing another is replaced whole."""
+    found: set[str] = set()
+    raw_values = [os.environ.get(name, "") for name in env_names]
+    for raw in [*raw_values, *(value for value in extra if value)]:
+        for value in {raw, raw.strip(), *(part.strip() for part in raw.split(","))}:
+            if value.strip():
+                found.update(_forms(value))
+    return sorted(found, key=len, reverse=True)
+
+
+def redact(text: str, values: Iterable[str]) -> str:
+    """`text` with every value, every bearer token and every URL userinfo masked."""
+    for value in values:
+        if value in text:
+            text = text.replace(value, MASK)
+    return redact_userinfo(_BEARER.sub(rf"\g<1>{MASK}", text))
+
+
+def redact_bytes(data: bytes, values: Iterable[str]) -> bytes:
+    """`redact` for a body; bytes that are not UTF-8 are kept as they are."""
+    return redact(data.decode("utf-8", "surrogateescape"), values).encode("utf-8", "surrogateescape")
+
+
+def redact_userinfo(text: str) -> str:
+    """`http://user:pass@host` -> `http://***@host`, anywhere in `text`."""
+    return _USERINFO.sub(rf"\g<1>{MASK}@", text)
+
+
+def _forms(value: str) -> set[str]:
+    json_form = msgspec.json.encode(value).decode()[1:-1]
+    return {
+        value,
+        json_form,
+        json_form.replace("/", "\\/"),
+        repr(value)[1:-1],
+        urllib.parse.quote(value, safe=""),
+    }
+
+
+# -- logs -----------------------------------------------------------------------------------------------------------
+
+_log_secret_envs: set[str] = set()
+
+
+class _RedactingFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        values = [v for v in secret_values(sorted(_log_secret_envs)) if len(v) >= _MIN_LOGGED_SECRET]
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed call: let logging report it as it always does
+            return True
+        clean = redact(message, values)
+        if clean != message:
+            record.msg, record.args = clean, None
+        if record.exc_info and not record.exc_text:
+            trace = logging.Formatter().formatException(record.exc_info)
+            clean_trace = redact(trace, values)
+            if clean_trace != trace:
+                record.exc_text = clean_trace  # formatters use it instead of formatting exc_info again
+        if record.stack_info:
+            record.stack_info = redact(record.stack_info, values)
+        return True
+
+
+_filter = _RedactingFilter()
+
+
+def protect_logs(env_names: Iterable[str]) -> None:
+    """Mask the values of `env_names` (and any bearer token) in every record of the `adapter_critic` logger."""
+    _log_secret_envs.update(env_names)
+    logger = logging.getLogger("adapter_critic")
+    if _filter not in logger.filters:
+        logger.addFilter(_filter)

@@ -1,0 +1,102 @@
+"""What `allowed_override_base_urls = ["*"]` still refuses in a request's `*_base_url` override.
+
+"*" lets a request choose any upstream, but not:
+
+- a scheme other than `http`/`https`;
+- userinfo (`http://user:pass@host`): credentials in a URL end up in logs and messages, and `\\@`-style
+  tricks are where URL parsers disagree about the host;
+- a link-local or cloud-metadata host, where the machine's own credentials are served:
+  169.254.0.0/16 and fe80::/10 (AWS, GCP, Azure, ... instance metadata), fd00:ec2::254 (AWS over IPv6),
+  100.100.100.200 (Alibaba), `metadata.google.internal` and its aliases — in every spelling a resolver
+  accepts: decimal, hex and octal IPv4 (`2852039166`, `0xa9fea9fe`, `0251.0376.0251.0376`, `169.254.43518`),
+  IPv4 inside IPv6 (`::ffff:169.254.169.254`, NAT64, 6to4), a trailing dot, percent-encoding, a zone id.
+
+An operator who really wants one of these lists it explicitly. The URL is parsed by `httpx.URL`, the
+parser of the client that makes the call, so the host checked is the host called. A DNS name that merely
+resolves to such an address is not caught here (that needs a check of the connected address).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import urllib.parse
+
+import httpx
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+METADATA_HOSTS = frozenset(
+    {"metadata.google.internal", "metadata.goog", "metadata", "instance-data", "instance-data.ec2.internal"}
+)
+METADATA_ADDRESSES = frozenset({ipaddress.ip_address("fd00:ec2::254"), ipaddress.ip_address("100.100.100.200")})
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+# A label a resolver may read as (part of) an IPv4 address: decimal, octal (leading 0) or hex (0x).
+_NUMERIC_LABEL = re.compile(r"0x[0-9a-f]*|[0-9]+")
+
+
+def override_url_problem(url: str) -> str | None:
+    """Why a `*_base_url` override may not be allowed by "*" (a phrase to follow the URL), or None if it may."""
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, ValueError):
+        return "is not a valid URL"
+    if parsed.scheme not in ("http", "https"):
+        return "does not use http or https"
+    if parsed.userinfo:
+        return "contains credentials (user:password@)"
+    host = urllib.parse.unquote(parsed.host).lower().rstrip(".")
+    if not host:
+        return "has no host"
+    if host in METADATA_HOSTS:
+        return "points at a cloud-metadata host"
+    try:
+        address = ip_of(host)
+    except ValueError:
+        return "has a host that is neither a name nor a valid IP address"
+    if address is not None and is_metadata_address(address):
+        return "points at a link-local or cloud-metadata address"
+    return None
+
+
+def ip_of(host: str) -> IPAddress | None:
+    """The address `host` stands for if it is an IP literal in any spelling a resolver accepts, else None
+    (a name). Raises ValueError for a host that looks numeric but is no valid address."""
+    try:
+        return ipaddress.ip_address(host)  # dotted-quad IPv4, IPv6 (with a zone id)
+    except ValueError:
+        pass
+    labels = host.split(".")
+    if not _NUMERIC_LABEL.fullmatch(labels[-1]):
+        return None  # a name (a numeric last label means an address, or nothing: WHATWG URL, inet_aton)
+    if len(labels) > 4 or not all(_NUMERIC_LABEL.fullmatch(label) for label in labels):
+        raise ValueError(host)
+    numbers = [_number(label) for label in labels]
+    *leading, last = numbers
+    if any(n > 255 for n in leading) or last >= 256 ** (5 - len(numbers)):
+        raise ValueError(host)
+    value = last
+    for i, n in enumerate(leading):
+        value += n << (8 * (3 - i))
+    return ipaddress.IPv4Address(value)
+
+
+def is_metadata_address(address: IPAddress) -> bool:
+    """Link-local or a known metadata address, also when an IPv6 address carries an IPv4 one inside."""
+    if isinstance(address, ipaddress.IPv6Address):
+        address = ipaddress.IPv6Address(int(address))  # drop a zone id
+        inner = address.ipv4_mapped or address.sixtofour
+        if inner is None and (address in _NAT64 or 1 < int(address) < 2**32):  # NAT64, IPv4-compatible
+            inner = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+        if inner is not None and is_metadata_address(inner):
+            return True
+    return address.is_link_local or address in METADATA_ADDRESSES
+
+
+def _number(label: str) -> int:
+    if label.startswith("0x"):
+        return int(label[2:] or "0", 16)
+    if len(label) > 1 and label.startswith("0"):
+        return int(label, 8)  # ValueError for 8 and 9, as a resolver refuses them
+    return int(label)

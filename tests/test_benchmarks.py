@@ -1,0 +1,102 @@
+"""The benchmark's parts do what they claim (no timings asserted): the micro-benchmarked functions compute the
+same forward body, the floor proxies return the upstream's bytes over both transports, the load generator reads
+both framings, and the product answers the benchmark's requests as the harness expects."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import msgspec
+import pytest
+from benchmarks import loadgen, micro, payloads, run
+
+from adapter_critic._edits import review
+
+
+@pytest.mark.parametrize("size", micro.SIZES)
+def test_forward_bodies_agree(size: str) -> None:
+    body = payloads.request_bytes("bench-direct", size)
+    expected = {**json.loads(body), "model": payloads.API_MODEL}
+    assert msgspec.json.decode(micro.product_forward(body)) == expected
+    assert json.loads(micro.stdlib_forward(body)) == expected
+    assert msgspec.json.decode(micro.msgspec_forward(body)) == expected
+
+
+def test_payload_sizes() -> None:
+    sizes = {size: len(payloads.request_bytes("bench-direct", size)) for size in micro.SIZES}
+    assert sizes["small"] < 200
+    assert 1300 < sizes["1.5k"] < 1700
+    assert 180_000 < sizes["200k"] < 220_000
+    assert len(payloads.request(payloads.API_MODEL, "200k")["tools"]) == 64
+
+
+def test_review_benchmark_applies_every_edit() -> None:
+    draft, reply, expected = payloads.draft_and_review()
+    assert len(draft) >= 50_000
+    assert micro.review_draft(draft, reply) == review(draft, reply) == expected
+
+
+def test_mock_event_stream_shape() -> None:
+    events = payloads.sse_events(payloads.API_MODEL, payloads.ANSWER)
+    assert 18 <= len(events) <= 24
+    assert events[-1] == b"data: [DONE]\n\n"
+    text = "".join(
+        (json.loads(e[6:])["choices"] or [{"delta": {}}])[0]["delta"].get("content") or "" for e in events[:-1]
+    )
+    assert text == payloads.ANSWER
+
+
+def test_percentile_is_nearest_rank() -> None:
+    values = [float(v) for v in range(1, 101)]
+    assert loadgen.percentile(values, 50) == 50
+    assert loadgen.percentile(values, 99) == 99
+    assert loadgen.percentile([3.0], 99) == 3
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[dict[str, run.Server]]:
+    """The mock, both floors and the product, as the benchmark runs them (unpinned)."""
+    with tempfile.TemporaryDirectory() as tmp, run.servers_running(Path(tmp), None, None) as started:
+        yield started
+
+
+def test_floors_return_the_upstream_bytes(servers: dict[str, run.Server]) -> None:
+    mock = servers["mock"]
+    for stream in (False, True):
+        upstream_status, upstream = run.post(
+            mock.port, "/v1/chat/completions", payloads.request_bytes("x", stream=stream)
+        )
+        assert upstream_status == 200
+        for transport in ("httpx", "aiohttp"):
+            body = payloads.request_bytes("bench-direct", stream=stream)
+            status, got = run.post(servers[f"floor {transport}"].port, "/v1/chat/completions", body)
+            assert (status, got) == (200, upstream), (transport, stream)
+    assert upstream.endswith(b"data: [DONE]\n\n")
+
+
+def test_harness_checks_pass(servers: dict[str, run.Server]) -> None:
+    """Every target answers correctly (floors: the mock's bytes; product: the expected answer per mode)."""
+    bodies = {"mock": payloads.request_bytes(payloads.API_MODEL)}
+    bodies["mock-stream"] = payloads.request_bytes(payloads.API_MODEL, stream=True)
+    for mode in ("direct", "adapter", "critic"):
+        bodies[mode] = payloads.request_bytes(f"bench-{mode}")
+        bodies[f"{mode}-stream"] = payloads.request_bytes(f"bench-{mode}", stream=True)
+    for target in run.build_targets(servers):
+        run.check(target, bodies, servers["mock"].port)  # raises SystemExit on a wrong answer
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_loadgen_batch(servers: dict[str, run.Server], tmp_path: Path, stream: bool) -> None:
+    body_file = tmp_path / "body.json"
+    body_file.write_bytes(payloads.request_bytes("bench-direct", stream=stream))
+    load = run.Load({"body": body_file}, None, use_wrk=False)
+    started = time.monotonic()
+    result = load.batch(servers["floor aiohttp"].port, "body", 40, 4, ttfb=True)
+    assert result["requests"] == 40
+    assert result["errors"] == 0
+    assert 0 < result["ttfb_p50_us"] <= result["p99_us"]
+    assert time.monotonic() - started < 30
