@@ -27,7 +27,6 @@ from adapter_critic import AdapterCriticMiddleware, Config, create_app
 from adapter_critic._app import build_app
 from adapter_critic._demo import demo_config, demo_model_app
 from adapter_critic._service import Service
-from adapter_critic.asgi import _under_v1
 
 from .conftest import UPSTREAM_URL, AppFactory, chat, make_config
 from .scripted_upstream import Reply, ScriptedUpstream
@@ -665,7 +664,7 @@ async def connect(app: ASGIApp, body: dict[str, Any], path: str = "/v1/chat/comp
 @contextlib.asynccontextmanager
 async def live_app(upstream: ScriptedUpstream, **top: Any) -> AsyncIterator[ASGIApp]:
     """The app with its stages calling the scripted upstream in-process, its streams arriving live."""
-    app = _under_v1(build_app(Service(live_config(**top), in_process_app=upstream.app)))
+    app = build_app(Service(live_config(**top), in_process_app=upstream.app), prefix="/v1")
     async with LifespanManager(app) as manager:
         yield manager.app
 
@@ -809,7 +808,7 @@ async def test_mounted_app_streams(serve: AppFactory, upstream: ScriptedUpstream
 
 @pytest.mark.parametrize("served", ["demo-direct", "demo-adapter", "demo-critic"])
 async def test_demo_streams_every_mode(served: str) -> None:
-    app = _under_v1(build_app(Service(demo_config(), in_process_app=demo_model_app())))
+    app = build_app(Service(demo_config(), in_process_app=demo_model_app()), prefix="/v1")
     async with LifespanManager(app) as manager:
         transport = httpx.ASGITransport(app=manager.app)
         async with httpx.AsyncClient(transport=transport, base_url="http://testserver/v1") as client:
