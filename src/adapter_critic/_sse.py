@@ -18,16 +18,18 @@ class StreamIncomplete(Exception):
     """The upstream's event stream ended without `data: [DONE]`."""
 
 
-async def iter_data(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """The `data` payload of each event in an SSE byte stream, up to `[DONE]` (not included).
+async def iter_batches(chunks: AsyncIterator[bytes]) -> AsyncIterator[list[bytes]]:
+    """The `data` payloads of an SSE byte stream, up to `[DONE]` (not included), as one list per read.
 
-    Raises `StreamIncomplete` when the stream ends before `[DONE]`: a stream cut short must never
-    look like a finished answer.
+    Payloads that arrived together are handed out together, so a relay can write them out together
+    (one write per upstream read, not one per event). Raises `StreamIncomplete` when the stream ends
+    before `[DONE]`: a stream cut short must never look like a finished answer.
     """
     buffer = bytearray()
     data: list[bytes] = []
     async for chunk in chunks:
         buffer += chunk
+        batch: list[bytes] = []
         start = 0
         while (end := buffer.find(b"\n", start)) >= 0:
             line = bytes(buffer[start:end]).rstrip(b"\r")
@@ -43,9 +45,13 @@ async def iter_data(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
             payload = b"\n".join(data)
             data.clear()
             if payload.strip() == DONE:
+                if batch:
+                    yield batch
                 return
-            yield payload
+            batch.append(payload)
         del buffer[:start]
+        if batch:
+            yield batch
     if data and b"\n".join(data).strip() == DONE:
         return
     raise StreamIncomplete

@@ -1,10 +1,9 @@
 """Streaming answers (`"stream": true`, SPEC §8): a pure ASGI response that runs the workflow and sends SSE.
 
 Three tasks share one request:
-- the producer runs the stages and puts ready-to-send SSE events (or the error that ended the run)
-  on a small in-memory stream;
-- the sender (the response's own task) writes them out, and a `: keep-alive` comment whenever
-  nothing has been sent for `keepalive_seconds`;
+- the producer (the response's own task) runs the stages and writes each SSE event as it is ready;
+- the keep-alive task writes a `: keep-alive` comment whenever nothing has been sent for
+  `keepalive_seconds`;
 - the watcher waits for the client's `http.disconnect` and then cancels everything, in-flight
   upstream calls included.
 
@@ -22,7 +21,6 @@ from typing import Any
 import anyio
 import msgspec
 from anyio import CancelScope
-from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from starlette.types import Receive, Scope, Send
 
 from ._exceptions import APIError, ServerError, UpstreamError, UpstreamUnavailable
@@ -103,61 +101,88 @@ class StreamResponse:
         }
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        to_sender, from_producer = anyio.create_memory_object_stream[bytes | APIError](8)
+        self._send = send
+        self._last_write = time.monotonic()
         async with anyio.create_task_group() as tg:
             tg.start_soon(_cancel_on_disconnect, receive, tg.cancel_scope)
-            tg.start_soon(self._produce, to_sender)
-            await self._deliver(from_producer, send)
-            tg.cancel_scope.cancel()  # the answer is out: stop watching for a disconnect
-
-    # -- the sender ------------------------------------------------------------------------------
-    async def _deliver(self, items: ObjectReceiveStream[bytes | APIError], send: Send) -> None:
-        started = False
-        async with items:
-            while True:
-                with anyio.move_on_after(self.keepalive_seconds) as idle:
-                    try:
-                        item = await items.receive()
-                    except anyio.EndOfStream:
-                        break
-                if idle.cancelled_caught:
-                    if not started:
-                        await send({"type": "http.response.start", "status": 200, "headers": _HEADERS})
-                        started = True
-                    await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
-                    continue
-                if isinstance(item, APIError):
-                    await self._send_error(item, send, started)
-                    return
-                if not started:
-                    await send({"type": "http.response.start", "status": 200, "headers": _HEADERS})
-                    started = True
-                await send({"type": "http.response.body", "body": item, "more_body": True})
-        if not started:  # the producer ended without a word: cannot happen, but never hang the client
-            await self._send_error(ServerError("The stream ended before any answer was produced."), send, False)
-            return
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-    async def _send_error(self, error: APIError, send: Send, started: bool) -> None:
-        if not started:
-            headers = [(b"content-type", b"application/json")]
-            headers += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in error.headers.items()]
-            await send({"type": "http.response.start", "status": error.status_code, "headers": headers})
-            await send({"type": "http.response.body", "body": error.body(), "more_body": False})
-            return
-        # After the first byte the status is gone: end with the error event and no [DONE] (§8).
-        await send({"type": "http.response.body", "body": raw_event(error.body()), "more_body": False})
-
-    # -- the producer ----------------------------------------------------------------------------
-    async def _produce(self, out: ObjectSendStream[bytes | APIError]) -> None:
-        async with out:
+            tg.start_soon(self._keep_alive)
             try:
-                await self._stream(out.send)
+                await self._stream(self._write)
             except APIError as exc:
-                await out.send(exc)
+                await self._end(exc)
             except Exception:
                 logger.exception("streaming request %s failed unexpectedly", self.completion_id)
-                await out.send(ServerError(f"Internal server error (request id {self.completion_id}); see the log."))
+                await self._end(ServerError(f"Internal server error (request id {self.completion_id}); see the log."))
+            else:
+                await self._end(None)
+            tg.cancel_scope.cancel()  # the answer is out: stop the keep-alives and the disconnect watch
+
+    # -- writing ---------------------------------------------------------------------------------
+    # The producer (this request's own task) writes each event straight to the client; a keep-alive
+    # task writes a comment whenever nothing went out for `keepalive_seconds`. At most one of them
+    # is inside `send` at a time: the keep-alive only writes while no event is being written, and an
+    # event waits for a keep-alive write in progress (`_ticking`).
+    _started = False
+    _done = False
+    _writing = False
+    _ticking: anyio.Event | None = None
+
+    async def _write(self, data: bytes) -> None:
+        if self._ticking is not None:
+            await self._ticking.wait()
+        self._writing = True
+        try:
+            if not self._started:
+                self._started = True
+                await self._send({"type": "http.response.start", "status": 200, "headers": _HEADERS})
+            await self._send({"type": "http.response.body", "body": data, "more_body": True})
+        finally:
+            self._writing = False
+        self._last_write = time.monotonic()
+
+    async def _keep_alive(self) -> None:
+        while not self._done:
+            wait = self._last_write + self.keepalive_seconds - time.monotonic()
+            if wait > 0:
+                await anyio.sleep(wait)
+                continue
+            if self._writing:  # an event is going out (the client reads slowly): it resets the clock
+                await anyio.sleep(self.keepalive_seconds)
+                continue
+            self._ticking = anyio.Event()
+            try:
+                await self._write_unlocked(KEEPALIVE)
+            finally:
+                self._ticking.set()
+                self._ticking = None
+
+    async def _write_unlocked(self, data: bytes) -> None:
+        if not self._started:
+            self._started = True
+            await self._send({"type": "http.response.start", "status": 200, "headers": _HEADERS})
+        await self._send({"type": "http.response.body", "body": data, "more_body": True})
+        self._last_write = time.monotonic()
+
+    async def _end(self, error: APIError | None) -> None:
+        """Close the response: normally, or with the error as a §7 response (nothing sent yet) or event."""
+        if self._ticking is not None:
+            await self._ticking.wait()
+        self._done = True
+        if error is None:
+            if not self._started:  # cannot happen (the tail always writes), but never hang the client
+                error = ServerError("The stream ended before any answer was produced.")
+            else:
+                await self._send({"type": "http.response.body", "body": b"", "more_body": False})
+                return
+        if not self._started:
+            self._started = True
+            headers = [(b"content-type", b"application/json")]
+            headers += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in error.headers.items()]
+            await self._send({"type": "http.response.start", "status": error.status_code, "headers": headers})
+            await self._send({"type": "http.response.body", "body": error.body(), "more_body": False})
+            return
+        # After the first byte the status is gone: end with the error event and no [DONE] (§8).
+        await self._send({"type": "http.response.body", "body": raw_event(error.body()), "more_body": False})
 
     async def _stream(self, emit: Emit) -> None:
         run = self.run
@@ -188,56 +213,69 @@ class StreamResponse:
         finish_fields: dict[str, Any] | None = None
         began = time.perf_counter()
         try:
-            async with self.upstream.stream(final.stage, final.target, final.body) as payloads:
-                async for payload in payloads:
+            async with self.upstream.stream(final.stage, final.target, final.body) as batches:
+                async for batch in batches:
+                    # Events that arrived in one upstream read go out in one write.
+                    out: list[bytes] = []
                     try:
-                        chunk = _chunk_decoder.decode(payload)
-                    except msgspec.DecodeError:
-                        raise UpstreamUnavailable(
-                            f"The {final.stage} stage's upstream ({final.target.label}) sent an event that is not "
-                            "a chat.completion.chunk.",
-                            stage=final.stage,
-                        ) from None
-                    if chunk.error is not None:
-                        detail = self.upstream.secrets.redact(chunk.error.message or "no message")
-                        raise UpstreamUnavailable(
-                            f"The {final.stage} stage's upstream ({final.target.label}) sent an error event: {detail}",
-                            stage=final.stage,
-                        )
-                    if chunk.usage is not None:
-                        usage.prompt_tokens += chunk.usage.prompt_tokens
-                        usage.completion_tokens += chunk.usage.completion_tokens
-                        usage.total_tokens += chunk.usage.total_tokens
-                    if not chunk.choices:
-                        continue  # the upstream's usage chunk: ours, with the total, comes at the end
-                    choice = chunk.choices[0]
-                    delta = choice.delta
-                    if delta is not None and delta.content:
-                        parts.append(delta.content)
-                    if choice.finish_reason is not None:
-                        # Held back so the extension (and the final usage) can ride on it at the end.
-                        finish_reason = choice.finish_reason
-                        finish_fields = _fields_decoder.decode(payload)
-                        continue
-                    fields = _fields_decoder.decode(payload)
-                    fields.update(self._ids)
-                    encoded = raw_event(_encoder.encode(fields))
-                    answers = delta is not None and bool(delta.content or delta.tool_calls or delta.refusal)
-                    if not answers and not final.first and not self.content_sent:
-                        held.append(encoded)
-                        continue
-                    if answers:
-                        self.content_sent = True
-                    for early in held:
-                        await emit(early)
-                    held.clear()
-                    await emit(encoded)
+                        for payload in batch:
+                            chunk = self._decode_chunk(final, payload)
+                            if chunk.usage is not None:
+                                usage.prompt_tokens += chunk.usage.prompt_tokens
+                                usage.completion_tokens += chunk.usage.completion_tokens
+                                usage.total_tokens += chunk.usage.total_tokens
+                            if not chunk.choices:
+                                continue  # the upstream's usage chunk: ours, with the total, comes at the end
+                            choice = chunk.choices[0]
+                            delta = choice.delta
+                            if delta is not None and delta.content:
+                                parts.append(delta.content)
+                            if choice.finish_reason is not None:
+                                # Held back so the extension (and the final usage) can ride on it at the end.
+                                finish_reason = choice.finish_reason
+                                finish_fields = _fields_decoder.decode(payload)
+                                continue
+                            fields = _fields_decoder.decode(payload)
+                            fields.update(self._ids)
+                            encoded = raw_event(_encoder.encode(fields))
+                            answers = delta is not None and bool(delta.content or delta.tool_calls or delta.refusal)
+                            if not answers and not final.first and not self.content_sent:
+                                held.append(encoded)
+                                continue
+                            if answers:
+                                self.content_sent = True
+                            out.extend(held)
+                            held.clear()
+                            out.append(encoded)
+                    except UpstreamError:
+                        if out:  # what arrived before the failure still goes out, ahead of the error event
+                            await emit(b"".join(out))
+                        raise
+                    if out:
+                        await emit(b"".join(out))
         finally:
             outcome.timings_ms[final.stage] = outcome.timings_ms.get(final.stage, 0.0) + _ms_since(began)
         self.run.finish("".join(parts), None, finish_reason or "stop")
-        for early in held:  # an answer with no content at all
-            await emit(early)
+        if held:  # an answer with no content at all
+            await emit(b"".join(held))
         await self._emit_tail(emit, finish_fields)
+
+    def _decode_chunk(self, final: FinalCall, payload: bytes) -> _Chunk:
+        try:
+            chunk = _chunk_decoder.decode(payload)
+        except msgspec.DecodeError:
+            raise UpstreamUnavailable(
+                f"The {final.stage} stage's upstream ({final.target.label}) sent an event that is not "
+                "a chat.completion.chunk.",
+                stage=final.stage,
+            ) from None
+        if chunk.error is not None:
+            detail = self.upstream.secrets.redact(chunk.error.message or "no message")
+            raise UpstreamUnavailable(
+                f"The {final.stage} stage's upstream ({final.target.label}) sent an error event: {detail}",
+                stage=final.stage,
+            )
+        return chunk
 
     async def _emit_outcome(self, emit: Emit) -> None:
         """Send an answer that is already known (adapter result, or the draft) as chunks."""
@@ -264,13 +302,14 @@ class StreamResponse:
         else:
             finish_fields.update(self._ids)
         finish_fields["adapter_critic"] = ext
-        await emit(event(finish_fields))
+        tail = [event(finish_fields)]
         if self.include_usage:
             usage_chunk = self._chunk(None)
             usage_chunk["usage"] = ext.tokens.total
             usage_chunk["adapter_critic"] = ext
-            await emit(event(usage_chunk))
-        await emit(DONE_EVENT)
+            tail.append(event(usage_chunk))
+        tail.append(DONE_EVENT)
+        await emit(b"".join(tail))
 
     def _chunk(self, delta: dict[str, Any] | None, finish_reason: str | None = None) -> dict[str, Any]:
         choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish_reason}]

@@ -30,7 +30,7 @@ from ._limits import ResponseTooLarge, limit_chunks, post_limited
 from ._redact import redact, redact_bytes, secret_values
 from ._resolve import StageTarget
 from ._retry import parse_retry_after
-from ._sse import StreamIncomplete, iter_data
+from ._sse import StreamIncomplete, iter_batches
 from ._transport import network_client
 
 logger = logging.getLogger("adapter_critic")
@@ -255,8 +255,9 @@ class Upstream:
     @contextlib.asynccontextmanager
     async def stream(
         self, stage: str, target: StageTarget, body: dict[str, Any]
-    ) -> AsyncIterator[AsyncIterator[bytes]]:
-        """A streaming chat-completions call: yields the upstream's SSE `data` payloads up to `[DONE]`.
+    ) -> AsyncIterator[AsyncIterator[list[bytes]]]:
+        """A streaming chat-completions call: yields the upstream's SSE `data` payloads up to `[DONE]`, in
+        batches (one list per upstream read).
 
         The upstream is asked for its usage (`stream_options.include_usage`). Every failure — before the
         first payload or while iterating — is raised as an `UpstreamError` naming the stage, and leaving
@@ -288,10 +289,12 @@ class Upstream:
         except (httpx.HTTPError, TimeoutError, StreamIncomplete, ResponseTooLarge) as exc:
             raise self._transport_error(stage, target, exc) from None
 
-    async def _payloads(self, stage: str, target: StageTarget, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    async def _payloads(
+        self, stage: str, target: StageTarget, chunks: AsyncIterator[bytes]
+    ) -> AsyncIterator[list[bytes]]:
         try:
-            async for payload in iter_data(chunks):
-                yield payload
+            async for batch in iter_batches(chunks):
+                yield batch
         except (httpx.HTTPError, TimeoutError, StreamIncomplete, ResponseTooLarge) as exc:
             raise self._transport_error(stage, target, exc) from None
 
