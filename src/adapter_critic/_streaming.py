@@ -1,11 +1,10 @@
 """Streaming answers (`"stream": true`, SPEC §8): a pure ASGI response that runs the workflow and sends SSE.
 
-Three tasks share one request:
+Two tasks share one request:
 - the producer (the response's own task) runs the stages and writes each SSE event as it is ready;
-- the keep-alive task writes a `: keep-alive` comment whenever nothing has been sent for
-  `keepalive_seconds`;
 - the watcher waits for the client's `http.disconnect` and then cancels everything, in-flight
-  upstream calls included.
+  upstream calls included; while it waits it writes a `: keep-alive` comment whenever nothing has
+  been sent for `keepalive_seconds`.
 
 Status and headers go out with the first thing written. Until then a failure is an ordinary §7 error
 response; after it, a failure ends the stream with one `data: {"error": ...}` event and no `[DONE]`.
@@ -104,8 +103,7 @@ class StreamResponse:
         self._send = send
         self._last_write = time.monotonic()
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_cancel_on_disconnect, receive, tg.cancel_scope)
-            tg.start_soon(self._keep_alive)
+            tg.start_soon(self._watch, receive, tg.cancel_scope)
             try:
                 await self._stream(self._write)
             except APIError as exc:
@@ -118,8 +116,8 @@ class StreamResponse:
             tg.cancel_scope.cancel()  # the answer is out: stop the keep-alives and the disconnect watch
 
     # -- writing ---------------------------------------------------------------------------------
-    # The producer (this request's own task) writes each event straight to the client; a keep-alive
-    # task writes a comment whenever nothing went out for `keepalive_seconds`. At most one of them
+    # The producer (this request's own task) writes each event straight to the client; the
+    # watcher writes a comment whenever nothing went out for `keepalive_seconds`. At most one of them
     # is inside `send` at a time: the keep-alive only writes while no event is being written, and an
     # event waits for a keep-alive write in progress (`_ticking`).
     _started = False
@@ -140,14 +138,26 @@ class StreamResponse:
             self._writing = False
         self._last_write = time.monotonic()
 
-    async def _keep_alive(self) -> None:
-        while not self._done:
+    async def _watch(self, receive: Receive, scope: CancelScope) -> None:
+        """Cancel everything when the client disconnects; between its messages, send the keep-alives.
+
+        One task does both (a task per request costs more than the wait): `receive` is cancellation-safe,
+        so waiting for it with a deadline loses nothing.
+        """
+        while True:
             wait = self._last_write + self.keepalive_seconds - time.monotonic()
             if wait > 0:
-                await anyio.sleep(wait)
+                with anyio.move_on_after(wait):
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        logger.info("client disconnected: cancelling the request's upstream calls")
+                        scope.cancel()
+                        return
                 continue
+            if self._done:
+                return
             if self._writing:  # an event is going out (the client reads slowly): it resets the clock
-                await anyio.sleep(self.keepalive_seconds)
+                self._last_write = time.monotonic()
                 continue
             self._ticking = anyio.Event()
             try:
@@ -320,15 +330,6 @@ class StreamResponse:
             "model": self.served_model,
             "choices": choices,
         }
-
-
-async def _cancel_on_disconnect(receive: Receive, scope: CancelScope) -> None:
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            logger.info("client disconnected: cancelling the request's upstream calls")
-            scope.cancel()
-            return
 
 
 def _ms_since(began: float) -> float:
