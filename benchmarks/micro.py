@@ -42,7 +42,7 @@ def product_forward(body: bytes) -> bytes:
     the run are not decoding and are timed apart (`resolve_us`)."""
     request = decode_request(body)
     _RUN.request = request
-    return _encoder.encode(_RUN._api_body(list(request.raw_messages)))
+    return _encoder.encode(_RUN._api_body(request.messages_json))
 
 
 def stdlib_forward(body: bytes) -> bytes:

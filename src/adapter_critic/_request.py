@@ -59,13 +59,19 @@ class ChatRequest:
 
     model: str
     messages: list[Message]
-    raw_messages: list[msgspec.Raw]
+    # The `messages` array exactly as sent: forwarded whole, so its unknown fields survive byte for byte.
+    messages_json: msgspec.Raw
     options: dict[str, Any] = field(default_factory=dict)
     overrides: Overrides | None = None
     # Where the overrides came from, for error messages: `x_adapter_critic` or `extra_body.x_adapter_critic`.
     overrides_param: str = "x_adapter_critic"
     stream: bool = False
     include_usage: bool = False
+
+    @property
+    def raw_messages(self) -> list[msgspec.Raw]:
+        """Each message exactly as sent (for the critic's second pass, which appends two)."""
+        return _raw_list_decoder.decode(self.messages_json)
 
 
 _fields_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
@@ -120,7 +126,6 @@ def _decode_request(body: bytes, max_messages: int | None) -> ChatRequest:
     if raw_messages_value is None:
         raise RequestError("`messages` is required: a non-empty array of message objects.", param="messages")
     messages = _decode(fields, "messages", _messages_decoder)
-    raw_messages = _raw_list_decoder.decode(raw_messages_value)
     if max_messages is not None and len(messages) > max_messages:
         raise RequestError(
             f"`messages` has {len(messages)} messages; this server accepts at most {max_messages} (max_messages).",
@@ -161,7 +166,7 @@ def _decode_request(body: bytes, max_messages: int | None) -> ChatRequest:
     return ChatRequest(
         model=model,
         messages=messages,
-        raw_messages=raw_messages,
+        messages_json=raw_messages_value,
         options=options,
         overrides=overrides,
         overrides_param=overrides_param,

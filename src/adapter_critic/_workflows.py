@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import anyio
+import msgspec
 
 from ._config import Mode
 from ._edits import EditError, review
@@ -110,7 +111,7 @@ class Run:
         Streaming makes the returned call as a stream; `run` makes it as a plain call.
         """
         if self.plan.mode == "direct":
-            return FinalCall("api", self.plan.api, self._api_body(list(self.request.raw_messages)), first=True)
+            return FinalCall("api", self.plan.api, self._api_body(self.request.messages_json), first=True)
         if self.plan.mode == "adapter":
             await self._adapter()
             return None
@@ -191,7 +192,7 @@ class Run:
         if rendered:
             self.outcome.intermediate["api_draft_tool_calls"] = rendered
 
-    def _api_body(self, messages: list[Any], target: StageTarget | None = None) -> dict[str, Any]:
+    def _api_body(self, messages: list[Any] | msgspec.Raw, target: StageTarget | None = None) -> dict[str, Any]:
         target = target or self.plan.api
         body = {**target.options, **self.request.options}
         for name in _STREAM_FIELDS:
@@ -255,7 +256,7 @@ class Run:
     async def _first_call(self, stage: str) -> Completion:
         """The first API call: its failure is always the request's failure, its 4xx relayed as is."""
         try:
-            return await self._call(stage, self.plan.api, self._api_body(list(self.request.raw_messages)))
+            return await self._call(stage, self.plan.api, self._api_body(self.request.messages_json))
         except UpstreamError as exc:
             raise relay_first_call_error(exc) from None
 
