@@ -117,6 +117,10 @@ def decode_request(body: bytes, *, max_messages: int | None = None) -> ChatReque
 
 def _decode_request(body: bytes, max_messages: int | None) -> ChatRequest:
     fields = decode_fields(body)
+    if "extra_body" not in fields and "x_adapter_critic" not in fields:
+        fast = _decode_plain(body, fields, max_messages)
+        if fast is not None:
+            return fast
 
     model = _decode(fields, "model", _str_decoder)
     if not model:
@@ -172,6 +176,37 @@ def _decode_request(body: bytes, max_messages: int | None) -> ChatRequest:
         overrides_param=overrides_param,
         stream=stream,
         include_usage=include_usage,
+    )
+
+
+class _PlainView(msgspec.Struct):
+    """A request without overrides, validated in one typed pass (the common case)."""
+
+    model: NonEmpty
+    messages: Annotated[list[Message], msgspec.Meta(min_length=1)]
+    stream: bool | None = None
+    stream_options: _StreamOptions | None = None
+
+
+_plain_decoder = msgspec.json.Decoder(_PlainView)
+
+
+def _decode_plain(body: bytes, fields: dict[str, msgspec.Raw], max_messages: int | None) -> ChatRequest | None:
+    """The fast path for a valid request without overrides; None sends it down the field-by-field path,
+    which also words the errors (naming the field) when the request is not valid."""
+    try:
+        view = _plain_decoder.decode(body)
+    except msgspec.DecodeError:
+        return None
+    if max_messages is not None and len(view.messages) > max_messages:
+        return None
+    return ChatRequest(
+        model=view.model,
+        messages=view.messages,
+        messages_json=fields["messages"],
+        options={key: value for key, value in fields.items() if key not in _OWN_FIELDS},
+        stream=bool(view.stream),
+        include_usage=bool(view.stream_options and view.stream_options.include_usage),
     )
 
 

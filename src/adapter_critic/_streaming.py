@@ -92,9 +92,10 @@ class StreamResponse:
         self.content_sent = False
         self.created = int(time.time())
         self.served_model = served_model
-        # Every chunk gets the same id, created and served model (relayed chunks are rewritten to them).
+        # Every chunk gets the same id, created and served model, and says what it is (relayed chunks are rewritten).
         self._ids = {
             "id": msgspec.Raw(_encoder.encode(completion_id)),
+            "object": msgspec.Raw(b'"chat.completion.chunk"'),
             "created": msgspec.Raw(_encoder.encode(self.created)),
             "model": msgspec.Raw(_encoder.encode(served_model)),
         }
