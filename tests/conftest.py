@@ -52,7 +52,7 @@ def make_config(**overrides: Any) -> Config:
                 "api": {"model": "api-model", "base_url": UPSTREAM_URL},
                 "critic": {"model": "critic-model", "base_url": UPSTREAM_URL},
             },
-        }
+        },
     }
     data.update(overrides)
     return Config.from_dict(data)

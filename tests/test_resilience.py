@@ -19,9 +19,15 @@ import anyio
 import httpx
 import pytest
 from asgi_lifespan import LifespanManager
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from adapter_critic import Config, ConfigError, _retry, create_app
+from adapter_critic import AdapterCriticMiddleware, Config, ConfigError, _retry, create_app
+from adapter_critic._app import build_app
+from adapter_critic._demo import demo_config, demo_model_app
 from adapter_critic._response import encode, extension
 from adapter_critic._service import Service
 from adapter_critic._transport import AiohttpTransport
@@ -418,7 +424,7 @@ async def test_timeouts_per_target_with_a_separate_connect_timeout() -> None:
 
 
 async def test_request_deadline_on_the_first_call_is_a_504(upstream: ScriptedUpstream) -> None:
-    upstream.script(Reply("late", delay=60))
+    upstream.script(Reply("late", delay=10))
     async with running(config(request_timeout_seconds=0.2), upstream.app) as (client, _):
         response = await post(client, chat("m-direct"))
 
@@ -429,7 +435,7 @@ async def test_request_deadline_on_the_first_call_is_a_504(upstream: ScriptedUps
 
 
 async def test_request_deadline_on_a_reviewer_answers_with_the_draft(upstream: ScriptedUpstream) -> None:
-    upstream.script(Reply(DRAFT), Reply("late critique", delay=60))
+    upstream.script(Reply(DRAFT), Reply("late critique", delay=10))
     async with running(config(request_timeout_seconds=0.3), upstream.app) as (client, _):
         data = ok(await post(client, chat("m-critic")))
 
@@ -442,7 +448,7 @@ async def test_request_deadline_on_a_reviewer_answers_with_the_draft(upstream: S
 
 async def test_request_deadline_on_a_reviewer_with_fail_is_a_504(upstream: ScriptedUpstream) -> None:
     models = {"m-critic": {"mode": "critic", "api": target("api-model"), "on_review_error": "fail"}}
-    upstream.script(Reply(DRAFT), Reply("late critique", delay=60))
+    upstream.script(Reply(DRAFT), Reply("late critique", delay=10))
     async with running(config(models, request_timeout_seconds=0.3), upstream.app) as (client, _):
         response = await post(client, chat("m-critic"))
 
@@ -465,9 +471,12 @@ async def test_request_deadline_cuts_backoff_waits_too(
 # -- overload ----------------------------------------------------------------------------------------------------------
 
 
-async def test_requests_beyond_the_limit_get_503_with_retry_after(upstream: ScriptedUpstream) -> None:
+@pytest.mark.parametrize("queue_timeout", [0, 0.05])
+async def test_requests_beyond_the_limit_get_503_with_retry_after(
+    upstream: ScriptedUpstream, queue_timeout: float
+) -> None:
     gate = Gate(upstream.app)
-    app_config = config(max_concurrent_requests=1, queue_timeout_seconds=0)
+    app_config = config(max_concurrent_requests=1, queue_timeout_seconds=queue_timeout)
     async with running(app_config, gate) as (client, _), anyio.create_task_group() as tg:
         first: list[httpx.Response] = []
 
@@ -476,9 +485,12 @@ async def test_requests_beyond_the_limit_get_503_with_retry_after(upstream: Scri
 
         tg.start_soon(ask)
         await gate.arrived.wait()  # the first request holds the only slot
-        refused = await post(client, chat("m-direct"))
-        health = await client.get("/health")  # not a chat request: never queued
-        gate.release()
+        try:
+            with anyio.fail_after(10):  # a safety net: without the limit, this request would wait at the gate
+                refused = await post(client, chat("m-direct"))
+            health = await client.get("/health")  # not a chat request: never queued
+        finally:
+            gate.release()
 
     error = error_of(refused, 503)
     assert error["type"] == "server_error" and error["code"] == "overloaded"
@@ -502,8 +514,9 @@ async def test_requests_wait_in_the_queue_for_a_free_slot(upstream: ScriptedUpst
             await gate.arrived.wait()
             tg.start_soon(ask)
             await anyio.wait_all_tasks_blocked()
-            assert gate.entered == 1  # the second request is queued, not at the upstream
+            entered = gate.entered
             gate.release()
+    assert entered == 1  # the second request was queued, not at the upstream
 
     assert [r.status_code for r in responses] == [200, 200]
     assert gate.entered == 2
@@ -552,10 +565,13 @@ async def test_shutdown_lets_requests_in_flight_finish_then_closes(upstream: Scr
             tg.start_soon(ask)
             await gate.arrived.wait()
             tg.start_soon(shutdown)
-            await anyio.wait_all_tasks_blocked()
-            assert not shut.is_set() and service.upstream.is_open  # shutdown waits for the request
-            late = await post(client, chat("m-direct"))  # while draining, nothing new is admitted
-            gate.release()
+            try:
+                await anyio.wait_all_tasks_blocked()
+                assert not shut.is_set() and service.upstream.is_open  # shutdown waits for the request
+                with anyio.fail_after(10):
+                    late = await post(client, chat("m-direct"))  # while draining, nothing new is admitted
+            finally:
+                gate.release()
         await client.aclose()
 
     assert ok(answered[0])["choices"][0]["message"]["content"] == "echo api-model: Hello"
@@ -572,10 +588,56 @@ async def test_shutdown_grace_is_bounded(upstream: ScriptedUpstream) -> None:
         async with anyio.create_task_group() as tg:
             tg.start_soon(post, client, chat("m-direct"))
             await gate.arrived.wait()
-            await manager.__aexit__(None, None, None)  # returns although the request is still held
-            assert not service.upstream.is_open
-            gate.release()
+            try:
+                with anyio.fail_after(10):
+                    await manager.__aexit__(None, None, None)  # returns although the request is still held
+                assert not service.upstream.is_open
+            finally:
+                gate.release()
         await client.aclose()
+
+
+async def test_middleware_drains_before_the_wrapped_app_shuts_down() -> None:
+    """Stages served in-process by the wrapped app need it up until the requests in flight are done."""
+    arrived, released = anyio.Event(), anyio.Event()
+    stopped: list[str] = []
+
+    async def local_chat(request: Request) -> JSONResponse:
+        arrived.set()
+        await released.wait()
+        return JSONResponse(
+            {"choices": [{"message": {"role": "assistant", "content": "local"}, "finish_reason": "stop"}]}
+        )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        stopped.append("wrapped app")
+
+    local = Starlette(routes=[Route("/local/v1/chat/completions", local_chat, methods=["POST"])], lifespan=lifespan)
+    api = target("local-model", "/local/v1")
+    app = AdapterCriticMiddleware(
+        local, config=Config.from_dict({"served_models": {"m": {"mode": "direct", "api": api}}})
+    )
+    manager = LifespanManager(app)
+    await manager.__aenter__()
+    answered: list[httpx.Response] = []
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver") as client:
+
+        async def ask() -> None:
+            answered.append(await client.post("/v1/chat/completions", json=chat("m")))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ask)
+            await arrived.wait()
+            tg.start_soon(manager.__aexit__, None, None, None)
+            await anyio.wait_all_tasks_blocked()
+            stopped_early = list(stopped)
+            released.set()
+    assert stopped_early == []  # the wrapped app kept serving the stage in flight
+
+    assert ok(answered[0])["choices"][0]["message"]["content"] == "local"
+    assert stopped == ["wrapped app"]
 
 
 # -- streaming ---------------------------------------------------------------------------------------------------------
@@ -636,6 +698,17 @@ async def test_streaming_second_pass_failing_before_any_answer_streams_the_draft
     ext = chunks[-1]["adapter_critic"]
     assert ext["degraded"] is True and "api_final_error" in ext["intermediate"]
     assert ext["targets"] == {"api_draft": label("api-model"), "critic": label("critic-model")}
+
+
+async def test_streaming_request_deadline_streams_the_draft(upstream: ScriptedUpstream) -> None:
+    upstream.script(Reply(DRAFT), Reply("critique"), Reply("late", first_chunk_delay=10))
+    async with running(config(request_timeout_seconds=0.3), upstream.app) as (client, _):
+        response = await post(client, chat("m-critic", stream=True))
+
+    chunks = stream_chunks(response)
+    assert streamed_text(chunks) == DRAFT
+    ext = chunks[-1]["adapter_critic"]
+    assert ext["degraded"] is True and "request_timeout_seconds" in ext["intermediate"]["api_final_error"]
 
 
 # -- deep health -------------------------------------------------------------------------------------------------------
@@ -701,3 +774,14 @@ async def test_deep_health_needs_the_key_when_inbound_auth_is_on(monkeypatch: py
 
     assert error_of(refused, 401)["type"] == "authentication_error"
     assert allowed.status_code == 200 and len(calls) == 3
+
+
+async def test_deep_health_of_the_demo_checks_its_in_process_model() -> None:
+    app = build_app(Service(demo_config(), in_process_app=demo_model_app()), prefix="/v1")
+    async with LifespanManager(app) as manager:
+        transport = httpx.ASGITransport(app=manager.app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+            report = (await client.get("/v1/health", params={"deep": "1"})).json()
+
+    assert report["status"] == "ok" and report["upstreams_checked"] == 1
+    assert {t["http_status"] for t in report["targets"].values()} == {200}

@@ -44,7 +44,11 @@ class Admission:
     async def slot(self) -> AsyncIterator[None]:
         """Hold a request slot for the block; raises `Overloaded` if none frees up in time, or while shutting down."""
         if self.closing:
-            raise Overloaded("The server is shutting down; retry on another instance.", headers={"retry-after": "1"})
+            raise Overloaded(
+                "The server is shutting down; retry on another instance.",
+                code="shutting_down",
+                headers={"retry-after": "1"},
+            )
         semaphore = self._limiter()
         if semaphore is not None:
             try:

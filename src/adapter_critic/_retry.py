@@ -84,7 +84,10 @@ def reason(error: UpstreamError) -> str:
         return f"HTTP {error.upstream_status}"
     if isinstance(error, UpstreamTimeout):
         return "timeout"
-    return error.message
+    message = error.message
+    if message.startswith(f"The {error.stage} stage's upstream ("):
+        message = message.partition(") ")[2] or message  # the log line names the stage and target already
+    return message
 
 
 async def call_with_retries(
