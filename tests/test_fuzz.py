@@ -43,7 +43,7 @@ from adapter_critic._urlguard import is_metadata_address, override_url_problem
 from .conftest import OTHER_URL, UPSTREAM_URL, make_config
 
 settings.register_profile(
-    "ci", max_examples=40, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
+    "ci", max_examples=100, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.register_profile(
     "dev",
@@ -431,6 +431,9 @@ upstream_bodies = st.one_of(
             json.dumps({"error": {"message": "nope"}}).encode(),
             ('{"choices": [{"message": {"content": "x", "tool_calls": ' + nested(50_000) + "}}]}").encode(),
             b'{"choices": [{"message": {"content": "\xff"}}]}',
+            b'{"choices": [{"delta": {"content": "\xff"}}]}',  # the same as a stream's chunks
+            ('{"choices": [{"delta": {"content": "x"}, "logprobs": ' + nested(50_000) + "}]}").encode(),
+            b'{"choices": [{"delta": {"content": "x"}, "finish_reason": "stop"}]}',
             b'{"choices": [{"message": {"content": "x"}, "finish_reason": 5}]}',
             b'{"choices": [], "usage": {"prompt_tokens": -1}}',
         ]

@@ -32,8 +32,9 @@ from starlette.types import ASGIApp
 from adapter_critic import AdapterCriticMiddleware, Config, ConfigError, create_app
 from adapter_critic._auth import InboundAuth
 from adapter_critic._edits import MAX_EDIT_BLOCK_CHARS, MAX_EDIT_BLOCKS, EditError, apply_edits, parse_edits, review
+from adapter_critic._prompts import render_conversation, render_tool_calls
 from adapter_critic._redact import redact, secret_values
-from adapter_critic._request import Overrides
+from adapter_critic._request import Message, Overrides
 from adapter_critic._resolve import bind_key, check_overrides, resolve
 from adapter_critic._service import Service
 from adapter_critic._urlguard import ip_of, override_url_problem
@@ -369,6 +370,21 @@ def test_forwarding_targets_never_bind_the_servers_key() -> None:
     assert plan.critic is not None and not plan.critic.forward_client_authorization
     assert plan.critic.client_token is None  # the caller's token is kept only where it goes
     assert CLIENT_KEY not in repr(plan)
+
+
+def test_fallbacks_bind_forwarding_to_their_own_url() -> None:
+    primary = {"model": "a", "base_url": "http://primary.test/v1", "api_key_env": "PRIMARY_KEY"}
+    primary["fallbacks"] = [
+        {"model": "b", "base_url": "http://own-keys.test/v1", "forward_client_authorization": True},
+        {"model": "c", "base_url": "http://backup.test/v1", "api_key_env": "BACKUP_KEY"},
+    ]
+    config = make_config(served_models={"m": {"mode": "direct", "api": primary}})
+    plan = resolve(config, "m", None, client_token=CLIENT_KEY)
+    assert (plan.api.key_env, plan.api.client_token) == ("PRIMARY_KEY", None)
+    forwarding, backup = plan.api.fallbacks
+    assert forwarding.forward_client_authorization and forwarding.client_token == CLIENT_KEY
+    assert forwarding.key_env is None
+    assert (backup.key_env, backup.client_token) == ("BACKUP_KEY", None)
 
 
 def test_forwarding_and_inbound_auth_cannot_be_combined() -> None:
@@ -757,7 +773,8 @@ async def shallow_upstream(request: httpx.Request) -> httpx.Response:
 
 @pytest.mark.parametrize("model", ["m-adapter", "m-critic"])
 async def test_nesting_near_the_limit_never_fails_a_later_stage(model: str) -> None:
-    """A body that decodes high up the stack can be too deep for a reviewer prompt rendered further down."""
+    """Values nested near msgspec's limit (the interpreter's recursion limit) are refused or carried through every
+    stage — decoding and rendering the reviewer prompts must agree on what is too deep."""
     statuses = set()
     async with hostile(make_config(), shallow_upstream) as client:
         for depth in range(850, 1000, 5):
@@ -774,6 +791,17 @@ async def test_nesting_near_the_limit_never_fails_a_later_stage(model: str) -> N
                     assert response.status_code == 200, response.text
                     assert "server_error" not in response.text
     assert statuses == {200, 400}
+
+
+def test_prompts_render_what_cannot_be_encoded_as_a_placeholder() -> None:
+    """Rendering runs deeper in the stack than decoding: a value that decoded must still render, if only as a mark."""
+    deep: list[Any] = []
+    for _ in range(5000):
+        deep = [deep]
+    message = Message(role="user", content=[deep], tool_calls=[deep])
+    rendered = render_conversation([message])
+    assert rendered.count("[nested too deeply to show]") == 2
+    assert render_tool_calls([deep]) == "[nested too deeply to show]"
 
 
 async def test_middleware_leaves_undecidable_bodies_to_the_wrapped_app() -> None:
@@ -803,6 +831,23 @@ async def test_deeply_nested_upstream_answer_is_a_502() -> None:
     async with hostile(make_config(), handler) as client:
         error = envelope(await client.post("/chat/completions", json=chat("m-direct")), 502)
     assert "did not answer with an OpenAI chat completion" in error["message"]
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        b'{"choices": [{"index": 0, "delta": {"content": "\xff\xfe"}}]}',
+        ('{"choices": [{"index": 0, "delta": {"content": "x"}, "logprobs": ' + nested(50_000) + "}]}").encode(),
+    ],
+)
+async def test_hostile_stream_chunk_is_a_502(event: bytes) -> None:
+    async def handler(request: httpx.Request) -> httpx.Response:
+        content = b"data: " + event + b"\n\ndata: [DONE]\n\n"
+        return httpx.Response(200, content=content, headers={"content-type": "text/event-stream"})
+
+    async with hostile(make_config(), handler) as client:
+        response = await client.post("/chat/completions", json=chat("m-direct", stream=True))
+    assert "not a chat.completion.chunk" in envelope(response, 502)["message"]
 
 
 async def test_invalid_utf8_upstream_answer_is_a_502() -> None:
@@ -957,6 +1002,11 @@ async def test_no_key_leaks_from_any_error_path(
             client, chat("relay4xx", x_adapter_critic={"api_base_url": f"http://u:{UP_KEY}@x.test/v1"})
         )
         assert overridden.status_code == 400
+        # The server's messages echo what the request said; a request that says a key gets `***` back.
+        assert (await post(client, chat(UP_KEY))).status_code == 404
+        assert (
+            await post(client, chat("relay4xx", x_adapter_critic={"api_model": UP_KEY, "bogus": 1}))
+        ).status_code == 400
 
         # An unexpected failure whose exception text holds a key: logged with its traceback, never said.
         def explode(*args: Any, **kwargs: Any) -> Any:

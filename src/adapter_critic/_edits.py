@@ -42,8 +42,8 @@ __all__ = [
 # (hostile or runaway) adapter reply from pinning a core. Real reviews have a handful of blocks of a few lines.
 MAX_EDIT_BLOCKS = 100
 MAX_EDIT_BLOCK_CHARS = 100_000  # of SEARCH, and of REPLACE, each
-# Blocks x characters of text they may scan (about 0.1 s): 100 blocks on a 500 kB draft, 5 blocks on a 10 MB one.
-MAX_EDIT_WORK = 50_000_000
+# Blocks x characters of text they may scan (under 0.1 s): 100 blocks on a 200 kB draft, 2 blocks on a 10 MB one.
+MAX_EDIT_WORK = 20_000_000
 
 # Straight quotes, then typographic ones (curly double and single, low-9, guillemets) as escapes to keep ruff quiet.
 _QUOTES = r"'\"\u201c\u201d\u201e\u2018\u2019\u201a\u00ab\u00bb"

@@ -274,14 +274,14 @@ class StreamResponse:
     def _decode_chunk(self, final: FinalCall, payload: bytes) -> _Chunk:
         try:
             chunk = _chunk_decoder.decode(payload)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):  # not JSON, not UTF-8, nested too deep
             raise UpstreamUnavailable(
                 f"The {final.stage} stage's upstream ({final.target.label}) sent an event that is not "
                 "a chat.completion.chunk.",
                 stage=final.stage,
             ) from None
         if chunk.error is not None:
-            detail = self.upstream.secrets.redact(chunk.error.message or "no message")
+            detail = self.upstream.secrets.redact(chunk.error.message or "no message", final.target.client_token)
             raise UpstreamUnavailable(
                 f"The {final.stage} stage's upstream ({final.target.label}) sent an error event: {detail}",
                 stage=final.stage,
