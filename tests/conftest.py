@@ -130,3 +130,29 @@ def stop_server(proc: subprocess.Popen[bytes]) -> str:
     proc.terminate()
     _, err = proc.communicate(timeout=10)
     return err.decode("utf-8", "replace")
+
+
+class RemoteUpstream:
+    """The scripted upstream running as a server (`run_server(["tests/scripted_upstream.py"])`), scripted and
+    inspected over HTTP."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def reset(self) -> RemoteUpstream:
+        httpx.post(f"{self.url}/_reset").raise_for_status()
+        return self
+
+    def script(self, *replies: dict[str, Any]) -> None:
+        httpx.post(f"{self.url}/_script", json=list(replies)).raise_for_status()
+
+    def calls(self) -> list[dict[str, Any]]:
+        calls: list[dict[str, Any]] = httpx.get(f"{self.url}/_calls").json()
+        return calls
+
+    def models(self) -> list[str]:
+        return [call["body"]["model"] for call in self.calls()]
+
+    def aborted(self) -> list[dict[str, Any]]:
+        aborted: list[dict[str, Any]] = httpx.get(f"{self.url}/_aborted").json()
+        return aborted

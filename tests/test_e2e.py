@@ -15,6 +15,7 @@ import openai
 import pytest
 from openai import OpenAI
 
+from .conftest import RemoteUpstream as Upstream
 from .conftest import run_server, stop_server
 
 KEY = "sk-test-e2e"
@@ -83,27 +84,9 @@ def impatient_app_url(upstream_url: str, config_dir: Path) -> Iterator[str]:
         yield url
 
 
-class Upstream:
-    """The scripted upstream server, scripted and inspected over HTTP."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-
-    def script(self, *replies: dict[str, Any]) -> None:
-        httpx.post(f"{self.url}/_script", json=list(replies)).raise_for_status()
-
-    def calls(self) -> list[dict[str, Any]]:
-        calls: list[dict[str, Any]] = httpx.get(f"{self.url}/_calls").json()
-        return calls
-
-    def models(self) -> list[str]:
-        return [call["body"]["model"] for call in self.calls()]
-
-
 @pytest.fixture
 def up(upstream_url: str) -> Upstream:
-    httpx.post(f"{upstream_url}/_reset").raise_for_status()
-    return Upstream(upstream_url)
+    return Upstream(upstream_url).reset()
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ import pytest
 from openai import OpenAI
 from openai.types.chat import ChatCompletionChunk
 
+from .conftest import RemoteUpstream as Upstream
 from .conftest import run_server
 
 UVICORN = ["-m", "uvicorn", "adapter_critic.asgi:app", "--log-level", "warning"]
@@ -78,28 +79,9 @@ def app_url(upstream_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
         yield url
 
 
-class Upstream:
-    """The scripted upstream server, scripted and inspected over HTTP."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-
-    def script(self, *replies: dict[str, Any]) -> None:
-        httpx.post(f"{self.url}/_script", json=list(replies)).raise_for_status()
-
-    def calls(self) -> list[dict[str, Any]]:
-        calls: list[dict[str, Any]] = httpx.get(f"{self.url}/_calls").json()
-        return calls
-
-    def aborted(self) -> list[dict[str, Any]]:
-        aborted: list[dict[str, Any]] = httpx.get(f"{self.url}/_aborted").json()
-        return aborted
-
-
 @pytest.fixture
 def up(upstream_url: str) -> Upstream:
-    httpx.post(f"{upstream_url}/_reset").raise_for_status()
-    return Upstream(upstream_url)
+    return Upstream(upstream_url).reset()
 
 
 @pytest.fixture
