@@ -9,6 +9,7 @@ the decoded body (after gzip etc.), which is what would be held in memory.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -23,6 +24,16 @@ class ResponseTooLarge(Exception):
         self.limit = limit
 
 
+@contextlib.asynccontextmanager
+async def sent(client: httpx.AsyncClient, method: str, url: str, **kwargs: Any) -> AsyncIterator[httpx.Response]:
+    """Send a request and yield its response with the body still unread; the response is closed on exit."""
+    response = await client.send(client.build_request(method, url, **kwargs), stream=True)
+    try:
+        yield response
+    finally:
+        await response.aclose()
+
+
 async def post_limited(
     client: httpx.AsyncClient, url: str, *, limit: int, **kwargs: Any
 ) -> tuple[httpx.Response, bytes]:
@@ -30,11 +41,8 @@ async def post_limited(
 
     Raises `ResponseTooLarge` past the limit, and whatever httpx raises otherwise.
     """
-    response = await client.send(client.build_request("POST", url, **kwargs), stream=True)
-    try:
+    async with sent(client, "POST", url, **kwargs) as response:
         return response, await read_limited(response, limit)
-    finally:
-        await response.aclose()
 
 
 async def read_limited(response: httpx.Response, limit: int) -> bytes:
@@ -42,12 +50,7 @@ async def read_limited(response: httpx.Response, limit: int) -> bytes:
     declared = response.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise ResponseTooLarge(limit)
-    body = bytearray()
-    async for chunk in response.aiter_bytes():
-        body += chunk
-        if len(body) > limit:
-            raise ResponseTooLarge(limit)
-    return bytes(body)
+    return b"".join([chunk async for chunk in limit_chunks(response.aiter_bytes(), limit)])
 
 
 async def limit_chunks(chunks: AsyncIterator[bytes], limit: int) -> AsyncIterator[bytes]:

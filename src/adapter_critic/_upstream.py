@@ -26,7 +26,7 @@ from ._exceptions import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
-from ._limits import ResponseTooLarge, limit_chunks, post_limited
+from ._limits import ResponseTooLarge, limit_chunks, post_limited, sent
 from ._redact import redact, redact_bytes, secret_values
 from ._resolve import StageTarget
 from ._retry import parse_retry_after
@@ -220,19 +220,8 @@ class Upstream:
                     headers=self.headers_for(target),
                     timeout=timeout,
                 )
-        except ResponseTooLarge as exc:
-            raise self._transport_error(stage, target, exc) from None
-        except (httpx.TimeoutException, TimeoutError):
-            raise UpstreamTimeout(
-                f"The {stage} stage's upstream ({target.label}) did not answer within {timeout.read} seconds.",
-                stage=stage,
-            ) from None
-        except httpx.HTTPError as exc:
-            raise UpstreamUnavailable(
-                f"The {stage} stage's upstream ({target.label}) could not be reached: "
-                f"{self.secrets.redact(type(exc).__name__ + ': ' + str(exc), target.client_token)}",
-                stage=stage,
-            ) from None
+        except (httpx.HTTPError, TimeoutError, ResponseTooLarge) as exc:
+            raise self._transport_error(stage, target, exc, failed="could not be reached") from None
         if response.status_code >= 400:
             raise self.status_error(stage, target, response.status_code, content, response.headers)
         if response.status_code != 200:
@@ -298,7 +287,10 @@ class Upstream:
         except (httpx.HTTPError, TimeoutError, StreamIncomplete, ResponseTooLarge) as exc:
             raise self._transport_error(stage, target, exc) from None
 
-    def _transport_error(self, stage: str, target: StageTarget, exc: Exception) -> UpstreamError:
+    def _transport_error(
+        self, stage: str, target: StageTarget, exc: Exception, *, failed: str = "failed"
+    ) -> UpstreamError:
+        """The `UpstreamError` for an exception of the transport, the size limit or the event stream."""
         if isinstance(exc, httpx.TimeoutException | TimeoutError):
             return UpstreamTimeout(
                 f"The {stage} stage's upstream ({target.label}) did not answer within "
@@ -315,7 +307,7 @@ class Upstream:
                 f"The {stage} stage's upstream ({target.label}) answered, but {exc}.", stage=stage
             )
         return UpstreamUnavailable(
-            f"The {stage} stage's upstream ({target.label}) failed: "
+            f"The {stage} stage's upstream ({target.label}) {failed}: "
             f"{self.secrets.redact(type(exc).__name__ + ': ' + str(exc), target.client_token)}",
             stage=stage,
         )
@@ -356,12 +348,8 @@ class Upstream:
 async def _network_stream(
     client: httpx.AsyncClient, url: str, headers: dict[str, str], content: bytes, timeouts: httpx.Timeout
 ) -> AsyncIterator[tuple[int, httpx.Headers, AsyncIterator[bytes]]]:
-    request = client.build_request("POST", url, content=content, headers=headers, timeout=timeouts)
-    response = await client.send(request, stream=True)
-    try:
+    async with sent(client, "POST", url, content=content, headers=headers, timeout=timeouts) as response:
         yield response.status_code, response.headers, response.aiter_bytes()
-    finally:
-        await response.aclose()
 
 
 async def _read_some(chunks: AsyncIterator[bytes], limit: int = 65536) -> bytes:
@@ -378,10 +366,7 @@ def relay_first_call_error(error: UpstreamError) -> UpstreamError:
     """A 4xx (not 429) on the first API call is the client's own problem: relay the status and envelope."""
     if not isinstance(error, UpstreamStatusError) or not 400 <= error.upstream_status < 500:
         return error
-    if error.upstream_status == 429:
-        return error
-    relayed = RelayedUpstreamError(error)
-    return relayed
+    return error if error.upstream_status == 429 else RelayedUpstreamError(error)
 
 
 class RelayedUpstreamError(UpstreamStatusError):
