@@ -59,11 +59,10 @@ def new_completion_id() -> str:
 
 
 def total_usage(stages: dict[str, Usage]) -> Usage:
-    return Usage(
-        prompt_tokens=sum(u.prompt_tokens for u in stages.values()),
-        completion_tokens=sum(u.completion_tokens for u in stages.values()),
-        total_tokens=sum(u.total_tokens for u in stages.values()),
-    )
+    total = Usage()
+    for usage in stages.values():
+        total.add(usage)
+    return total
 
 
 def extension(outcome: Outcome, total_ms: float) -> Extension:

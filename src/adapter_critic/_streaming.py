@@ -131,13 +131,9 @@ class StreamResponse:
             await self._ticking.wait()
         self._writing = True
         try:
-            if not self._started:
-                self._started = True
-                await self._send({"type": "http.response.start", "status": 200, "headers": _HEADERS})
-            await self._send({"type": "http.response.body", "body": data, "more_body": True})
+            await self._write_unlocked(data)
         finally:
             self._writing = False
-        self._last_write = time.monotonic()
 
     async def _watch(self, receive: Receive, scope: CancelScope) -> None:
         """Cancel everything when the client disconnects; between its messages, send the keep-alives.
@@ -168,6 +164,7 @@ class StreamResponse:
                 self._ticking = None
 
     async def _write_unlocked(self, data: bytes) -> None:
+        """Write `data`, starting the response first if nothing was sent yet."""
         if not self._started:
             self._started = True
             await self._send({"type": "http.response.start", "status": 200, "headers": _HEADERS})
@@ -231,10 +228,7 @@ class StreamResponse:
                     try:
                         for payload in batch:
                             chunk = self._decode_chunk(final, payload)
-                            if chunk.usage is not None:
-                                usage.prompt_tokens += chunk.usage.prompt_tokens
-                                usage.completion_tokens += chunk.usage.completion_tokens
-                                usage.total_tokens += chunk.usage.total_tokens
+                            usage.add(chunk.usage)
                             if not chunk.choices:
                                 continue  # the upstream's usage chunk: ours, with the total, comes at the end
                             choice = chunk.choices[0]
@@ -265,7 +259,7 @@ class StreamResponse:
                     if out:
                         await emit(b"".join(out))
         finally:
-            outcome.timings_ms[final.stage] = outcome.timings_ms.get(final.stage, 0.0) + _ms_since(began)
+            outcome.spent(final.stage, began)
         self.run.finish("".join(parts), None, finish_reason or "stop")
         if held:  # an answer with no content at all
             await emit(b"".join(held))

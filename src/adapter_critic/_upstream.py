@@ -44,6 +44,13 @@ class Usage(msgspec.Struct):
     completion_tokens: int = 0
     total_tokens: int = 0
 
+    def add(self, other: Usage | None) -> None:
+        """Count `other` in (an upstream that reported no usage counts zeros)."""
+        if other is not None:
+            self.prompt_tokens += other.prompt_tokens
+            self.completion_tokens += other.completion_tokens
+            self.total_tokens += other.total_tokens
+
 
 class _Message(msgspec.Struct):
     content: str | None = None

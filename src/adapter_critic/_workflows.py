@@ -57,6 +57,10 @@ class Outcome:
     degraded: bool = False
     targets: dict[str, str] = field(default_factory=dict)  # stage -> `model@base_url` of the target that answered
 
+    def spent(self, stage: str, began: float) -> None:
+        """Count the wall-clock time since `began` (a `perf_counter` reading) in `stage`'s timing."""
+        self.timings_ms[stage] = self.timings_ms.get(stage, 0.0) + (time.perf_counter() - began) * 1000
+
     def answer_with(self, completion: Completion) -> None:
         self.content = completion.content
         self.tool_calls = completion.tool_calls
@@ -98,7 +102,7 @@ class Run:
         final = await self.prepare()
         if final is not None:
             if final.first:
-                answer: Completion | None = await self._first_call(final.stage)
+                answer: Completion | None = await self._first_call(final.stage, final.body)
             else:
                 answer = await self._review_call(final.stage, final.target, final.body)
             if answer is not None:
@@ -134,7 +138,7 @@ class Run:
     async def _adapter(self) -> None:
         plan, out = self.plan, self.outcome
         assert plan.adapter is not None
-        draft = await self._first_call("api")
+        draft = await self._first_call("api", self._api_body(self.request.messages_json))
         out.answer_with(draft)
         draft_text = draft.content or ""
         self._record_draft(draft)
@@ -170,7 +174,7 @@ class Run:
     async def _critic(self) -> FinalCall | None:
         plan, out = self.plan, self.outcome
         assert plan.critic is not None
-        draft = await self._first_call("api_draft")
+        draft = await self._first_call("api_draft", self._api_body(self.request.messages_json))
         out.answer_with(draft)
         self._record_draft(draft)
         draft_text = draft_as_text(draft.content, draft.tool_calls)
@@ -193,13 +197,9 @@ class Run:
             self.outcome.intermediate["api_draft_tool_calls"] = rendered
 
     def _api_body(self, messages: list[Any] | msgspec.Raw, target: StageTarget | None = None) -> dict[str, Any]:
+        """An API-stage body: the target's options with the request's laid over them (the request wins)."""
         target = target or self.plan.api
-        body = {**target.options, **self.request.options}
-        for name in _STREAM_FIELDS:
-            body.pop(name, None)
-        body["model"] = target.model
-        body["messages"] = messages
-        return body
+        return _stage_body(target, messages, {**target.options, **self.request.options})
 
     def _body_on(self, stage: str, primary: StageTarget, body: dict[str, Any], target: StageTarget) -> dict[str, Any]:
         """`body`, made for the stage's `primary` target, as `target` (a fallback) gets it: its model, its options."""
@@ -253,10 +253,10 @@ class Run:
 
         await self.retrying(final.stage, final.target, attempt, may_retry=lambda: not relayed)
 
-    async def _first_call(self, stage: str) -> Completion:
+    async def _first_call(self, stage: str, body: dict[str, Any]) -> Completion:
         """The first API call: its failure is always the request's failure, its 4xx relayed as is."""
         try:
-            return await self._call(stage, self.plan.api, self._api_body(self.request.messages_json))
+            return await self._call(stage, self.plan.api, body)
         except UpstreamError as exc:
             raise relay_first_call_error(exc) from None
 
@@ -279,19 +279,20 @@ class Run:
                 stage, target, lambda to: self.upstream.complete(stage, to, self._body_on(stage, target, body, to))
             )
         finally:
-            out.timings_ms[stage] = out.timings_ms.get(stage, 0.0) + (time.perf_counter() - started) * 1000
-        if completion.usage is not None:
-            usage.prompt_tokens += completion.usage.prompt_tokens
-            usage.completion_tokens += completion.usage.completion_tokens
-            usage.total_tokens += completion.usage.total_tokens
+            out.spent(stage, started)
+        usage.add(completion.usage)
         return completion
 
 
 def _reviewer_body(target: StageTarget, messages: list[Any]) -> dict[str, Any]:
     """Reviewers get only their own target's options, never the client's (no tools, no response_format)."""
-    body = dict(target.options)
+    return _stage_body(target, messages, dict(target.options))
+
+
+def _stage_body(target: StageTarget, messages: list[Any] | msgspec.Raw, options: dict[str, Any]) -> dict[str, Any]:
+    """`options` (a fresh dict, changed in place) as the body of a plain call to `target` with `messages`."""
     for name in _STREAM_FIELDS:
-        body.pop(name, None)
-    body["model"] = target.model
-    body["messages"] = messages
-    return body
+        options.pop(name, None)
+    options["model"] = target.model
+    options["messages"] = messages
+    return options
