@@ -44,22 +44,22 @@ def create_app(config: Config | str | Path, *, http_client: httpx.AsyncClient | 
 
     Every `base_url` must be absolute; relative ones only work with `AdapterCriticMiddleware`.
     """
-    source = "<config>"
-    if not isinstance(config, Config):
-        source = str(config)
-        config = load_config(config)
-    require_absolute_urls(config, source)
-    return build_app(Service(config, http_client=http_client))
+    return build_app(Service(_absolute(config), http_client=http_client))
 
 
 def create_standalone_app(config: Config | str | Path) -> Starlette:
     """`create_app` with its routes under `/v1`, as `uvicorn adapter_critic.asgi:app` serves them."""
+    return build_app(Service(_absolute(config)), prefix="/v1")
+
+
+def _absolute(config: Config | str | Path) -> Config:
+    """The config (loaded from its file if a path), refused if a `base_url` is relative."""
     source = "<config>"
     if not isinstance(config, Config):
         source = str(config)
         config = load_config(config)
     require_absolute_urls(config, source)
-    return build_app(Service(config), prefix="/v1")
+    return config
 
 
 def build_app(service: Service, *, prefix: str = "") -> Starlette:

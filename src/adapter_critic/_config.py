@@ -106,24 +106,16 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
                 f"auth_api_keys_env = {self.auth_api_keys_env!r} also holds an upstream API key; callers would "
                 "have to present (and so know) that key. Give inbound keys their own env var."
             )
-        for served_id, served in self.served_models.items():
-            for stage in ("api", "adapter", "critic"):
-                target: Target | None = getattr(served, stage)
-                if target is None:
-                    continue
-                fallbacks = (
-                    f"{stage}.fallbacks[{i}]" for i, f in enumerate(target.fallbacks) if f.forward_client_authorization
+        for where, target in self.places():
+            if target.forward_client_authorization:
+                # One `Authorization` header carries both: forwarding it would hand an upstream the very key
+                # that lets callers into this server.
+                raise ValueError(
+                    f"served_models.{where}.forward_client_authorization cannot be used together "
+                    "with auth_api_keys_env: the caller's Authorization header is then this server's own API "
+                    "key, and forwarding it would send that key upstream. Run forwarding targets on a server "
+                    "without inbound auth (protect it at the network level instead)."
                 )
-                where = stage if target.forward_client_authorization else next(fallbacks, None)
-                if where is not None:
-                    # One `Authorization` header carries both: forwarding it would hand an upstream the very key
-                    # that lets callers into this server.
-                    raise ValueError(
-                        f"served_models.{served_id}.{where}.forward_client_authorization cannot be used together "
-                        "with auth_api_keys_env: the caller's Authorization header is then this server's own API "
-                        "key, and forwarding it would send that key upstream. Run forwarding targets on a server "
-                        "without inbound auth (protect it at the network level instead)."
-                    )
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str = "<config>") -> Config:
@@ -148,11 +140,17 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
     def targets(self) -> list[Target]:
         """Every configured target in file order (`api`, `adapter`, `critic` within each served model, each
         followed by its `fallbacks`)."""
-        found: list[Target] = []
-        for served in self.served_models.values():
-            for target in (served.api, served.adapter, served.critic):
+        return [target for _, target in self.places()]
+
+    def places(self) -> list[tuple[str, Target]]:
+        """`targets()` with where each is below `served_models` (`x.api`, `x.api.fallbacks[0]`), for messages."""
+        found: list[tuple[str, Target]] = []
+        for served_id, served in self.served_models.items():
+            for stage in ("api", "adapter", "critic"):
+                target: Target | None = getattr(served, stage)
                 if target is not None:
-                    found += (target, *target.fallbacks)
+                    found.append((f"{served_id}.{stage}", target))
+                    found += ((f"{served_id}.{stage}.fallbacks[{i}]", f) for i, f in enumerate(target.fallbacks))
         return found
 
     def key_env_for(self, target: Target) -> str:
@@ -206,20 +204,13 @@ def load_config(path: str | Path) -> Config:
 
 def require_absolute_urls(config: Config, source: str = "<config>") -> None:
     """Refuse relative `base_url`s where no wrapped app can serve them (create_app, standalone)."""
-    for served_id, served in config.served_models.items():
-        for stage in ("api", "adapter", "critic"):
-            target: Target | None = getattr(served, stage)
-            if target is None:
-                continue
-            places = [(stage, target), *((f"{stage}.fallbacks[{i}]", f) for i, f in enumerate(target.fallbacks))]
-            for where, one in places:
-                if not is_relative(one.base_url):
-                    continue
-                raise ConfigError(
-                    f"{source}: served_models.{served_id}.{where}.base_url: {one.base_url!r} is a relative URL; "
-                    "relative URLs only work with AdapterCriticMiddleware, which serves them in-process from the "
-                    "wrapped app. Use an absolute URL such as http://127.0.0.1:8000/v1."
-                )
+    for where, target in config.places():
+        if is_relative(target.base_url):
+            raise ConfigError(
+                f"{source}: served_models.{where}.base_url: {target.base_url!r} is a relative URL; "
+                "relative URLs only work with AdapterCriticMiddleware, which serves them in-process from the "
+                "wrapped app. Use an absolute URL such as http://127.0.0.1:8000/v1."
+            )
 
 
 def _load_yaml(raw: bytes, source: str) -> Any:

@@ -50,7 +50,7 @@ class DeepHealth:
             self._round = None
 
     async def _check(self) -> dict[str, Any]:
-        places = _places(self._config)
+        places = self._config.places()
         first: dict[str, Target] = {}  # distinct URL -> the first configured target with it (whose credentials apply)
         for _, target in places:
             first.setdefault(target.url, target)
@@ -90,16 +90,3 @@ class DeepHealth:
             result = {"status": "ok" if 200 <= status < 300 else "error", "http_status": status}
         result["latency_ms"] = round((time.perf_counter() - started) * 1000, 3)
         return result
-
-
-def _places(config: Config) -> list[tuple[str, Target]]:
-    """Every configured target with where it is (`served.stage`, `served.stage.fallbacks[i]`), in file order."""
-    found: list[tuple[str, Target]] = []
-    for served_id, served in config.served_models.items():
-        for stage in ("api", "adapter", "critic"):
-            target: Target | None = getattr(served, stage)
-            if target is None:
-                continue
-            found.append((f"{served_id}.{stage}", target))
-            found += [(f"{served_id}.{stage}.fallbacks[{i}]", f) for i, f in enumerate(target.fallbacks)]
-    return found

@@ -175,7 +175,7 @@ def _stage(
         # A target made wholly from the request gets no options of the config.
         return _credentials(config, StageTarget(model=model, base_url=url), None, client_token)
     url = normalize_url(base_url) if base_url is not None else own.url
-    target = _configured(own, model=model if model is not None else own.model, base_url=url)
+    target = _configured(own, model=model, base_url=url)
     # Each fallback is bound to its own URL: its key goes only there, and the primary's never does (§4).
     fallbacks = tuple(_credentials(config, _configured(f), f, client_token) for f in own.fallbacks)
     return replace(_credentials(config, target, own, client_token), fallbacks=fallbacks)
