@@ -20,7 +20,7 @@ from starlette.routing import Route
 
 from ._config import Config, ServedModel, Target
 from ._exceptions import error_envelope
-from ._prompts import DEFAULT_ADAPTER_SYSTEM_PROMPT, DEFAULT_CRITIC_SYSTEM_PROMPT
+from ._prompts import DEFAULT_ADAPTER_SYSTEM_PROMPT, DEFAULT_CRITIC_SYSTEM_PROMPT, content_text
 
 DEMO_MODEL = "adapter-critic-demo-model"
 DEMO_BASE_URL = "/demo/v1"
@@ -57,8 +57,8 @@ def demo_config() -> Config:
 
 def demo_reply(messages: list[_DemoMessage]) -> str:
     """What the demo model says: it recognises the default reviewer prompts and plays each stage's part."""
-    system = _text(messages[0].content) if messages and messages[0].role == "system" else ""
-    last = _text(messages[-1].content) if messages else ""
+    system = content_text(messages[0].content) if messages and messages[0].role == "system" else ""
+    last = content_text(messages[-1].content) if messages else ""
     if system == DEFAULT_ADAPTER_SYSTEM_PROMPT:
         if DRAFT_LEAD in last:
             return f"<<<<<<< SEARCH\n{DRAFT_LEAD}\n=======\n{ADAPTER_EDIT}\n>>>>>>> REPLACE"
@@ -66,9 +66,9 @@ def demo_reply(messages: list[_DemoMessage]) -> str:
     if system == DEFAULT_CRITIC_SYSTEM_PROMPT:
         return CRITIQUE
     if last.startswith("A reviewer read your previous reply") and len(messages) >= 2:
-        draft = _text(messages[-2].content)
+        draft = content_text(messages[-2].content)
         return draft.replace(DRAFT_LEAD, REVISED_LEAD, 1)
-    user = next((_text(m.content) for m in reversed(messages) if m.role == "user"), "")
+    user = next((content_text(m.content) for m in reversed(messages) if m.role == "user"), "")
     said = " ".join(user.split())[:200]
     return f'{DRAFT_LEAD}\nYou said: "{said}"'
 
@@ -80,7 +80,7 @@ async def _chat_completions(request: Request) -> Response:
         error = error_envelope(f"demo model: {exc}", "invalid_request_error")
         return Response(msgspec.json.encode(error), status_code=400, media_type="application/json")
     reply = demo_reply(demo.messages)
-    prompt_tokens = sum(len(_text(m.content).split()) for m in demo.messages)
+    prompt_tokens = sum(len(content_text(m.content).split()) for m in demo.messages)
     completion_tokens = len(reply.split())
     completion = {
         "id": "chatcmpl-demo",
@@ -131,11 +131,3 @@ def demo_model_app() -> Starlette:
 async def _models(request: Request) -> Response:
     model = {"id": DEMO_MODEL, "object": "model", "created": 0, "owned_by": "adapter-critic-demo"}
     return Response(msgspec.json.encode({"object": "list", "data": [model]}), media_type="application/json")
-
-
-def _text(content: str | list[Any] | None) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
-    return ""

@@ -90,7 +90,7 @@ def draft_as_text(content: str | None, tool_calls: list[Any] | None) -> str:
 def render_conversation(messages: list[Message]) -> str:
     blocks = []
     for message in messages:
-        text = _content_text(message.content)
+        text = content_text(message.content)
         rendered = render_tool_calls(message.tool_calls)
         if rendered:
             text = f"{text}\n[tool calls] {rendered}" if text else f"[tool calls] {rendered}"
@@ -117,7 +117,7 @@ def adapter_retry_messages(previous: list[dict[str, Any]], reply: str, reason: s
 
 def critic_messages(system_prompt: str, messages: list[Message], draft: str) -> list[dict[str, Any]]:
     first_system = next((m for m in messages if m.role in ("system", "developer")), None)
-    assistant_prompt = _content_text(first_system.content) if first_system is not None else "(none)"
+    assistant_prompt = content_text(first_system.content) if first_system is not None else "(none)"
     conversation = [m for m in messages if m is not first_system]
     user = (
         f"<assistant_system_prompt>\n{assistant_prompt}\n</assistant_system_prompt>\n\n"
@@ -137,7 +137,8 @@ def second_pass_messages(raw_messages: list[msgspec.Raw], draft: str, critique: 
     ]
 
 
-def _content_text(content: str | list[Any] | None) -> str:
+def content_text(content: str | list[Any] | None) -> str:
+    """A message's content as text: its text parts, other parts as `[type]` placeholders."""
     if content is None:
         return ""
     if isinstance(content, str):
