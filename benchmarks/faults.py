@@ -45,6 +45,7 @@ if str(ROOT) not in sys.path:  # `python benchmarks/faults.py` as well as `pytho
 
 from benchmarks import payloads  # noqa: E402
 from benchmarks.loadgen import percentile  # noqa: E402
+from benchmarks.procs import free_port, rss_kib  # noqa: E402
 
 MODES = ("direct", "adapter", "critic")
 SOAK_REQUESTS = 20_000
@@ -65,22 +66,6 @@ class Tally:
 
 
 # -- processes ------------------------------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def rss_kib(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 def open_fds(pid: int) -> int:

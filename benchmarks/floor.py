@@ -17,6 +17,8 @@ from typing import Any
 import httpx
 import msgspec
 
+from .procs import answer_probe, request_body
+
 _UPSTREAM = os.environ.get("FLOOR_UPSTREAM", "http://127.0.0.1:8001/v1").rstrip("/") + "/chat/completions"
 _MODEL = msgspec.Raw(msgspec.json.encode(os.environ.get("FLOOR_MODEL", "bench-api")))
 _HEADERS = {"content-type": "application/json"}
@@ -42,15 +44,9 @@ async def app(scope: Any, receive: Any, send: Any) -> None:
     if scope["type"] != "http":
         return
     if scope["method"] != "POST":  # readiness probes
-        await send({"type": "http.response.start", "status": 200, "headers": []})
-        await send({"type": "http.response.body", "body": b"ok"})
+        await answer_probe(send)
         return
-    body = b""
-    while True:
-        message = await receive()
-        body += message.get("body", b"")
-        if not message.get("more_body", False):
-            break
+    body = await request_body(receive)
     fields = _decoder.decode(body)
     fields["model"] = _MODEL
     content = _encoder.encode(fields)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import payloads
+from .procs import answer_probe, request_body
 
 _JSON_HEADERS = [(b"content-type", b"application/json")]
 _SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
@@ -39,15 +40,9 @@ async def app(scope: Any, receive: Any, send: Any) -> None:
     if scope["type"] != "http":
         return
     if scope["method"] != "POST":  # readiness probes
-        await send({"type": "http.response.start", "status": 200, "headers": []})
-        await send({"type": "http.response.body", "body": b"ok"})
+        await answer_probe(send)
         return
-    body = b""
-    while True:
-        message = await receive()
-        body += message.get("body", b"")
-        if not message.get("more_body", False):
-            break
+    body = await request_body(receive)
     plain, events = _DEFAULT
     for marker, answers in _BY_MODEL:
         if marker in body:

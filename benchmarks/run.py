@@ -33,7 +33,6 @@ import os
 import platform
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -50,6 +49,7 @@ if str(ROOT) not in sys.path:  # `python benchmarks/run.py` as well as `python -
     sys.path.insert(0, str(ROOT))
 
 from benchmarks import micro, payloads  # noqa: E402
+from benchmarks.procs import free_port, rss_kib  # noqa: E402
 
 RESULTS = HERE / "results"
 TICK = os.sysconf("SC_CLK_TCK")
@@ -102,14 +102,6 @@ def cpu_seconds_precise(pid: int) -> float:
     return total / 1e9
 
 
-def rss_kib(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
 def pin(cpus: list[int] | None) -> list[str]:
     return ["taskset", "-c", ",".join(map(str, cpus))] if cpus and shutil.which("taskset") else []
 
@@ -129,12 +121,6 @@ def uvicorn_flags() -> list[str]:
 
 def python_path() -> str:
     return os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def start_server(name: str, args: list[str], *, cpus: list[int] | None, env: dict[str, str], workdir: Path) -> Server:
