@@ -153,6 +153,9 @@ class RemoteUpstream:
     def models(self) -> list[str]:
         return [call["body"]["model"] for call in self.calls()]
 
-    def aborted(self) -> list[dict[str, Any]]:
-        aborted: list[dict[str, Any]] = httpx.get(f"{self.url}/_aborted").json()
+    def aborted(self, wait: float = 0) -> list[dict[str, Any]]:
+        """The aborted calls; with `wait`, the upstream first waits up to that many seconds for one."""
+        aborted: list[dict[str, Any]] = httpx.get(
+            f"{self.url}/_aborted", params={"wait": wait}, timeout=wait + 5
+        ).json()
         return aborted

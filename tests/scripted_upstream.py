@@ -167,6 +167,11 @@ class ScriptedUpstream:
         return JSONResponse({"ok": True})
 
     async def _aborted(self, request: Request) -> Response:
+        """The aborted calls; with `?wait=S`, first wait up to S seconds for one (a long poll, not a sleep loop)."""
+        wait = float(request.query_params.get("wait", "0"))
+        if wait > 0:
+            with anyio.move_on_after(wait):
+                await self.aborted_signal().wait()
         return JSONResponse([asdict(call) for call in self.aborted])
 
 

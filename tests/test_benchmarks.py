@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -94,9 +93,7 @@ def test_loadgen_batch(servers: dict[str, run.Server], tmp_path: Path, stream: b
     body_file = tmp_path / "body.json"
     body_file.write_bytes(payloads.request_bytes("bench-direct", stream=stream))
     load = run.Load({"body": body_file}, None, use_wrk=False)
-    started = time.monotonic()
     result = load.batch(servers["floor aiohttp"].port, "body", 40, 4, ttfb=True)
     assert result["requests"] == 40
     assert result["errors"] == 0
     assert 0 < result["ttfb_p50_us"] <= result["p99_us"]
-    assert time.monotonic() - started < 30

@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -310,7 +309,6 @@ replies = st.lists(marker_lines | st.text(max_size=30), max_size=30).map("\n".jo
 def test_review_answers_a_text_or_an_edit_error(draft: str, reply: str, crlf: bool) -> None:
     if crlf:
         reply = reply.replace("\n", "\r\n")
-    started = time.perf_counter()
     try:
         result = review(draft, reply)
     except EditError as exc:
@@ -319,7 +317,6 @@ def test_review_answers_a_text_or_an_edit_error(draft: str, reply: str, crlf: bo
         assert isinstance(result, str)
         if is_lgtm(reply):
             assert result == draft
-    assert time.perf_counter() - started < 1
 
 
 @given(

@@ -13,7 +13,6 @@ import json
 import logging
 import re
 import socket
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -578,10 +577,9 @@ def test_edit_block_count_and_size_are_limited() -> None:
 def test_many_edits_on_a_huge_draft_are_refused_not_ground_through() -> None:
     huge = "\n".join(f"line {i} text" for i in range(1_000_000))  # 16 MB
     reply = "".join(block(f"line {999_900 + i} text") for i in range(50))
-    started = time.perf_counter()
+    # Refused up front by the work cap (the message says so), not after 50 scans of 16 MB.
     with pytest.raises(EditError, match="too many for a draft this long"):
         review(huge, reply)
-    assert time.perf_counter() - started < 1  # refused up front; applying would take seconds (50 scans of 16 MB)
     assert review(huge, block("line 999999 text", "last")).endswith("\nlast")
 
 
