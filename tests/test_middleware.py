@@ -20,7 +20,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route, WebSocketRoute
-from starlette.types import ASGIApp, Message, Scope
+from starlette.types import ASGIApp, Message, Receive, Scope
 from starlette.websockets import WebSocket
 
 from adapter_critic import AdapterCriticMiddleware
@@ -58,16 +58,10 @@ def http_scope(method: str, path: str) -> Scope:
 
 async def call_asgi(app: ASGIApp, scope: Scope, chunks: list[bytes]) -> list[Message]:
     """Call `app` directly, sending the body in `chunks` (one `http.request` message each)."""
-    incoming: list[Message] = [
-        {"type": "http.request", "body": chunk, "more_body": i < len(chunks) - 1} for i, chunk in enumerate(chunks)
-    ]
+    receive = queued_receive(
+        [{"type": "http.request", "body": chunk, "more_body": i < len(chunks) - 1} for i, chunk in enumerate(chunks)]
+    )
     sent: list[Message] = []
-
-    async def receive() -> Message:
-        if incoming:
-            return incoming.pop(0)
-        await anyio.sleep_forever()
-        raise AssertionError("unreachable")
 
     async def send(message: Message) -> None:
         sent.append(message)
@@ -75,6 +69,19 @@ async def call_asgi(app: ASGIApp, scope: Scope, chunks: list[bytes]) -> list[Mes
     with anyio.fail_after(5):
         await app(scope, receive, send)
     return sent
+
+
+def queued_receive(incoming: list[Message]) -> Receive:
+    """A `receive` that hands out `incoming`, then waits forever (a client that neither sends nor leaves)."""
+    pending = list(incoming)
+
+    async def receive() -> Message:
+        if pending:
+            return pending.pop(0)
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    return receive
 
 
 def response_body(sent: list[Message]) -> bytes:
@@ -285,14 +292,8 @@ async def test_wrapped_app_streaming_response_is_not_buffered() -> None:
     wrapped = Starlette(routes=[Route("/v1/chat/completions", stream, methods=["POST"])])
     middleware = AdapterCriticMiddleware(wrapped, config=local_config())
     request_body = json.dumps(chat("not-served", stream=True)).encode()
-    incoming: list[Message] = [{"type": "http.request", "body": request_body, "more_body": False}]
+    receive = queued_receive([{"type": "http.request", "body": request_body, "more_body": False}])
     bodies: list[bytes] = []
-
-    async def receive() -> Message:
-        if incoming:
-            return incoming.pop(0)
-        await anyio.sleep_forever()
-        raise AssertionError("unreachable")
 
     async def send(message: Message) -> None:
         if message["type"] == "http.response.body" and message.get("body"):
