@@ -27,7 +27,7 @@ import httpx
 from asgi_lifespan import LifespanManager
 
 from adapter_critic import Config, create_app
-from adapter_critic._edits import EditError, review
+from adapter_critic.workflows.edits import EditError, review
 
 UPSTREAM = "http://upstream.bench/v1"
 COMPLETION = json.dumps(

@@ -4,7 +4,7 @@
   forward body, msgspec encode) against stdlib `json` round-tripping the same dict (`loads`, swap `model`,
   `dumps`), and plain msgspec doing the same; on a small, a 1.5 KB and a 200 KB request with tools;
 - resolving the plan of a direct request (`resolve`), apart;
-- SEARCH/REPLACE application (`adapter_critic._edits.review`) of 8 edit blocks on a 50 KB draft.
+- SEARCH/REPLACE application (`adapter_critic.workflows.edits.review`) of 8 edit blocks on a 50 KB draft.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from typing import Any
 import msgspec
 
 from adapter_critic import Config
-from adapter_critic._edits import review
-from adapter_critic._request import decode_request
-from adapter_critic._resolve import resolve
-from adapter_critic._workflows import Run
+from adapter_critic.pipeline.run import stage_body
+from adapter_critic.request.decode import decode_request
+from adapter_critic.request.resolve import resolve
+from adapter_critic.workflows.edits import review
 
 from . import payloads
 
@@ -32,17 +32,15 @@ _CONFIG = Config.from_dict(
     {"served_models": {"bench-direct": {"mode": "direct", "api": {"model": "bench-api", "base_url": "http://x/v1"}}}}
 )
 _PLAN = resolve(_CONFIG, "bench-direct", None)
-_RUN = Run(_PLAN, decode_request(payloads.request_bytes("bench-direct", "small")), None)  # type: ignore[arg-type]
 _encoder = msgspec.json.Encoder()
 
 
 def product_forward(body: bytes) -> bytes:
     """What the product does with a direct request's body around the upstream call: validate and decode it
-    (`decode_request`), build the forward body (`Run._api_body`), encode that. Resolving the plan and setting up
+    (`decode_request`), build the forward body (`stage_body`), encode that. Resolving the plan and setting up
     the run are not decoding and are timed apart (`resolve_us`)."""
     request = decode_request(body)
-    _RUN.request = request
-    return _encoder.encode(_RUN._api_body(request.messages_json))
+    return _encoder.encode(stage_body(_PLAN.api, request.messages_json, request.options))
 
 
 def stdlib_forward(body: bytes) -> bytes:

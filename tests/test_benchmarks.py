@@ -13,7 +13,7 @@ import msgspec
 import pytest
 from benchmarks import loadgen, micro, payloads, run
 
-from adapter_critic._edits import review
+from adapter_critic.workflows.edits import review
 
 
 @pytest.mark.parametrize("size", micro.SIZES)

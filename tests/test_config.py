@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from adapter_critic import Config, ConfigError, create_app, load_config
-from adapter_critic._config import require_absolute_urls
+from adapter_critic.config import require_absolute_urls
 
 SPEC_EXAMPLE_TOML = """\
 default_api_key_env = "OPENAI_API_KEY"   # env var read for a stage that names none
@@ -129,13 +129,13 @@ def test_spec_toml_example_loads(tmp_path: Path) -> None:
         "http://127.0.0.1:8000/v1",
         None,
     )
-    assert served.critic is not None
-    assert served.critic.model == "gpt-4.1-mini"
-    assert served.critic.base_url == "https://api.openai.com/v1"
-    assert served.critic.api_key_env == "OPENAI_API_KEY"
-    assert served.critic.options == {"temperature": 0}
-    assert served.critic_system_prompt == "You are a meticulous reviewer..."
-    assert served.adapter is None
+    assert served.targets.get("critic") is not None
+    assert served.targets.get("critic").model == "gpt-4.1-mini"
+    assert served.targets.get("critic").base_url == "https://api.openai.com/v1"
+    assert served.targets.get("critic").api_key_env == "OPENAI_API_KEY"
+    assert served.targets.get("critic").options == {"temperature": 0}
+    assert served.settings["critic_system_prompt"] == "You are a meticulous reviewer..."
+    assert served.targets.get("adapter") is None
 
 
 def _assert_full(config: Config) -> None:
@@ -149,18 +149,18 @@ def _assert_full(config: Config) -> None:
     first = config.served_models["first"]
     assert first.mode == "adapter"
     assert first.api.options == {"seed": 7}
-    assert first.adapter is not None
-    assert first.adapter.model == "adapter-model"
-    assert first.adapter.api_key_env == "ADAPTER_KEY"
-    assert first.adapter.options == {"temperature": 0, "nested": {"a": [1, 2]}}
-    assert first.adapter_system_prompt == "adapter prompt"
-    assert first.max_adapter_retries == 10
+    assert first.targets.get("adapter") is not None
+    assert first.targets.get("adapter").model == "adapter-model"
+    assert first.targets.get("adapter").api_key_env == "ADAPTER_KEY"
+    assert first.targets.get("adapter").options == {"temperature": 0, "nested": {"a": [1, 2]}}
+    assert first.settings["adapter_system_prompt"] == "adapter prompt"
+    assert first.settings["max_adapter_retries"] == 10
     assert first.on_review_error == "fail"
     second = config.served_models["second"]
     assert second.mode == "critic"
-    assert second.critic is not None
-    assert second.critic.model == "critic-model"
-    assert second.critic_system_prompt == "critic prompt"
+    assert second.targets.get("critic") is not None
+    assert second.targets.get("critic").model == "critic-model"
+    assert second.settings["critic_system_prompt"] == "critic prompt"
 
 
 @pytest.mark.parametrize(
@@ -201,10 +201,10 @@ def test_json_compat_form_with_api_key_var_alias(tmp_path: Path) -> None:
     config = load_config(write_json(tmp_path, original))
     served = config.served_models["served-adapter"]
     assert served.api.api_key_env == "LOCAL_KEY"
-    assert served.adapter is not None
-    assert served.adapter.api_key_env == "OAI"
+    assert served.targets.get("adapter") is not None
+    assert served.targets.get("adapter").api_key_env == "OAI"
     assert config.key_env_for(served.api) == "LOCAL_KEY"
-    assert config.key_env_for(served.adapter) == "OAI"
+    assert config.key_env_for(served.targets.get("adapter")) == "OAI"
     assert config.key_env_names() == {"OPENAI_API_KEY", "LOCAL_KEY", "OAI"}
 
 
@@ -236,11 +236,9 @@ def test_defaults(tmp_path: Path) -> None:
     assert config.max_body_bytes == 33554432
     assert config.keepalive_seconds == 10
     served = config.served_models["m"]
-    assert served.adapter is None
-    assert served.critic is None
-    assert served.adapter_system_prompt is None
-    assert served.critic_system_prompt is None
-    assert served.max_adapter_retries == 0
+    assert served.targets.get("adapter") is None
+    assert served.targets.get("critic") is None
+    assert served.settings == {}
     assert served.on_review_error == "draft"
     assert served.api.api_key_env is None
     assert served.api.options == {}
@@ -262,7 +260,7 @@ def test_load_config_accepts_a_relative_base_url(tmp_path: Path) -> None:
 def test_max_adapter_retries_bounds_are_inclusive(tmp_path: Path, retries: int) -> None:
     data = minimal()
     data["served_models"]["m"]["max_adapter_retries"] = retries
-    assert load_config(write_json(tmp_path, data)).served_models["m"].max_adapter_retries == retries
+    assert load_config(write_json(tmp_path, data)).served_models["m"].settings["max_adapter_retries"] == retries
 
 
 # --- one ConfigError naming the file and the key path ----------------------------------------------------------------

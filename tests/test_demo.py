@@ -10,7 +10,7 @@ import httpx
 import pytest
 from asgi_lifespan import LifespanManager
 
-from adapter_critic._demo import ADAPTER_EDIT, CRITIQUE, DEMO_MODEL, DRAFT_LEAD, REVISED_LEAD
+from adapter_critic.demo import ADAPTER_EDIT, CRITIQUE, DEMO_MODEL, DRAFT_LEAD, REVISED_LEAD
 
 from .conftest import chat
 

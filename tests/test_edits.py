@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from adapter_critic._edits import Edit, EditError, apply_edits, is_lgtm, parse_edits, review
+from adapter_critic.workflows.edits import Edit, EditError, apply_edits, is_lgtm, parse_edits, review
 
 
 def block(

@@ -15,7 +15,7 @@ import pytest
 from asgi_lifespan import LifespanManager
 
 from adapter_critic import Config, create_app
-from adapter_critic._upstream import Upstream
+from adapter_critic.upstream.client import Upstream
 
 from .conftest import UPSTREAM_URL, AppFactory, chat, make_config
 from .scripted_upstream import Reply, ScriptedUpstream
@@ -368,12 +368,14 @@ async def test_429_on_a_later_stage_with_fail(serve: AppFactory, upstream: Scrip
     assert response.headers.get("retry-after") == "30"
 
 
-async def test_429_without_retry_after(serve: AppFactory, upstream: ScriptedUpstream) -> None:
+async def test_429_without_retry_after_gets_the_servers_estimate(serve: AppFactory, upstream: ScriptedUpstream) -> None:
     upstream.script(Reply(status=429, body="{}"))
     async with serve() as client:
         response = await post(client, chat("m-adapter"))
     error_of(response, 429)
-    assert "retry-after" not in response.headers
+    # The upstream said nothing: the client is told this server's own backoff, in whole seconds (at least 1).
+    assert response.headers["retry-after"] == "1"
+    assert "x-should-retry" not in response.headers
 
 
 # -- 5xx, unreachable, not an OpenAI response, timeout --------------------------------------------------------------
@@ -624,7 +626,7 @@ async def test_unexpected_error_is_500_without_internals(
 async def test_unexpected_error_outside_the_service_is_500_envelope(
     upstream: ScriptedUpstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from adapter_critic._service import Service
+    from adapter_critic.http.chat import Service
 
     async def explode(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("boom in /srv/secret/module.py")

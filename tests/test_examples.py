@@ -30,7 +30,7 @@ def test_every_example_config_loads_and_uses_all_three_modes(path: Path) -> None
     config = load_config(path)
     assert {served.mode for served in config.served_models.values()} == MODES
     for served in config.served_models.values():
-        for target in (served.api, served.adapter, served.critic):
+        for target in (served.api, *served.targets.values()):
             # Every example is a sidecar config: absolute URLs only (relative ones need the middleware).
             assert target is None or target.base_url.startswith(("http://", "https://"))
 
@@ -53,7 +53,7 @@ def test_compat_json_reads_the_api_key_var_alias() -> None:
     config = load_config(EXAMPLES / "compat.json")
     served = config.served_models["served-critic"]
     assert served.api.api_key_env == "LOCAL_API_KEY"
-    assert served.critic is not None and served.critic.api_key_env == "OPENAI_API_KEY"
+    assert served.targets["critic"].api_key_env == "OPENAI_API_KEY"
 
 
 def load_example(name: str) -> ModuleType:

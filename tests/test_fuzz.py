@@ -32,12 +32,12 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from adapter_critic import AdapterCriticMiddleware, Config, create_app
-from adapter_critic._config import normalize_url
-from adapter_critic._edits import Edit, EditError, apply_edits, is_lgtm, parse_edits, review
-from adapter_critic._exceptions import RequestError
-from adapter_critic._request import ChatRequest, Overrides, decode_request
-from adapter_critic._resolve import check_overrides, resolve
-from adapter_critic._urlguard import is_metadata_address, override_url_problem
+from adapter_critic.config import normalize_url
+from adapter_critic.errors import RequestError
+from adapter_critic.request.decode import ChatRequest, Overrides, decode_request
+from adapter_critic.request.resolve import check_overrides, resolve
+from adapter_critic.upstream.urlguard import is_metadata_address, override_url_problem
+from adapter_critic.workflows.edits import Edit, EditError, apply_edits, is_lgtm, parse_edits, review
 
 from .conftest import OTHER_URL, UPSTREAM_URL, make_config
 
@@ -239,7 +239,7 @@ def test_resolution_never_sends_a_key_where_it_may_not_go(raw: dict[str, Any], m
         return
     configured = {t.url for t in config.targets()}
     listed = {normalize_url(u) for u in config.allowed_override_base_urls}
-    for target in (plan.api, plan.adapter, plan.critic):
+    for target in (plan.api, *plan.targets.values()):
         if target is None:
             continue
         url = target.base_url

@@ -9,7 +9,8 @@ import msgspec
 import pytest
 
 from adapter_critic import RequestError
-from adapter_critic._request import ChatRequest, Overrides, decode_request
+from adapter_critic.errors import render_error
+from adapter_critic.request.decode import ChatRequest, Overrides, decode_request
 
 USER = b'{"role": "user", "content": "Hi"}'
 
@@ -26,7 +27,7 @@ def rejected(raw: bytes) -> RequestError:
     error = info.value
     assert error.status_code == 400
     assert error.error_type == "invalid_request_error"
-    assert error.envelope()["error"]["param"] == error.param
+    assert msgspec.json.decode(render_error(error).body)["error"]["param"] == error.param
     return error
 
 

@@ -25,13 +25,14 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from adapter_critic import AdapterCriticMiddleware, Config, ConfigError, _retry, create_app
-from adapter_critic._app import build_app
-from adapter_critic._demo import demo_config, demo_model_app
-from adapter_critic._response import encode, extension
-from adapter_critic._service import Service
-from adapter_critic._transport import AiohttpTransport
-from adapter_critic._workflows import Outcome
+from adapter_critic import AdapterCriticMiddleware, Config, ConfigError, create_app
+from adapter_critic.demo import demo_config, demo_model_app
+from adapter_critic.events import RunRecord, extension
+from adapter_critic.http.app import build_app
+from adapter_critic.http.chat import Service
+from adapter_critic.http.responses import encode
+from adapter_critic.upstream.retry import Sleep
+from adapter_critic.upstream.transport import AiohttpTransport
 
 from .conftest import OTHER_URL, UPSTREAM_URL, chat, make_config
 from .scripted_upstream import Reply, ScriptedUpstream
@@ -107,26 +108,31 @@ class Gate:
         await self.app(scope, receive, send)
 
 
+_asked: list[float] = []
+
+
+async def record_wait(seconds: float) -> None:
+    """The retry sleeper of the apps under test: it records each backoff wait and sleeps none."""
+    _asked.append(seconds)
+    await anyio.lowlevel.checkpoint()
+
+
 @pytest.fixture(autouse=True)
-def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """Every backoff wait asked for, in order; none is slept."""
-    asked: list[float] = []
-
-    async def record(seconds: float) -> None:
-        asked.append(seconds)
-        await anyio.lowlevel.checkpoint()
-
-    monkeypatch.setattr(_retry, "sleep", record)
-    return asked
+def waits() -> list[float]:
+    """Every backoff wait asked for, in order."""
+    _asked.clear()
+    return _asked
 
 
 @contextlib.asynccontextmanager
-async def running(app_config: Config, upstream_app: ASGIApp | httpx.AsyncBaseTransport) -> AsyncIterator[Any]:
+async def running(
+    app_config: Config, upstream_app: ASGIApp | httpx.AsyncBaseTransport, sleep: Sleep = record_wait
+) -> AsyncIterator[Any]:
     """The app under test with its lifespan running; yields (client, app). Upstream calls go to `upstream_app`."""
     given = isinstance(upstream_app, httpx.AsyncBaseTransport)
     transport = upstream_app if given else httpx.ASGITransport(upstream_app)
     async with httpx.AsyncClient(transport=transport) as upstream_client:
-        app = create_app(app_config, http_client=upstream_client)
+        app = create_app(app_config, http_client=upstream_client, sleep=sleep)
         async with LifespanManager(app) as manager:
             client_transport = httpx.ASGITransport(app=manager.app)
             async with httpx.AsyncClient(transport=client_transport, base_url="http://testserver") as client:
@@ -207,19 +213,20 @@ async def test_429_with_retry_after_is_waited_out_then_succeeds(upstream: Script
     assert waits == [2.0]  # the upstream's Retry-After, not the (tiny) backoff
 
 
-async def test_429_without_retry_after_exhausted_says_do_not_retry(
+async def test_429_without_retry_after_exhausted_says_when_to_come_back(
     upstream: ScriptedUpstream, waits: list[float]
 ) -> None:
     upstream.script(HTTP_429, HTTP_429, HTTP_429)
-    async with running(config(), upstream.app) as (client, _):
+    app_config = config(retry_backoff_seconds=1.5, retry_backoff_max_seconds=10)
+    async with running(app_config, upstream.app) as (client, _):
         response = await post(client, chat("m-direct"))
 
     error = error_of(response, 429)
     assert error["type"] == "rate_limit_error"
     assert len(upstream.calls) == 3 and len(waits) == 2
-    # This server already waited and retried: the SDK must not re-run the whole workflow on its own.
-    assert response.headers["x-should-retry"] == "false"
-    assert "retry-after" not in response.headers
+    # The upstream gave no Retry-After: the client gets the backoff this server would wait next (1.5 * 2**2 s).
+    assert response.headers["retry-after"] == "6"
+    assert "x-should-retry" not in response.headers
 
 
 async def test_429_asking_longer_than_the_cap_is_relayed_at_once(upstream: ScriptedUpstream) -> None:
@@ -397,7 +404,7 @@ def test_a_relative_fallback_url_is_refused_outside_the_middleware() -> None:
 
 
 def test_an_empty_targets_map_is_left_out_of_the_extension() -> None:
-    assert b'"targets"' not in encode(extension(Outcome(mode="direct"), 1.0))
+    assert b'"targets"' not in encode(extension(RunRecord("run", "m", "direct")))
 
 
 # -- timeouts: per target, and the request deadline --------------------------------------------------------------------
@@ -455,13 +462,11 @@ async def test_request_deadline_on_a_reviewer_with_fail_is_a_504(upstream: Scrip
     assert "critic stage" in error_of(response, 504)["message"]
 
 
-async def test_request_deadline_cuts_backoff_waits_too(
-    upstream: ScriptedUpstream, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(_retry, "sleep", anyio.sleep)  # really wait: a long backoff the deadline must cut short
+async def test_request_deadline_cuts_backoff_waits_too(upstream: ScriptedUpstream) -> None:
     upstream.script(HTTP_500)
     app_config = config(request_timeout_seconds=0.2, retry_backoff_seconds=60, retry_backoff_max_seconds=60)
-    async with running(app_config, upstream.app) as (client, _):
+    # Really waiting: a long backoff the deadline must cut short.
+    async with running(app_config, upstream.app, sleep=anyio.sleep) as (client, _):
         response = await post(client, chat("m-direct"))
 
     error_of(response, 504)

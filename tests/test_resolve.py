@@ -8,9 +8,11 @@ from typing import Any
 import pytest
 
 from adapter_critic import Config, RequestError
-from adapter_critic._prompts import DEFAULT_ADAPTER_SYSTEM_PROMPT, DEFAULT_CRITIC_SYSTEM_PROMPT
-from adapter_critic._request import Overrides, decode_request
-from adapter_critic._resolve import Plan, StageTarget, bind_key, check_overrides, resolve
+from adapter_critic.core import Plan, StageTarget
+from adapter_critic.request.decode import Overrides, decode_request
+from adapter_critic.request.resolve import bind_key, check_overrides, resolve
+from adapter_critic.workflows import registry
+from adapter_critic.workflows.base import NoSettings
 
 A = "http://a.test/v1"
 B = "https://b.test/v1"
@@ -54,6 +56,13 @@ DATA: dict[str, Any] = {
         },
     },
 }
+
+
+def stage_of(plan: Plan, role: str) -> StageTarget | None:
+    """The target of the stage `role` when the plan's mode uses it (falling back to the API target), else None."""
+    if role == "api":
+        return plan.api
+    return plan.target(role) if role in registry.get(plan.mode).targets else None
 
 
 def make_config(**top: Any) -> Config:
@@ -170,23 +179,23 @@ def test_direct_plan_without_overrides() -> None:
         served_id="plain",
         mode="direct",
         api=StageTarget(model="plain-api", base_url=A, key_env="DEFAULT_KEY", options={}),
+        settings=NoSettings(),
     )
-    assert plan.adapter is None
-    assert plan.critic is None
+    assert stage_of(plan, "adapter") is None
+    assert stage_of(plan, "critic") is None
 
 
 def test_adapter_plan_without_overrides() -> None:
     plan = resolve(CONFIG, "adapt", None)
     assert plan.mode == "adapter"
     assert plan.api == StageTarget(model="adapt-api", base_url=B, key_env="B_KEY", options={"seed": 1})
-    assert plan.adapter == StageTarget(
+    assert stage_of(plan, "adapter") == StageTarget(
         model="adapt-rev", base_url=A, key_env="A_ADAPTER_KEY", options={"temperature": 0}
     )
-    assert plan.critic is None
-    assert plan.max_adapter_retries == 2
+    assert stage_of(plan, "critic") is None
+    assert plan.settings.max_adapter_retries == 2
     assert plan.on_review_error == "draft"
-    assert plan.adapter_system_prompt == "custom adapter prompt"
-    assert plan.critic_system_prompt == DEFAULT_CRITIC_SYSTEM_PROMPT
+    assert plan.settings.adapter_system_prompt == "custom adapter prompt"
 
 
 def test_critic_plan_without_overrides() -> None:
@@ -194,11 +203,12 @@ def test_critic_plan_without_overrides() -> None:
     assert plan.mode == "critic"
     assert plan.api == StageTarget(model="crit-api", base_url=C, key_env="C_KEY", options={"top_p": 0.9})
     # No api_key_env of its own: the default key, bound to its own URL.
-    assert plan.critic == StageTarget(model="crit-rev", base_url=D, key_env="DEFAULT_KEY", options={"temperature": 0.3})
-    assert plan.adapter is None
+    assert stage_of(plan, "critic") == StageTarget(
+        model="crit-rev", base_url=D, key_env="DEFAULT_KEY", options={"temperature": 0.3}
+    )
+    assert stage_of(plan, "adapter") is None
     assert plan.on_review_error == "fail"
-    assert plan.critic_system_prompt == "custom critic prompt"
-    assert plan.adapter_system_prompt == DEFAULT_ADAPTER_SYSTEM_PROMPT
+    assert plan.settings.critic_system_prompt == "custom critic prompt"
 
 
 def test_empty_overrides_change_nothing() -> None:
@@ -210,8 +220,8 @@ def test_empty_overrides_change_nothing() -> None:
 def test_mode_override(served_id: str, mode: Any) -> None:
     plan = resolve(CONFIG, served_id, Overrides(mode=mode))
     assert plan.mode == mode
-    assert (plan.adapter is not None) == (mode == "adapter")
-    assert (plan.critic is not None) == (mode == "critic")
+    assert (stage_of(plan, "adapter") is not None) == (mode == "adapter")
+    assert (stage_of(plan, "critic") is not None) == (mode == "critic")
 
 
 def test_api_model_override_keeps_url_key_and_options() -> None:
@@ -227,9 +237,13 @@ def test_api_base_url_override_keeps_model_and_options_and_rebinds_the_key() -> 
 
 def test_reviewer_override_keeps_its_own_options() -> None:
     plan = resolve(CONFIG, "crit", Overrides(critic_model="m2", critic_base_url=B))
-    assert plan.critic == StageTarget(model="m2", base_url=B, key_env="B_KEY", options={"temperature": 0.3})
+    assert stage_of(plan, "critic") == StageTarget(
+        model="m2", base_url=B, key_env="B_KEY", options={"temperature": 0.3}
+    )
     plan = resolve(CONFIG, "adapt", Overrides(adapter_model="m3"))
-    assert plan.adapter == StageTarget(model="m3", base_url=A, key_env="A_ADAPTER_KEY", options={"temperature": 0})
+    assert stage_of(plan, "adapter") == StageTarget(
+        model="m3", base_url=A, key_env="A_ADAPTER_KEY", options={"temperature": 0}
+    )
 
 
 @pytest.mark.parametrize(("mode", "stage"), [("adapter", "adapter"), ("critic", "critic")])
@@ -237,17 +251,17 @@ def test_missing_reviewer_falls_back_to_the_resolved_api_target(mode: Any, stage
     plan = resolve(CONFIG, "lonely", Overrides(mode=mode))
     expected = StageTarget(model="lonely-api", base_url=A, key_env="A_LONELY_KEY", options={"n": 1})
     assert plan.api == expected
-    assert getattr(plan, stage) == expected
+    assert stage_of(plan, stage) == expected
     # The fallback follows the API overrides: model, URL, key and options of the *resolved* api target.
     plan = resolve(CONFIG, "lonely", Overrides(mode=mode, api_model="big", api_base_url=C))
     expected = StageTarget(model="big", base_url=C, key_env="C_KEY", options={"n": 1})
     assert plan.api == expected
-    assert getattr(plan, stage) == expected
+    assert stage_of(plan, stage) == expected
 
 
 def test_reviewer_of_a_configured_mode_falls_back_too() -> None:
     plan = resolve(CONFIG, "plain", Overrides(mode="adapter"))
-    assert plan.adapter == plan.api == StageTarget(model="plain-api", base_url=A, key_env="DEFAULT_KEY")
+    assert stage_of(plan, "adapter") == plan.api == StageTarget(model="plain-api", base_url=A, key_env="DEFAULT_KEY")
 
 
 @pytest.mark.parametrize(
@@ -284,19 +298,19 @@ def test_wholly_overridden_reviewer_gets_no_options(mode: Any, stage: str) -> No
     overrides = Overrides(mode=mode, **{f"{stage}_model": "rev", f"{stage}_base_url": B + "/"})
     plan = resolve(CONFIG, "lonely", overrides)
     # B is first configured as adapt.api with B_KEY; the config's options of that target do not come along.
-    assert getattr(plan, stage) == StageTarget(model="rev", base_url=B, key_env="B_KEY", options={})
+    assert stage_of(plan, stage) == StageTarget(model="rev", base_url=B, key_env="B_KEY", options={})
     assert plan.api.options == {"n": 1}
 
 
 def test_wholly_overridden_reviewer_on_an_unconfigured_url_gets_no_key() -> None:
     overrides = Overrides(mode="critic", critic_model="rev", critic_base_url=ELSEWHERE)
     plan = resolve(make_config(allowed_override_base_urls=["*"]), "lonely", overrides)
-    assert plan.critic == StageTarget(model="rev", base_url=ELSEWHERE, key_env=None, options={})
+    assert stage_of(plan, "critic") == StageTarget(model="rev", base_url=ELSEWHERE, key_env=None, options={})
 
 
 @pytest.mark.parametrize(("override", "expected"), [(None, 2), (0, 0), (5, 5)])
 def test_max_adapter_retries_override(override: int | None, expected: int) -> None:
-    assert resolve(CONFIG, "adapt", Overrides(max_adapter_retries=override)).max_adapter_retries == expected
+    assert resolve(CONFIG, "adapt", Overrides(max_adapter_retries=override)).settings.max_adapter_retries == expected
 
 
 # --- bind_key ------------------------------------------------------------------------------------------------------
@@ -436,7 +450,7 @@ def test_no_override_sends_a_configured_key_to_an_unconfigured_url(served_id: st
         plan = resolve(config, served_id, overrides)
         assert plan.mode == mode
         for stage in ("api", "adapter", "critic"):
-            target: StageTarget | None = getattr(plan, stage)
+            target: StageTarget | None = stage_of(plan, stage)
             if target is not None:
                 # The security property itself, stated without the oracle: a key env only ever goes to a URL it
                 # is configured with, and nothing at all to a URL configured nowhere.

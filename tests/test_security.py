@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import hmac
-import importlib
 import json
 import logging
 import re
@@ -29,14 +28,21 @@ from starlette.routing import Mount, Route
 from starlette.types import ASGIApp
 
 from adapter_critic import AdapterCriticMiddleware, Config, ConfigError, create_app
-from adapter_critic._auth import InboundAuth
-from adapter_critic._edits import MAX_EDIT_BLOCK_CHARS, MAX_EDIT_BLOCKS, EditError, apply_edits, parse_edits, review
-from adapter_critic._prompts import render_conversation, render_tool_calls
-from adapter_critic._redact import redact, secret_values
-from adapter_critic._request import Message, Overrides
-from adapter_critic._resolve import bind_key, check_overrides, resolve
-from adapter_critic._service import Service
-from adapter_critic._urlguard import ip_of, override_url_problem
+from adapter_critic.http.auth import InboundAuth
+from adapter_critic.http.chat import Service
+from adapter_critic.redact import redact, secret_values
+from adapter_critic.request.decode import Message, Overrides
+from adapter_critic.request.resolve import bind_key, check_overrides, resolve
+from adapter_critic.upstream.urlguard import ip_of, override_url_problem
+from adapter_critic.workflows.edits import (
+    MAX_EDIT_BLOCK_CHARS,
+    MAX_EDIT_BLOCKS,
+    EditError,
+    apply_edits,
+    parse_edits,
+    review,
+)
+from adapter_critic.workflows.prompts import render_conversation, render_tool_calls
 
 from .conftest import UPSTREAM_URL, AppFactory, chat, make_config, run_server
 from .middleware_app import LocalModel, local_config
@@ -57,20 +63,6 @@ Handler = Callable[[httpx.Request], Awaitable[httpx.Response]]
 def _env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", SERVER_KEY)
     monkeypatch.setenv(KEYS_ENV, f" {INBOUND} , {ROTATED},")
-
-
-@pytest.fixture(autouse=True)
-def _no_retry_waits(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Failing upstreams here fail on every attempt; don't wait out the backoff between retries."""
-    try:
-        retry = importlib.import_module("adapter_critic._retry")
-    except ImportError:
-        return
-
-    async def no_wait(seconds: float) -> None:
-        await anyio.lowlevel.checkpoint()
-
-    monkeypatch.setattr(retry, "sleep", no_wait)
 
 
 def envelope(response: httpx.Response, status: int) -> dict[str, Any]:
@@ -366,8 +358,8 @@ def test_forwarding_targets_never_bind_the_servers_key() -> None:
     assert bind_key(config, UPSTREAM_URL, None) is None
     plan = resolve(config, "m-forward", None, client_token=CLIENT_KEY)
     assert plan.api.forward_client_authorization and plan.api.key_env is None
-    assert plan.critic is not None and not plan.critic.forward_client_authorization
-    assert plan.critic.client_token is None  # the caller's token is kept only where it goes
+    assert "critic" in plan.targets and not plan.target("critic").forward_client_authorization
+    assert plan.target("critic").client_token is None  # the caller's token is kept only where it goes
     assert CLIENT_KEY not in repr(plan)
 
 
@@ -1010,7 +1002,7 @@ async def test_no_key_leaks_from_any_error_path(
         def explode(*args: Any, **kwargs: Any) -> Any:
             raise RuntimeError(f"boom with {UP_KEY} and {ADAPTER_KEY}")
 
-        monkeypatch.setattr("adapter_critic._service.decode_request", explode)
+        monkeypatch.setattr("adapter_critic.http.chat.decode_request", explode)
         assert (await post(client, chat("relay4xx"))).status_code == 500
         monkeypatch.undo()
         monkeypatch.setenv("OPENAI_API_KEY", UP_KEY)

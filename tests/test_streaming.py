@@ -24,9 +24,9 @@ from starlette.routing import Mount
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from adapter_critic import AdapterCriticMiddleware, Config, create_app
-from adapter_critic._app import build_app
-from adapter_critic._demo import demo_config, demo_model_app
-from adapter_critic._service import Service
+from adapter_critic.demo import demo_config, demo_model_app
+from adapter_critic.http.app import build_app
+from adapter_critic.http.chat import Service
 
 from .conftest import UPSTREAM_URL, AppFactory, chat, make_config
 from .scripted_upstream import Reply, ScriptedUpstream
@@ -130,6 +130,7 @@ def check_sequence(streamed: Streamed, served: str, *, include_usage: bool = Fal
         usage_chunk, finish = chunks[-1], chunks[-2]
         assert usage_chunk["choices"] == []
         assert usage_chunk["usage"] == usage_chunk["adapter_critic"]["tokens"]["total"]
+        assert "adapter_critic" not in finish  # one extension per stream: on the last chunk only
         body = chunks[:-2]
     else:
         finish = chunks[-1]
@@ -137,6 +138,7 @@ def check_sequence(streamed: Streamed, served: str, *, include_usage: bool = Fal
         body = chunks[:-1]
     assert finish["choices"][0]["finish_reason"] is not None
     assert all(c["choices"] and c["choices"][0].get("finish_reason") is None for c in body)
+    assert all(c.get("usage") is None for c in chunks[:-1])  # one usage chunk at most, the last
     assert not any("adapter_critic" in c for c in body)
     return chunks
 
@@ -397,13 +399,28 @@ async def test_upstream_429_keeps_its_retry_after(serve: AppFactory, upstream: S
     assert response.headers["retry-after"] == "7"
 
 
-async def test_upstream_answering_json_to_a_stream_call_is_a_502(serve: AppFactory, upstream: ScriptedUpstream) -> None:
-    completion = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}]}
-    upstream.script(Reply(status=200, body=json.dumps(completion)))
+@pytest.mark.parametrize("include_usage", [False, True])
+@pytest.mark.parametrize("served", ["m-direct", "m-critic"])
+async def test_upstream_answering_json_to_a_stream_call_is_streamed(
+    serve: AppFactory, upstream: ScriptedUpstream, served: str, include_usage: bool
+) -> None:
+    """Many small servers ignore `stream: true` and answer one JSON completion: the client still gets chunks."""
+    call = {"id": "call_1", "type": "function", "function": {"name": "look", "arguments": "{}"}}
+    message = {"role": "assistant", "content": "It is in Paris.", "tool_calls": [call]}
+    usage = {"prompt_tokens": 4, "completion_tokens": 5, "total_tokens": 9}
+    completion = {"choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}], "usage": usage}
+    if served == "m-critic":  # the draft and critique are plain calls; the second pass is the one streamed
+        upstream.script(Reply("draft", model="api-model"), Reply("critique", model="critic-model"))
+    upstream.script(Reply(status=200, body=json.dumps(completion), model="api-model"))
+    body = chat(served, stream_options={"include_usage": True}) if include_usage else chat(served)
     async with serve(config()) as client:
-        response = await client.post("/chat/completions", json=chat("m-direct", stream=True))
-    assert response.status_code == 502
-    assert "event stream" in response.json()["error"]["message"]
+        streamed = await stream(client, body)
+    chunks = check_sequence(streamed, served, include_usage=include_usage)
+    assert streamed.content() == "It is in Paris."
+    assert tool_call_deltas(chunks) == [{"index": 0, **call}]
+    assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]][-1] == "tool_calls"
+    final_stage = "api" if served == "m-direct" else "api_final"
+    assert extension(chunks)["tokens"]["stages"][final_stage] == usage
 
 
 async def test_final_stage_failure_with_fail_policy_is_a_502_naming_it(

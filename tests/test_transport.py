@@ -20,7 +20,8 @@ import httpx
 import pytest
 from asgi_lifespan import LifespanManager
 
-from adapter_critic import Config, _transport, create_app
+from adapter_critic import Config, create_app
+from adapter_critic.upstream import transport as _transport
 
 pytestmark = pytest.mark.anyio
 

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from adapter_critic import Config
-from adapter_critic._prompts import DEFAULT_ADAPTER_SYSTEM_PROMPT, DEFAULT_CRITIC_SYSTEM_PROMPT
+from adapter_critic.workflows.prompts import DEFAULT_ADAPTER_SYSTEM_PROMPT, DEFAULT_CRITIC_SYSTEM_PROMPT
 
 from .conftest import OTHER_URL, UPSTREAM_URL, AppFactory, chat, make_config
 from .scripted_upstream import Call, Reply, ScriptedUpstream

@@ -1,37 +1,46 @@
-"""adapter_critic: an OpenAI-compatible chat-completions server that runs each request through a
-direct, adapter or critic workflow of upstream model calls."""
+"""adapter_critic: an OpenAI-compatible chat-completions server that runs each request through a workflow of
+upstream model calls (direct, adapter, critic, or any registered plug-in)."""
 
 from __future__ import annotations
 
-from ._app import create_app
-from ._config import Config, ServedModel, Target, load_config
-from ._exceptions import (
+from importlib.metadata import PackageNotFoundError, version
+
+from .config import Config, ServedModel, Target, load_config
+from .errors import (
     AdapterCriticError,
     APIError,
+    AuthenticationError,
     ConfigError,
+    Overloaded,
     RequestError,
     ServerError,
     UpstreamError,
-    UpstreamStatusError,
-    UpstreamTimeout,
-    UpstreamUnavailable,
 )
-from ._middleware import AdapterCriticMiddleware
+from .http.app import create_app
+from .http.middleware import AdapterCriticMiddleware
+from .workflows.base import RunContext, Workflow
+
+try:
+    __version__ = version("adapter_critic")
+except PackageNotFoundError:  # a source tree that was never installed
+    __version__ = "0.0.0+unknown"
 
 __all__ = [
     "APIError",
     "AdapterCriticError",
     "AdapterCriticMiddleware",
+    "AuthenticationError",
     "Config",
     "ConfigError",
+    "Overloaded",
     "RequestError",
+    "RunContext",
     "ServedModel",
     "ServerError",
     "Target",
     "UpstreamError",
-    "UpstreamStatusError",
-    "UpstreamTimeout",
-    "UpstreamUnavailable",
+    "Workflow",
+    "__version__",
     "create_app",
     "load_config",
 ]

@@ -12,10 +12,10 @@ import sys
 
 from starlette.applications import Starlette
 
-from ._app import build_app, create_standalone_app
-from ._demo import demo_config, demo_model_app
-from ._exceptions import ConfigError
-from ._service import Service
+from .demo import demo_config, demo_model_app
+from .errors import ConfigError
+from .http.app import build_app, create_standalone_app
+from .http.chat import Service
 
 CONFIG_ENV = "ADAPTER_CRITIC_CONFIG"
 

@@ -30,6 +30,23 @@ _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s@\"'<>]+@")
 _MIN_LOGGED_SECRET = 8
 
 
+class Secrets:
+    """The values of the env vars that hold API keys, read fresh each time so keys can rotate."""
+
+    def __init__(self, names: Iterable[str]) -> None:
+        self._names = tuple(sorted(set(names)))
+
+    def values(self, *extra: str | None) -> list[str]:
+        """Every form of every secret, plus of `extra` (a forwarded caller's token)."""
+        return secret_values(self._names, extra)
+
+    def redact(self, text: str, *extra: str | None) -> str:
+        return redact(text, self.values(*extra))
+
+    def redact_bytes(self, data: bytes, *extra: str | None) -> bytes:
+        return redact_bytes(data, self.values(*extra))
+
+
 def secret_values(env_names: Iterable[str], extra: Iterable[str | None] = ()) -> list[str]:
     """Every form of every secret held by `env_names` (comma-separated lists included) and of `extra`,
     longest first so that a secret containing another is replaced whole."""

@@ -7,53 +7,17 @@ configure. Everything here is pure: it reads the config and the request, never t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import replace
 
-from ._config import Config, Mode, ServedModel, Target, normalize_url
-from ._exceptions import RequestError
-from ._prompts import DEFAULT_ADAPTER_SYSTEM_PROMPT, DEFAULT_CRITIC_SYSTEM_PROMPT
-from ._redact import redact_userinfo
-from ._request import Overrides
-from ._urlguard import override_url_problem
+import msgspec
 
-
-@dataclass(frozen=True, slots=True)
-class StageTarget:
-    """Where one stage's upstream call goes, and the env var (if any) whose value is its bearer token."""
-
-    model: str
-    base_url: str
-    key_env: str | None = None
-    options: Mapping[str, Any] = field(default_factory=dict)
-    # `forward_client_authorization`: the caller's bearer token goes here instead of the server's key (or none).
-    forward_client_authorization: bool = False
-    client_token: str | None = field(default=None, repr=False, compare=False)
-    # Resilience (None: the server-wide setting); `fallbacks` are tried in order once this target is exhausted.
-    retries: int | None = None
-    timeout_seconds: float | None = None
-    connect_timeout_seconds: float | None = None
-    fallbacks: tuple[StageTarget, ...] = ()
-
-    @property
-    def label(self) -> str:
-        return f"{self.model}@{redact_userinfo(self.base_url)}"
-
-
-@dataclass(frozen=True, slots=True)
-class Plan:
-    """A request's resolved workflow: the mode and every stage target it uses."""
-
-    served_id: str
-    mode: Mode
-    api: StageTarget
-    adapter: StageTarget | None = None
-    critic: StageTarget | None = None
-    max_adapter_retries: int = 0
-    on_review_error: str = "draft"
-    adapter_system_prompt: str = DEFAULT_ADAPTER_SYSTEM_PROMPT
-    critic_system_prompt: str = DEFAULT_CRITIC_SYSTEM_PROMPT
+from ..config import Config, ServedModel, Target, normalize_url
+from ..core import Plan, StageTarget
+from ..errors import RequestError
+from ..redact import redact_userinfo
+from ..upstream.urlguard import override_url_problem
+from ..workflows import registry
+from .decode import Overrides
 
 
 def check_overrides(config: Config, overrides: Overrides | None, where: str = "x_adapter_critic") -> None:
@@ -107,28 +71,28 @@ def resolve(
             code="model_not_found",
         )
     ov = overrides or Overrides()
-    mode: Mode = ov.mode or served.mode
+    mode = ov.mode or served.mode
+    workflow = registry.get(mode)
     token = client_token
-    api = _stage(config, served.api, ov.api_model, ov.api_base_url, "api", where, token)
+    api_model, api_url = ov.target("api")
+    api = _stage(config, served.api, api_model, api_url, "api", where, token)
     assert api is not None  # the api target is always configured
-    adapter = critic = None
-    if mode == "adapter":
-        adapter = _stage(config, served.adapter, ov.adapter_model, ov.adapter_base_url, "adapter", where, token) or api
-    elif mode == "critic":
-        critic = _stage(config, served.critic, ov.critic_model, ov.critic_base_url, "critic", where, token) or api
-    return Plan(
-        served_id=served_id,
-        mode=mode,
-        api=api,
-        adapter=adapter,
-        critic=critic,
-        max_adapter_retries=(
-            ov.max_adapter_retries if ov.max_adapter_retries is not None else served.max_adapter_retries
-        ),
-        on_review_error=served.on_review_error,
-        adapter_system_prompt=_prompt(served, "adapter_system_prompt", DEFAULT_ADAPTER_SYSTEM_PROMPT),
-        critic_system_prompt=_prompt(served, "critic_system_prompt", DEFAULT_CRITIC_SYSTEM_PROMPT),
-    )
+    targets: dict[str, StageTarget] = {}
+    for role in workflow.targets:
+        model, url = ov.target(role)
+        resolved = _stage(config, served.targets.get(role), model, url, role, where, token)
+        if resolved is not None:
+            targets[role] = resolved
+    settings = _settings(served, workflow.Settings, ov)
+    return Plan(served_id, mode, api, targets, settings, served.on_review_error)
+
+
+def _settings(served: ServedModel, kind: type[msgspec.Struct], overrides: Overrides) -> msgspec.Struct:
+    """The workflow's settings: the served model's keys (validated at load), then the request's overrides."""
+    keys = kind.__struct_fields__
+    given = {key: value for key, value in served.settings.items() if key in keys}
+    given.update((key, value) for key, value in overrides.settings().items() if key in keys)
+    return msgspec.convert(given, kind)
 
 
 def bind_key(config: Config, url: str, own: Target | None) -> str | None:
@@ -201,8 +165,3 @@ def _credentials(config: Config, target: StageTarget, own: Target | None, client
     if bound.forward_client_authorization:
         return replace(target, forward_client_authorization=True, client_token=client_token)
     return replace(target, key_env=config.key_env_for(bound))
-
-
-def _prompt(served: ServedModel, name: str, default: str) -> str:
-    value: str | None = getattr(served, name)
-    return value if value is not None else default

@@ -1,17 +1,10 @@
-"""Server-sent events: reading an upstream's `data:` payloads, and writing the chunks we send (SPEC §8)."""
+"""Reading an upstream's server-sent events: the `data:` payloads up to `[DONE]` (SPEC §8)."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
-
-import msgspec
 
 DONE = b"[DONE]"
-KEEPALIVE = b": keep-alive\n\n"
-DONE_EVENT = b"data: [DONE]\n\n"
-
-_encoder = msgspec.json.Encoder()
 
 
 class StreamIncomplete(Exception):
@@ -55,12 +48,3 @@ async def iter_batches(chunks: AsyncIterator[bytes]) -> AsyncIterator[list[bytes
     if data and b"\n".join(data).strip() == DONE:
         return
     raise StreamIncomplete
-
-
-def event(payload: Any) -> bytes:
-    """One SSE `data:` event holding `payload` as JSON."""
-    return b"data: " + _encoder.encode(payload) + b"\n\n"
-
-
-def raw_event(payload: bytes) -> bytes:
-    return b"data: " + payload + b"\n\n"

@@ -13,8 +13,10 @@ import httpx
 import msgspec
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ._config import Config, load_config
-from ._service import Service, error_response
+from ..config import Config, load_config
+from ..upstream.retry import Sleep
+from .chat import Service
+from .responses import error_response
 
 
 class _ModelView(msgspec.Struct):
@@ -33,6 +35,7 @@ class AdapterCriticMiddleware:
         config: a `Config`, or the path of a config file.
         path: the chat-completions path to intercept.
         http_client: an `httpx.AsyncClient` for network upstreams (not closed by the middleware).
+        sleep: the async function that waits between retries (default `anyio.sleep`).
 
     The upstream client is opened and closed with the lifespan the server runs for the wrapped app.
     Request bodies larger than `max_body_bytes` on the chat path go to the wrapped app untouched.
@@ -47,12 +50,13 @@ class AdapterCriticMiddleware:
         config: Config | str | Path,
         path: str = "/v1/chat/completions",
         http_client: httpx.AsyncClient | None = None,
+        sleep: Sleep | None = None,
     ) -> None:
         if not isinstance(config, Config):
             config = load_config(config)
         self.app = app
         self.path = path
-        self.service = Service(config, http_client=http_client, in_process_app=app)
+        self.service = Service(config, http_client=http_client, in_process_app=app, sleep=sleep)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":

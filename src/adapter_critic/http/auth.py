@@ -18,10 +18,10 @@ import os
 import re
 from collections.abc import Iterable
 
-from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ._exceptions import AuthenticationError
+from ..errors import AuthenticationError
+from .responses import error_response
 
 logger = logging.getLogger("adapter_critic")
 
@@ -124,10 +124,7 @@ class AuthMiddleware:
         if scope["type"] == "http" and route_path(scope) not in self.public_paths:
             error = self.auth.check(scope)
             if error is not None:
-                response = Response(
-                    error.body(), status_code=error.status_code, headers=error.headers, media_type="application/json"
-                )
-                await response(scope, receive, send)
+                await error_response(error)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 

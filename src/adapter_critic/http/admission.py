@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 
 import anyio
 
-from ._exceptions import Overloaded
+from ..errors import Overloaded
 
 logger = logging.getLogger("adapter_critic")
 

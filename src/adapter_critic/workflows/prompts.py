@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 
-from ._request import Message
+from ..core import Message
 
 DEFAULT_ADAPTER_SYSTEM_PROMPT = """\
 You are a careful reviewer of an AI assistant's draft reply. You are shown the conversation and the \

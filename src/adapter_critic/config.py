@@ -15,10 +15,8 @@ from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
 
-from ._exceptions import ConfigError
-
-Mode = Literal["direct", "adapter", "critic"]
-MODES: tuple[str, ...] = ("direct", "adapter", "critic")
+from .errors import ConfigError
+from .workflows import registry
 
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 DEFAULT_MAX_MESSAGES = 2048
@@ -60,16 +58,24 @@ class Target(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
 
 
 class ServedModel(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
-    """A model id clients can ask for, and the workflow that answers it."""
+    """A model id clients can ask for, and the workflow that answers it.
 
-    mode: Mode
+    In a config file the workflows' own keys stand beside `mode` and `api` (`critic = {...}`,
+    `critic_system_prompt = "..."`); loading sorts them into `targets` (stage targets by key) and `settings`
+    (validated by every registered workflow that reads them)."""
+
+    mode: str
     api: Target
-    adapter: Target | None = None
-    critic: Target | None = None
-    adapter_system_prompt: str | None = None
-    critic_system_prompt: str | None = None
-    max_adapter_retries: Annotated[int, msgspec.Meta(ge=0, le=10)] = 0
     on_review_error: Literal["draft", "fail"] = "draft"
+    targets: dict[str, Target] = {}
+    settings: dict[str, Any] = {}
+
+    def __post_init__(self) -> None:
+        if self.mode not in registry.workflows():
+            raise ValueError(f"unknown mode {self.mode!r}; must be one of {', '.join(map(repr, registry.names()))}")
+
+
+_SERVED_KEYS = ("mode", "api", "on_review_error")
 
 
 class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
@@ -133,24 +139,23 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
                     raise ConfigError(f"{source}: served_models: served model ids must be strings, got {key!r}")
             # Converted one by one so that errors name the served model id (msgspec says `[...]` for dict keys).
             data["served_models"] = {
-                key: _convert(value, ServedModel, source, f"served_models.{key}") for key, value in served.items()
+                key: _served_model(value, source, f"served_models.{key}") for key, value in served.items()
             }
         return _convert(data, cls, source, "")
 
     def targets(self) -> list[Target]:
-        """Every configured target in file order (`api`, `adapter`, `critic` within each served model, each
-        followed by its `fallbacks`)."""
+        """Every configured target in order: served models in file order; within each `api`, then the other
+        stage targets in the order the workflows declare them (`adapter`, `critic`, …), each followed by its
+        `fallbacks`."""
         return [target for _, target in self.places()]
 
     def places(self) -> list[tuple[str, Target]]:
         """`targets()` with where each is below `served_models` (`x.api`, `x.api.fallbacks[0]`), for messages."""
         found: list[tuple[str, Target]] = []
         for served_id, served in self.served_models.items():
-            for stage in ("api", "adapter", "critic"):
-                target: Target | None = getattr(served, stage)
-                if target is not None:
-                    found.append((f"{served_id}.{stage}", target))
-                    found += ((f"{served_id}.{stage}.fallbacks[{i}]", f) for i, f in enumerate(target.fallbacks))
+            for stage, target in [("api", served.api), *served.targets.items()]:
+                found.append((f"{served_id}.{stage}", target))
+                found += ((f"{served_id}.{stage}.fallbacks[{i}]", f) for i, f in enumerate(target.fallbacks))
         return found
 
     def key_env_for(self, target: Target) -> str:
@@ -230,7 +235,40 @@ _PATH = re.compile(r"\s*-\s*at\s*`\$(?P<path>[^`]*)`\s*$")
 
 
 # The valid values of every enum-like key, so that a wrong one is reported with the right ones.
-_CHOICES: dict[str, tuple[str, ...]] = {"mode": MODES, "on_review_error": ("draft", "fail")}
+_CHOICES: dict[str, tuple[str, ...]] = {"on_review_error": ("draft", "fail")}
+
+
+def _served_model(data: Any, source: str, where: str) -> ServedModel:
+    """A served model from its flat table: `mode`, `api`, `on_review_error`, and the registered workflows'
+    target and settings keys, each validated where it is read."""
+    if not isinstance(data, Mapping):
+        return _convert(data, ServedModel, source, where)
+    target_keys = registry.target_keys()
+    settings_keys = {key for w in registry.workflows().values() for key in w.Settings.__struct_fields__}
+    base: dict[str, Any] = {}
+    targets: dict[str, Any] = {}
+    settings: dict[str, Any] = {}
+    for key, value in data.items():
+        if key in _SERVED_KEYS:
+            base[key] = value
+        elif key in target_keys:
+            targets[key] = value
+        elif key in settings_keys:
+            settings[key] = value
+        else:
+            known = ", ".join((*_SERVED_KEYS, *target_keys, *sorted(settings_keys)))
+            raise ConfigError(f"{source}: {where}.{key}: unknown key; known keys here: {known}")
+    for key, value in targets.items():
+        base.setdefault("targets", {})[key] = _convert(value, Target, source, f"{where}.{key}")
+    for workflow in registry.workflows().values():
+        keys = workflow.Settings.__struct_fields__
+        _convert({k: v for k, v in settings.items() if k in keys}, workflow.Settings, source, where)
+    if settings:
+        base["settings"] = settings
+    # Targets in the order the workflows declare their keys: the order credentials are bound in (§4).
+    if "targets" in base:
+        base["targets"] = {key: base["targets"][key] for key in target_keys if key in base["targets"]}
+    return _convert(base, ServedModel, source, where)
 
 
 def _convert(data: Any, kind: type[_S], source: str, prefix: str) -> _S:
@@ -244,7 +282,7 @@ def _known_keys(kind: type[msgspec.Struct], subpath: str) -> tuple[str, ...] | N
     """The keys allowed in the table at `subpath` (relative to the struct being converted), if known."""
     if not subpath:
         return kind.__struct_fields__
-    if kind is ServedModel and subpath in ("api", "adapter", "critic"):
+    if kind is ServedModel and subpath == "api":
         return Target.__struct_fields__
     return None
 
@@ -265,6 +303,8 @@ def _describe(source: str, prefix: str, msgspec_message: str, kind: type[msgspec
         known = _known_keys(kind, subpath)
         hint = f"; known keys here: {', '.join(known)}" if known else ""
         return f"{source}: {path + '.' if path else ''}{key}: unknown key{hint}"
+    if message.startswith("unknown mode"):
+        return f"{source}: {path}.mode: {message}"
     if message.startswith("Invalid enum value"):
         choices = _CHOICES.get(path.rpartition(".")[2])
         if choices:

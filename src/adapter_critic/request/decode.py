@@ -7,33 +7,24 @@ upstream byte for byte, and once more into small typed views for the few fields 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import msgspec
 
-from ._config import MODES, Mode
-from ._exceptions import RequestError
+from ..core import ChatRequest, Message
+from ..errors import RequestError
+from ..workflows import registry
 
-Role = Literal["system", "developer", "user", "assistant", "tool"]
 NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
 
 # Fields that are ours or that we rewrite; every other top-level field is forwarded as given.
 _OWN_FIELDS = frozenset({"model", "messages", "x_adapter_critic", "extra_body"})
 
 
-class Message(msgspec.Struct, kw_only=True):
-    """The fields of a message the workflows read; unknown fields are kept in the raw form."""
-
-    role: Role
-    content: str | list[Any] | None = None
-    tool_calls: list[Any] | None = None
-
-
 class Overrides(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, omit_defaults=True):
     """`x_adapter_critic`: per-request workflow overrides."""
 
-    mode: Mode | None = None
+    mode: NonEmpty | None = None  # any registered workflow
     api_model: NonEmpty | None = None
     api_base_url: NonEmpty | None = None
     adapter_model: NonEmpty | None = None
@@ -48,34 +39,20 @@ class Overrides(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, omit_d
         found["critic_base_url"] = self.critic_base_url
         return {name: url for name, url in found.items() if url is not None}
 
+    def target(self, role: str) -> tuple[str | None, str | None]:
+        """The `<role>_model` and `<role>_base_url` given for a stage target (None where not given)."""
+        return getattr(self, f"{role}_model", None), getattr(self, f"{role}_base_url", None)
+
+    def settings(self) -> dict[str, Any]:
+        """The workflow settings a request may override."""
+        return {} if self.max_adapter_retries is None else {"max_adapter_retries": self.max_adapter_retries}
+
 
 class _StreamOptions(msgspec.Struct):
     include_usage: bool = False
 
 
-@dataclass(slots=True)
-class ChatRequest:
-    """A validated request: what the workflows read, plus every other field as raw JSON to forward."""
-
-    model: str
-    messages: list[Message]
-    # The `messages` array exactly as sent: forwarded whole, so its unknown fields survive byte for byte.
-    messages_json: msgspec.Raw
-    options: dict[str, Any] = field(default_factory=dict)
-    overrides: Overrides | None = None
-    # Where the overrides came from, for error messages: `x_adapter_critic` or `extra_body.x_adapter_critic`.
-    overrides_param: str = "x_adapter_critic"
-    stream: bool = False
-    include_usage: bool = False
-
-    @property
-    def raw_messages(self) -> list[msgspec.Raw]:
-        """Each message exactly as sent (for the critic's second pass, which appends two)."""
-        return _raw_list_decoder.decode(self.messages_json)
-
-
 _fields_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
-_raw_list_decoder = msgspec.json.Decoder(list[msgspec.Raw])
 _messages_decoder = msgspec.json.Decoder(Annotated[list[Message], msgspec.Meta(min_length=1)])
 _overrides_decoder = msgspec.json.Decoder(Overrides)
 _str_decoder = msgspec.json.Decoder(str)
@@ -212,17 +189,20 @@ def _decode_plain(body: bytes, fields: dict[str, msgspec.Raw], max_messages: int
 
 def _decode_overrides(raw: msgspec.Raw, where: str) -> Overrides:
     try:
-        return _overrides_decoder.decode(raw)
+        overrides = _overrides_decoder.decode(raw)
     except msgspec.ValidationError as exc:
         message, param = _locate(str(exc), where)
         if message.startswith("Object contains unknown field"):
             known = ", ".join(Overrides.__struct_fields__)
             raise RequestError(f"`{param}`: {message}. Known override fields: {known}.", param=param) from None
-        if param == f"{where}.mode" and message.startswith("Invalid enum value"):
-            message += f"; must be one of {', '.join(MODES)}"
         raise RequestError(f"`{param}`: {message}.", param=param) from None
     except msgspec.DecodeError:
         raise RequestError(f"`{where}` must be a JSON object.", param=where) from None
+    if overrides.mode is not None and overrides.mode not in registry.workflows():
+        modes = ", ".join(registry.names())
+        message = f"`{where}.mode`: unknown mode {overrides.mode!r}; must be one of {modes}."
+        raise RequestError(message, param=f"{where}.mode")
+    return overrides
 
 
 def _decode(fields: dict[str, msgspec.Raw], name: str, decoder: Any, *, nullable: bool = False) -> Any:

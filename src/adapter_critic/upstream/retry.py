@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import email.utils
 import logging
-import math
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -25,42 +24,40 @@ from typing import TypeVar
 
 import anyio
 
-from ._exceptions import UpstreamError, UpstreamStatusError, UpstreamTimeout, UpstreamUnavailable
-from ._resolve import StageTarget
+from ..core import StageTarget
+from ..errors import UpstreamError
 
 logger = logging.getLogger("adapter_critic")
 
-RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
-
 _T = TypeVar("_T")
 
-sleep = anyio.sleep  # module-level so tests can record the waits instead of sleeping them
+Sleep = Callable[[float], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
-    """The server-wide retry settings; a target's own `retries` wins over `retries` here."""
+    """The server-wide retry settings; a target's own `retries` wins over `retries` here.
+
+    `sleep` waits between attempts (tests pass one that records the waits instead of sleeping them)."""
 
     retries: int = 2
     backoff_seconds: float = 0.5
     backoff_max_seconds: float = 5.0
+    sleep: Sleep = anyio.sleep
 
     def attempts(self, target: StageTarget) -> int:
         return 1 + (self.retries if target.retries is None else target.retries)
 
+    def ceiling(self, retry: int) -> float:
+        """The longest backoff before retry number `retry` (1-based)."""
+        return min(self.backoff_max_seconds, self.backoff_seconds * 2.0 ** (retry - 1))
+
     def delay(self, retry: int, error: UpstreamError) -> float | None:
         """Seconds to wait before retry number `retry` (1-based); None if the upstream asks for more than the cap."""
-        asked = error.retry_after_seconds if isinstance(error, UpstreamStatusError) else None
-        if asked is not None:
-            return asked if asked <= self.backoff_max_seconds else None
-        ceiling = min(self.backoff_max_seconds, self.backoff_seconds * 2 ** (retry - 1))
+        if error.retry_after is not None:
+            return error.retry_after if error.retry_after <= self.backoff_max_seconds else None
+        ceiling = self.ceiling(retry)
         return random.uniform(ceiling / 2, ceiling)  # jitter: clients failed together don't retry together
-
-
-def retryable(error: UpstreamError) -> bool:
-    if isinstance(error, UpstreamStatusError):
-        return error.upstream_status in RETRYABLE_STATUSES
-    return isinstance(error, UpstreamTimeout | UpstreamUnavailable)
 
 
 def parse_retry_after(headers: Mapping[str, str]) -> float | None:
@@ -80,14 +77,10 @@ def parse_retry_after(headers: Mapping[str, str]) -> float | None:
 
 
 def reason(error: UpstreamError) -> str:
-    if isinstance(error, UpstreamStatusError):
+    """A failed attempt in a few words, for the log line that already names the stage and target."""
+    if error.kind == "status":
         return f"HTTP {error.upstream_status}"
-    if isinstance(error, UpstreamTimeout):
-        return "timeout"
-    message = error.message
-    if message.startswith(f"The {error.stage} stage's upstream ("):
-        message = message.partition(") ")[2] or message  # the log line names the stage and target already
-    return message
+    return "timeout" if error.kind == "timeout" else error.detail
 
 
 async def call_with_retries(
@@ -101,8 +94,8 @@ async def call_with_retries(
     """`attempt(target)`, retried and then fallen back as the module docstring says; returns its result and the
     target that gave it. `may_retry()` False makes the current failure final (a stream already relayed in part).
 
-    The final error says `x-should-retry: false` (every upstream error does, §7) — except a 429 whose
-    `Retry-After` the server did not wait out (see `_settle`).
+    A final 429 says when to come back (`Retry-After`): the upstream's last value, else this server's own
+    estimate — the backoff it would have waited next.
     """
     candidates = (target, *target.fallbacks)
     made = 0
@@ -115,7 +108,7 @@ async def call_with_retries(
                 return await attempt(candidate), candidate
             except UpstreamError as exc:
                 error = last = exc
-            if not retryable(error) or not may_retry():
+            if not error.retryable or not may_retry():
                 raise _settle(error, made, policy)
             delay = policy.delay(number, error) if number < attempts else None
             if delay is None:
@@ -124,7 +117,7 @@ async def call_with_retries(
                 "%s stage: attempt %d of %d on %s failed (%s); retrying in %.2f s",
                 *(stage, number, attempts, candidate.label, reason(error), delay),
             )
-            await sleep(delay)
+            await policy.sleep(delay)
         if last is not None and index + 1 < len(candidates):
             following = candidates[index + 1].label
             logger.warning(
@@ -135,20 +128,7 @@ async def call_with_retries(
 
 
 def _settle(error: UpstreamError, made: int, policy: RetryPolicy) -> UpstreamError:
-    """Decide what a final 429 tells the client (the "no double retries" rule).
-
-    A 429 keeps the upstream's `Retry-After` (and no `x-should-retry: false`, so the OpenAI SDKs wait and retry)
-    only when waiting is worth it: the upstream asked for longer than this server waits (`retry_backoff_max_seconds`),
-    or this server made no retries at all. Once the server has waited and retried, a client retry would re-run the
-    whole workflow into the same limit: the 429 then says `x-should-retry: false` and drops `Retry-After`.
-    """
-    if not isinstance(error, UpstreamStatusError) or error.upstream_status != 429:
+    """The error the stage ends with: a 429 always carries a `Retry-After` (SPEC §7)."""
+    if error.upstream_status != 429 or error.retry_after is not None:
         return error
-    asked = error.retry_after_seconds
-    if asked is not None and asked > policy.backoff_max_seconds:
-        error.headers.setdefault("retry-after", str(math.ceil(asked)))  # the upstream may have sent only `-ms`
-        return error
-    if made > 1:
-        error.headers.pop("retry-after", None)
-        error.headers["x-should-retry"] = "false"
-    return error
+    return error.evolve(retry_after=policy.ceiling(made))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -17,98 +17,24 @@ import httpx
 import msgspec
 from starlette.types import ASGIApp
 
-from ._asgi_call import asgi_stream
-from ._config import DEFAULT_MAX_UPSTREAM_RESPONSE_BYTES
-from ._exceptions import (
-    ServerError,
-    UpstreamError,
-    UpstreamStatusError,
-    UpstreamTimeout,
-    UpstreamUnavailable,
-)
-from ._limits import ResponseTooLarge, limit_chunks, post_limited, sent
-from ._redact import redact, redact_bytes, secret_values
-from ._resolve import StageTarget
-from ._retry import parse_retry_after
-from ._sse import StreamIncomplete, iter_batches
-from ._transport import network_client
+from ..config import DEFAULT_MAX_UPSTREAM_RESPONSE_BYTES
+from ..core import Completion, StageTarget
+from ..errors import ServerError, UpstreamError
+from ..redact import Secrets
+from .failures import TRANSPORT_ERRORS, bad_answer, status_error, transport_error
+from .inprocess import asgi_stream
+from .limits import limit_chunks, post_limited, sent
+from .sse import iter_batches
+from .synthesized import completion_as_chunks
+from .transport import network_client
 
 logger = logging.getLogger("adapter_critic")
 
 IN_PROCESS_ORIGIN = "http://in-process.adapter-critic"
 _MAX_CONNECTIONS = 256
 
-
-class Usage(msgspec.Struct):
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    total_tokens: int = 0
-
-    def add(self, other: Usage | None) -> None:
-        """Count `other` in (an upstream that reported no usage counts zeros)."""
-        if other is not None:
-            self.prompt_tokens += other.prompt_tokens
-            self.completion_tokens += other.completion_tokens
-            self.total_tokens += other.total_tokens
-
-
-class _Message(msgspec.Struct):
-    content: str | None = None
-    tool_calls: list[Any] | None = None
-
-
-class _Choice(msgspec.Struct):
-    message: _Message
-    finish_reason: str | None = None
-
-
-class Completion(msgspec.Struct):
-    """The parts of an upstream chat.completion the workflows read."""
-
-    choices: list[_Choice]
-    usage: Usage | None = None
-
-    @property
-    def content(self) -> str | None:
-        return self.choices[0].message.content
-
-    @property
-    def tool_calls(self) -> list[Any] | None:
-        return self.choices[0].message.tool_calls or None
-
-    @property
-    def finish_reason(self) -> str | None:
-        return self.choices[0].finish_reason
-
-
-class _ErrorDetail(msgspec.Struct):
-    message: str | None = None
-
-
-class _ErrorEnvelope(msgspec.Struct):
-    error: _ErrorDetail
-
-
 _completion_decoder = msgspec.json.Decoder(Completion)
-_envelope_decoder = msgspec.json.Decoder(_ErrorEnvelope)
 _encoder = msgspec.json.Encoder()
-
-
-class Secrets:
-    """The values of the env vars that hold API keys, read fresh each time so keys can rotate."""
-
-    def __init__(self, names: Iterable[str]) -> None:
-        self._names = tuple(sorted(set(names)))
-
-    def values(self, *extra: str | None) -> list[str]:
-        """Every form of every secret (see `_redact`), plus of `extra` (a forwarded caller's token)."""
-        return secret_values(self._names, extra)
-
-    def redact(self, text: str, *extra: str | None) -> str:
-        return redact(text, self.values(*extra))
-
-    def redact_bytes(self, data: bytes, *extra: str | None) -> bytes:
-        return redact_bytes(data, self.values(*extra))
 
 
 class Upstream:
@@ -227,25 +153,18 @@ class Upstream:
                     headers=self.headers_for(target),
                     timeout=timeout,
                 )
-        except (httpx.HTTPError, TimeoutError, ResponseTooLarge) as exc:
-            raise self._transport_error(stage, target, exc, failed="could not be reached") from None
+        except TRANSPORT_ERRORS as exc:
+            raise self._failed(stage, target, exc, failed="could not be reached") from None
         if response.status_code >= 400:
-            raise self.status_error(stage, target, response.status_code, content, response.headers)
+            raise status_error(stage, target, response.status_code, content, response.headers, self.secrets)
         if response.status_code != 200:
-            raise UpstreamUnavailable(
-                f"The {stage} stage's upstream ({target.label}) answered HTTP {response.status_code} "
-                "instead of a chat completion.",
-                stage=stage,
-            )
+            raise bad_answer(stage, target, f"answered HTTP {response.status_code} instead of a chat completion.")
         try:
             completion = _completion_decoder.decode(content)
         except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):  # not JSON, not UTF-8, nested too deep
             completion = None
         if completion is None or not completion.choices:
-            raise UpstreamUnavailable(
-                f"The {stage} stage's upstream ({target.label}) did not answer with an OpenAI chat completion.",
-                stage=stage,
-            )
+            raise bad_answer(stage, target, "did not answer with an OpenAI chat completion.")
         return completion
 
     @contextlib.asynccontextmanager
@@ -255,9 +174,10 @@ class Upstream:
         """A streaming chat-completions call: yields the upstream's SSE `data` payloads up to `[DONE]`, in
         batches (one list per upstream read).
 
-        The upstream is asked for its usage (`stream_options.include_usage`). Every failure — before the
-        first payload or while iterating — is raised as an `UpstreamError` naming the stage, and leaving
-        the block closes (or, in-process, cancels) the upstream call.
+        The upstream is asked for its usage (`stream_options.include_usage`). An upstream that ignores `stream`
+        and answers one JSON `chat.completion` is read as the chunks it would have streamed. Every failure —
+        before the first payload or while iterating — is raised as an `UpstreamError` naming the stage, and
+        leaving the block closes (or, in-process, cancels) the upstream call.
         """
         content = _encoder.encode({**body, "stream": True, "stream_options": {"include_usage": True}})
         headers = {**self.headers_for(target), "accept": "text/event-stream"}
@@ -273,17 +193,20 @@ class Upstream:
             opened = _network_stream(client, url, headers, content, timeout)
         try:
             async with opened as (status, response_headers, chunks):
+                limited = limit_chunks(chunks, self._max_response_bytes)
                 if status >= 400:
-                    raise self.status_error(stage, target, status, await _read_some(chunks), response_headers)
-                if not response_headers.get("content-type", "").startswith("text/event-stream"):
-                    raise UpstreamUnavailable(
-                        f"The {stage} stage's upstream ({target.label}) did not answer with an event stream "
-                        f"(HTTP {status}, content-type {response_headers.get('content-type')!r}).",
-                        stage=stage,
+                    raise status_error(stage, target, status, await _read_some(chunks), response_headers, self.secrets)
+                kind = response_headers.get("content-type", "")
+                if status == 200 and kind.startswith("application/json"):
+                    yield self._as_stream(stage, target, b"".join([part async for part in limited]))
+                elif not kind.startswith("text/event-stream"):
+                    raise bad_answer(
+                        stage, target, f"did not answer with an event stream (HTTP {status}, content-type {kind!r})."
                     )
-                yield self._payloads(stage, target, limit_chunks(chunks, self._max_response_bytes))
-        except (httpx.HTTPError, TimeoutError, StreamIncomplete, ResponseTooLarge) as exc:
-            raise self._transport_error(stage, target, exc) from None
+                else:
+                    yield self._payloads(stage, target, limited)
+        except TRANSPORT_ERRORS as exc:
+            raise self._failed(stage, target, exc) from None
 
     async def _payloads(
         self, stage: str, target: StageTarget, chunks: AsyncIterator[bytes]
@@ -291,64 +214,18 @@ class Upstream:
         try:
             async for batch in iter_batches(chunks):
                 yield batch
-        except (httpx.HTTPError, TimeoutError, StreamIncomplete, ResponseTooLarge) as exc:
-            raise self._transport_error(stage, target, exc) from None
+        except TRANSPORT_ERRORS as exc:
+            raise self._failed(stage, target, exc) from None
 
-    def _transport_error(
-        self, stage: str, target: StageTarget, exc: Exception, *, failed: str = "failed"
-    ) -> UpstreamError:
-        """The `UpstreamError` for an exception of the transport, the size limit or the event stream."""
-        if isinstance(exc, httpx.TimeoutException | TimeoutError):
-            return UpstreamTimeout(
-                f"The {stage} stage's upstream ({target.label}) did not answer within "
-                f"{self.timeout_for(target).read} seconds.",
-                stage=stage,
-            )
-        if isinstance(exc, StreamIncomplete):
-            return UpstreamUnavailable(
-                f"The {stage} stage's upstream ({target.label}) ended its event stream before `data: [DONE]`.",
-                stage=stage,
-            )
-        if isinstance(exc, ResponseTooLarge):
-            return UpstreamUnavailable(
-                f"The {stage} stage's upstream ({target.label}) answered, but {exc}.", stage=stage
-            )
-        return UpstreamUnavailable(
-            f"The {stage} stage's upstream ({target.label}) {failed}: "
-            f"{self.secrets.redact(type(exc).__name__ + ': ' + str(exc), target.client_token)}",
-            stage=stage,
-        )
+    async def _as_stream(self, stage: str, target: StageTarget, content: bytes) -> AsyncIterator[list[bytes]]:
+        payloads = completion_as_chunks(content)
+        if payloads is None:
+            raise bad_answer(stage, target, "did not answer with an OpenAI chat completion.")
+        yield payloads
 
-    def status_error(
-        self, stage: str, target: StageTarget, status: int, content: bytes, headers: httpx.Headers
-    ) -> UpstreamStatusError:
-        body = self.secrets.redact_bytes(content, target.client_token)
-        detail = _error_message(body)
-        said = f": {detail}" if detail else ""
-        if status == 429:
-            retry_after = headers.get("retry-after")
-            rate_limited = UpstreamStatusError(
-                f"The {stage} stage's upstream ({target.label}) is rate limited (HTTP 429){said}",
-                stage=stage,
-                upstream_status=status,
-                upstream_body=body,
-                status_code=429,
-                error_type="rate_limit_error",
-                code="rate_limit_exceeded",
-                headers={"retry-after": retry_after} if retry_after else {},
-            )
-            # §7: a 429 carries the upstream's Retry-After instead of `x-should-retry: false`, so SDKs may retry it.
-            rate_limited.headers.pop("x-should-retry", None)
-            rate_limited.retry_after_seconds = parse_retry_after(headers)  # see `_retry` for what the client gets
-            return rate_limited
-        failed = UpstreamStatusError(
-            f"The {stage} stage's upstream ({target.label}) answered HTTP {status}{said}",
-            stage=stage,
-            upstream_status=status,
-            upstream_body=body,
-        )
-        failed.retry_after_seconds = parse_retry_after(headers)  # a 503 may say when to come back
-        return failed
+    def _failed(self, stage: str, target: StageTarget, exc: Exception, failed: str = "failed") -> UpstreamError:
+        read_timeout = self.timeout_for(target).read
+        return transport_error(stage, target, exc, secrets=self.secrets, read_timeout=read_timeout, failed=failed)
 
 
 @contextlib.asynccontextmanager
@@ -367,44 +244,3 @@ async def _read_some(chunks: AsyncIterator[bytes], limit: int = 65536) -> bytes:
         if len(data) >= limit:
             break
     return bytes(data[:limit])
-
-
-def relay_first_call_error(error: UpstreamError) -> UpstreamError:
-    """A 4xx (not 429) on the first API call is the client's own problem: relay the status and envelope."""
-    if not isinstance(error, UpstreamStatusError) or not 400 <= error.upstream_status < 500:
-        return error
-    return error if error.upstream_status == 429 else RelayedUpstreamError(error)
-
-
-class RelayedUpstreamError(UpstreamStatusError):
-    """An upstream 4xx relayed to the client with its own status and (redacted) error envelope."""
-
-    def __init__(self, error: UpstreamStatusError) -> None:
-        super().__init__(
-            error.message,
-            stage=error.stage,
-            upstream_status=error.upstream_status,
-            upstream_body=error.upstream_body,
-            status_code=error.upstream_status,
-            error_type="invalid_request_error",
-        )
-        self._relay = _is_envelope(error.upstream_body)
-
-    def body(self) -> bytes:
-        return self.upstream_body if self._relay else super().body()
-
-
-def _is_envelope(body: bytes) -> bool:
-    try:
-        _envelope_decoder.decode(body)
-    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
-        return False
-    return True
-
-
-def _error_message(body: bytes) -> str:
-    try:
-        message = _envelope_decoder.decode(body).error.message
-    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
-        return ""
-    return (message or "")[:500]

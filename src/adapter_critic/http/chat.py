@@ -7,29 +7,29 @@ then resolution (400); and it turns every failure into the §7 envelope — no t
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Mapping
 
 import httpx
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ._admission import Admission
-from ._auth import InboundAuth, client_token
-from ._config import Config
-from ._exceptions import APIError, Overloaded, RequestError, ServerError
-from ._redact import protect_logs
-from ._request import ChatRequest, decode_request
-from ._resolve import Plan, check_overrides, resolve
-from ._response import build_completion, encode, new_completion_id
-from ._retry import RetryPolicy
-from ._streaming import StreamResponse
-from ._upstream import Secrets, Upstream
-from ._workflows import Run
+from ..config import Config
+from ..core import ChatRequest, Plan
+from ..errors import APIError, Overloaded, RequestError, internal_error
+from ..events import Subscriber
+from ..pipeline.run import Run
+from ..redact import Secrets, protect_logs
+from ..request.decode import decode_request
+from ..request.resolve import check_overrides, resolve
+from ..upstream.client import Upstream
+from ..upstream.retry import RetryPolicy, Sleep
+from ..workflows import registry
+from .admission import Admission
+from .auth import InboundAuth, client_token
+from .chunks import ChunkWriter
+from .responses import JSON, completion, encode, error_response, new_completion_id
+from .stream import StreamResponse
 
 logger = logging.getLogger("adapter_critic")
-
-JSON = "application/json"
 
 
 class Service:
@@ -41,6 +41,8 @@ class Service:
         *,
         http_client: httpx.AsyncClient | None = None,
         in_process_app: ASGIApp | None = None,
+        sleep: Sleep | None = None,
+        subscribers: tuple[Subscriber, ...] = (),
     ) -> None:
         self.config = config
         self.secrets = Secrets(config.key_env_names())
@@ -59,7 +61,9 @@ class Service:
             retries=config.retries,
             backoff_seconds=config.retry_backoff_seconds,
             backoff_max_seconds=config.retry_backoff_max_seconds,
+            **({"sleep": sleep} if sleep is not None else {}),
         )
+        self.subscribers = subscribers
         self.admission = Admission(config.max_concurrent_requests, config.queue_timeout_seconds)
         self._plans: dict[str, Plan] = {}
         self._per_request_plans: set[str] = set()
@@ -77,40 +81,43 @@ class Service:
     async def chat(self, body: bytes, *, client_token: str | None = None) -> ASGIApp:
         """Run one chat-completions request body through its workflow; returns the response to send.
 
-        A streaming request's workflow runs inside the returned response, as it is sent. `client_token` is
-        the caller's bearer token, sent only to targets with `forward_client_authorization`.
+        A streaming request's run happens inside the returned response, as it is sent. `client_token` is the
+        caller's bearer token, sent only to targets with `forward_client_authorization`.
         """
         completion_id = new_completion_id()
-        started = time.perf_counter()
+        redact = self.secrets.redact  # also what the request itself echoes (model names, URLs)
         try:
             request = decode_request(body, max_messages=self.config.max_messages)
             check_overrides(self.config, request.overrides, request.overrides_param)
             plan = self._plan(request, client_token)
-            run = Run(plan, request, self.upstream, self.retry_policy, self.config.request_timeout_seconds)
+            run = Run(
+                registry.get(plan.mode),
+                plan,
+                request,
+                self.upstream,
+                self.retry_policy,
+                run_id=completion_id,
+                request_timeout=self.config.request_timeout_seconds,
+                subscribers=self.subscribers,
+            )
             if request.stream:
-                return StreamResponse(
-                    run,
-                    self.upstream,
-                    served_model=plan.served_id,
-                    completion_id=completion_id,
-                    started=started,
-                    keepalive_seconds=self.config.keepalive_seconds,
-                    include_usage=request.include_usage,
+                chunks = ChunkWriter(
+                    completion_id=completion_id, served_model=plan.served_id, include_usage=request.include_usage
                 )
-            outcome = await run.run()
+                return StreamResponse(
+                    run.execute,
+                    chunks,
+                    request_id=completion_id,
+                    keepalive_seconds=self.config.keepalive_seconds,
+                    redact=redact,
+                )
+            record = await run.execute()
         except APIError as exc:
-            exc.message = self.secrets.redact(exc.message)  # also what the request itself echoes (model, URLs)
-            return error_response(exc)
+            return error_response(exc, redact=redact)
         except Exception:
             logger.exception("request %s failed unexpectedly", completion_id)
-            return error_response(
-                ServerError(f"Internal server error (request id {completion_id}); see the server log.")
-            )
-        total_ms = (time.perf_counter() - started) * 1000
-        completion = build_completion(
-            outcome, served_model=plan.served_id, completion_id=completion_id, total_ms=total_ms
-        )
-        return Response(encode(completion), media_type=JSON)
+            return error_response(internal_error(completion_id))
+        return Response(encode(completion(record, completion_id=completion_id)), media_type=JSON)
 
     def _plan(self, request: ChatRequest, client_token: str | None) -> Plan:
         """`resolve`, remembered per served model for requests without overrides: then it depends only on the
@@ -153,13 +160,7 @@ class Service:
 
 
 def _forwards_client_token(plan: Plan) -> bool:
-    stages = [target for target in (plan.api, plan.adapter, plan.critic) if target is not None]
-    return any(t.forward_client_authorization for stage in stages for t in (stage, *stage.fallbacks))
-
-
-def error_response(error: APIError, headers: Mapping[str, str] | None = None) -> Response:
-    all_headers = {**error.headers, **(headers or {})}
-    return Response(error.body(), status_code=error.status_code, headers=all_headers, media_type=JSON)
+    return any(target.forward_client_authorization for target in plan.all_targets())
 
 
 def body_too_large(limit: int) -> RequestError:

@@ -17,11 +17,12 @@ from typing import Any
 import anyio
 import httpx
 
-from ._config import Config, Target
-from ._exceptions import ServerError
-from ._redact import redact_userinfo
-from ._resolve import StageTarget, bind_key
-from ._upstream import Upstream
+from ..config import Config, Target
+from ..core import StageTarget
+from ..errors import ServerError
+from ..redact import redact_userinfo
+from ..request.resolve import bind_key
+from ..upstream.client import Upstream
 
 PROBE_SECONDS = 5.0
 

@@ -22,29 +22,34 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ._auth import AuthMiddleware
-from ._config import Config, load_config, require_absolute_urls
-from ._exceptions import RequestError, ServerError
-from ._health import DeepHealth
-from ._response import encode
-from ._service import JSON, Service, error_response
+from ..config import Config, load_config, require_absolute_urls
+from ..errors import RequestError, ServerError
+from ..upstream.retry import Sleep
+from .auth import AuthMiddleware
+from .chat import Service
+from .health import DeepHealth
+from .responses import JSON, encode, error_response
 
 logger = logging.getLogger("adapter_critic")
 
 _HEALTH = encode({"status": "ok"})
 
 
-def create_app(config: Config | str | Path, *, http_client: httpx.AsyncClient | None = None) -> Starlette:
+def create_app(
+    config: Config | str | Path, *, http_client: httpx.AsyncClient | None = None, sleep: Sleep | None = None
+) -> Starlette:
     """Build the adapter_critic ASGI app.
 
     Parameters:
         config: a `Config`, or the path of a `.toml`/`.json`/`.yaml` config file.
         http_client: an `httpx.AsyncClient` to use for upstream calls instead of the app's own
             (it is not closed by the app).
+        sleep: the async function that waits between retries (default `anyio.sleep`; tests pass one that
+            records the waits instead).
 
     Every `base_url` must be absolute; relative ones only work with `AdapterCriticMiddleware`.
     """
-    return build_app(Service(_absolute(config), http_client=http_client))
+    return build_app(Service(_absolute(config), http_client=http_client, sleep=sleep))
 
 
 def create_standalone_app(config: Config | str | Path) -> Starlette:
@@ -54,12 +59,12 @@ def create_standalone_app(config: Config | str | Path) -> Starlette:
 
 def _absolute(config: Config | str | Path) -> Config:
     """The config (loaded from its file if a path), refused if a `base_url` is relative."""
-    source = "<config>"
-    if not isinstance(config, Config):
-        source = str(config)
-        config = load_config(config)
-    require_absolute_urls(config, source)
-    return config
+    if isinstance(config, Config):
+        require_absolute_urls(config, "<config>")
+        return config
+    loaded = load_config(config)
+    require_absolute_urls(loaded, str(config))
+    return loaded
 
 
 def build_app(service: Service, *, prefix: str = "") -> Starlette:

@@ -18,9 +18,9 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from ._config import Config, ServedModel, Target
-from ._exceptions import error_envelope
-from ._prompts import DEFAULT_ADAPTER_SYSTEM_PROMPT, DEFAULT_CRITIC_SYSTEM_PROMPT, content_text
+from .config import Config, ServedModel, Target
+from .errors import error_envelope
+from .workflows.prompts import DEFAULT_ADAPTER_SYSTEM_PROMPT, DEFAULT_CRITIC_SYSTEM_PROMPT, content_text
 
 DEMO_MODEL = "adapter-critic-demo-model"
 DEMO_BASE_URL = "/demo/v1"

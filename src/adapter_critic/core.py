@@ -1,0 +1,161 @@
+"""The plain data every layer shares: a request's messages, a stage target and a plan, an upstream
+completion, usage, and the answer a run gives.
+
+Nothing here does I/O or knows about HTTP; it is the ground floor the other packages stand on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import msgspec
+
+from .redact import redact_userinfo
+
+Role = Literal["system", "developer", "user", "assistant", "tool"]
+
+
+class Message(msgspec.Struct, kw_only=True):
+    """The fields of a request message the workflows read; unknown fields stay in the raw form."""
+
+    role: Role
+    content: str | list[Any] | None = None
+    tool_calls: list[Any] | None = None
+
+
+@dataclass(slots=True)
+class ChatRequest:
+    """A validated chat request: what the workflows read, plus every other field as raw JSON to forward."""
+
+    model: str
+    messages: list[Message]
+    # The `messages` array exactly as sent: forwarded whole, so its unknown fields survive byte for byte.
+    messages_json: msgspec.Raw
+    options: dict[str, Any] = field(default_factory=dict)
+    overrides: Any = None  # `request.decode.Overrides` when the request carries `x_adapter_critic`
+    # Where the overrides came from, for error messages: `x_adapter_critic` or `extra_body.x_adapter_critic`.
+    overrides_param: str = "x_adapter_critic"
+    stream: bool = False
+    include_usage: bool = False
+
+    @property
+    def raw_messages(self) -> list[msgspec.Raw]:
+        """Each message exactly as sent (for a second pass, which appends two)."""
+        return _raw_list_decoder.decode(self.messages_json)
+
+
+_raw_list_decoder = msgspec.json.Decoder(list[msgspec.Raw])
+
+
+class Usage(msgspec.Struct):
+    """Token counts of one call, one stage or a whole run."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+    def add(self, other: Usage | None) -> None:
+        """Count `other` in (an upstream that reported no usage counts zeros)."""
+        if other is not None:
+            self.prompt_tokens += other.prompt_tokens
+            self.completion_tokens += other.completion_tokens
+            self.total_tokens += other.total_tokens
+
+
+class _Message(msgspec.Struct):
+    content: str | None = None
+    tool_calls: list[Any] | None = None
+
+
+class _Choice(msgspec.Struct):
+    message: _Message
+    finish_reason: str | None = None
+
+
+class Completion(msgspec.Struct):
+    """The parts of an upstream `chat.completion` the workflows read."""
+
+    choices: list[_Choice]
+    usage: Usage | None = None
+
+    @property
+    def content(self) -> str | None:
+        return self.choices[0].message.content
+
+    @property
+    def tool_calls(self) -> list[Any] | None:
+        return self.choices[0].message.tool_calls or None
+
+    @property
+    def finish_reason(self) -> str | None:
+        return self.choices[0].finish_reason
+
+
+@dataclass(slots=True)
+class Answer:
+    """What the client gets: the text, the tool calls and why the model stopped."""
+
+    content: str | None = None
+    tool_calls: list[Any] | None = None
+    finish_reason: str | None = None
+
+    @classmethod
+    def of(cls, completion: Completion) -> Answer:
+        return cls(completion.content, completion.tool_calls, completion.finish_reason)
+
+
+@dataclass(frozen=True, slots=True)
+class StageTarget:
+    """Where one stage's upstream call goes, and the env var (if any) whose value is its bearer token."""
+
+    model: str
+    base_url: str
+    key_env: str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    # `forward_client_authorization`: the caller's bearer token goes here instead of the server's key (or none).
+    forward_client_authorization: bool = False
+    client_token: str | None = field(default=None, repr=False, compare=False)
+    # Resilience (None: the server-wide setting); `fallbacks` are tried in order once this target is exhausted.
+    retries: int | None = None
+    timeout_seconds: float | None = None
+    connect_timeout_seconds: float | None = None
+    fallbacks: tuple[StageTarget, ...] = ()
+
+    @property
+    def label(self) -> str:
+        """`model@base_url`, userinfo masked: how logs, errors and the extension name the target."""
+        return f"{self.model}@{redact_userinfo(self.base_url)}"
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """A request's resolved workflow: the mode, the API target, every other stage target by its config key
+    (`adapter`, `critic`, …; a role with no configured target falls back to `api`) and the mode's settings."""
+
+    served_id: str
+    mode: str
+    api: StageTarget
+    targets: Mapping[str, StageTarget] = field(default_factory=dict)
+    settings: Any = None  # the workflow's `Settings` struct
+    on_review_error: Literal["draft", "fail"] = "draft"
+
+    def target(self, role: str) -> StageTarget:
+        """The stage target configured (or overridden) under `role`, else the API target."""
+        return self.targets.get(role, self.api)
+
+    def all_targets(self) -> list[StageTarget]:
+        """Every target a call of this plan may go to, fallbacks included."""
+        primaries = [self.api, *self.targets.values()]
+        return [t for primary in primaries for t in (primary, *primary.fallbacks)]
+
+
+@dataclass(frozen=True, slots=True)
+class FinalCall:
+    """The last upstream call of a run, whose answer is the client's (streamed live when streaming)."""
+
+    stage: str
+    target: StageTarget
+    messages: Any  # sent with the request's options laid over the target's, like every API-stage call
+    first: bool = False  # also the run's first API call: its failure is the request's failure, never degraded

@@ -1,0 +1,216 @@
+"""Every error the package raises on purpose, as data, and the one function that renders any of them as the
+OpenAI error envelope (SPEC §7).
+
+AdapterCriticError
+├── ConfigError             -- the config file is missing, unreadable or invalid (load / start-up)
+└── APIError                -- ends a request with an error envelope
+    ├── RequestError        -- the client's request is wrong (400/404/413)
+    ├── AuthenticationError -- no or a wrong API key where inbound auth is on (401)
+    ├── ServerError         -- a bug or an unexpected state (500); internals never reach the client
+    ├── Overloaded          -- too many requests at once, or shutting down (503 with Retry-After)
+    └── UpstreamError       -- an upstream stage call failed; `kind` says how
+
+Errors are never changed once raised: a layer that knows more (the first API call relays a 4xx, the retry
+layer knows when to come back) raises a copy made with `UpstreamError.evolve`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import msgspec
+
+from .core import Usage
+
+
+class AdapterCriticError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class ConfigError(AdapterCriticError):
+    """The config is invalid; the message names the file and the key path."""
+
+
+class APIError(AdapterCriticError):
+    """An error answered to the client as an OpenAI error envelope."""
+
+    status_code: int = 500
+    error_type: str = "server_error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int | None = None,
+        param: str | None = None,
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        if status_code is not None:
+            self.status_code = status_code
+        self.param = param
+        self.code = code
+        self.headers: dict[str, str] = dict(headers or {})
+
+
+class RequestError(APIError):
+    """The client's request is invalid (400 unless said otherwise); `param` names the field."""
+
+    status_code = 400
+    error_type = "invalid_request_error"
+
+
+class AuthenticationError(APIError):
+    """Inbound auth is on and the request has no accepted API key (401)."""
+
+    status_code = 401
+    error_type = "authentication_error"
+
+
+class ServerError(APIError):
+    """Something unexpected; the client sees `internal_error`'s wording with the request id, never internals."""
+
+    status_code = 500
+    error_type = "server_error"
+
+
+class Overloaded(APIError):
+    """No request slot freed up in time, or the server is shutting down (503 with `Retry-After`, no
+    `x-should-retry: false`: nothing ran, so a client retry costs nothing twice)."""
+
+    status_code = 503
+    error_type = "server_error"
+
+
+UpstreamKind = Literal["status", "timeout", "unreachable", "bad_answer"]
+
+
+class UpstreamError(APIError):
+    """An upstream stage call failed.
+
+    Fields: `stage`; `target` (its `model@base_url` label); `kind` — `status` (it answered an error status,
+    `upstream_status`), `timeout`, `unreachable` (no connection, or the connection broke) or `bad_answer` (it
+    answered, but not with a chat completion or an event stream); `detail`, what happened in a few words with
+    secrets already masked; `body`, the upstream's error body (redacted); `retry_after`, seconds the upstream
+    (or, for a final 429, this server) says to wait; `usage`, what the upstream reported before failing;
+    `relay`, True when the client gets the upstream's own 4xx status and envelope (the first API call).
+    """
+
+    error_type = "upstream_error"
+
+    def __init__(
+        self,
+        *,
+        stage: str,
+        target: str,
+        kind: UpstreamKind,
+        detail: str,
+        upstream_status: int | None = None,
+        body: bytes = b"",
+        retry_after: float | None = None,
+        usage: Usage | None = None,
+        relay: bool = False,
+    ) -> None:
+        self.stage, self.target, self.kind, self.detail = stage, target, kind, detail
+        self.upstream_status, self.body, self.retry_after = upstream_status, body, retry_after
+        self.usage, self.relay = usage, relay
+        rate_limited = upstream_status == 429
+        if kind == "timeout":
+            status, code = 504, "upstream_timeout"
+        elif rate_limited:
+            status, code = 429, "rate_limit_exceeded"
+        elif relay and upstream_status is not None and 400 <= upstream_status < 500:
+            status, code = upstream_status, None
+        else:
+            status, code = 502, None
+        headers = {} if rate_limited else {"x-should-retry": "false"}  # the SDKs would re-run the whole run
+        if rate_limited and retry_after is not None:
+            headers["retry-after"] = str(max(1, math.ceil(retry_after)))
+        super().__init__(
+            f"The {stage} stage's upstream ({target}) {detail}", status_code=status, code=code, headers=headers
+        )
+        if rate_limited:
+            self.error_type = "rate_limit_error"
+        elif status != 502 and status != 504:
+            self.error_type = "invalid_request_error"
+
+    @property
+    def retryable(self) -> bool:
+        """Worth another attempt: no answer, a broken answer, or a status that says "try again"."""
+        return self.kind != "status" or self.upstream_status in RETRYABLE_STATUSES
+
+    @property
+    def relays_body(self) -> bool:
+        """The client gets the upstream's own (redacted) error envelope as the body."""
+        return self.relay and self.status_code == self.upstream_status != 429 and _is_envelope(self.body)
+
+    def evolve(self, **changes: Any) -> UpstreamError:
+        """A copy with `changes` (the error itself is never changed)."""
+        fields = {name: getattr(self, name) for name in _UPSTREAM_FIELDS}
+        return UpstreamError(**{**fields, **changes})
+
+
+RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
+_UPSTREAM_FIELDS = ("stage", "target", "kind", "detail", "upstream_status", "body", "retry_after", "usage", "relay")
+
+
+def internal_error(request_id: str) -> ServerError:
+    """The one wording of an unexpected failure: the details are in the server log under the request id."""
+    return ServerError(f"Internal server error (request id {request_id}); see the server log.")
+
+
+@dataclass(frozen=True, slots=True)
+class Rendered:
+    """An error as the client gets it: status, headers and the envelope body."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+
+def render_error(error: APIError, redact: Any = None) -> Rendered:
+    """Any `APIError` as its §7 response; `redact` (a `str -> str`) masks secrets the request itself echoed."""
+    if isinstance(error, UpstreamError) and error.relays_body:
+        body = error.body
+    else:
+        message = error.message if redact is None else redact(error.message)
+        body = _encoder.encode(error_envelope(message, error.error_type, param=error.param, code=error.code))
+    return Rendered(error.status_code, error.headers, body)
+
+
+def error_envelope(
+    message: str, error_type: str, *, param: str | None = None, code: str | None = None
+) -> dict[str, Any]:
+    """The OpenAI error envelope."""
+    return {"error": {"message": message, "type": error_type, "param": param, "code": code}}
+
+
+class _ErrorDetail(msgspec.Struct):
+    message: str | None = None
+
+
+class ErrorBody(msgspec.Struct):
+    """The parts of an upstream error body read: its message, and usage when the upstream counted any."""
+
+    error: _ErrorDetail
+    usage: Usage | None = None
+
+
+_envelope_decoder = msgspec.json.Decoder(ErrorBody)
+_encoder = msgspec.json.Encoder()
+
+
+def read_error_body(body: bytes) -> ErrorBody | None:
+    """An upstream error body as an OpenAI envelope, or None when it is not one."""
+    try:
+        return _envelope_decoder.decode(body)
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):  # not JSON, not UTF-8, nested too deep
+        return None
+
+
+def _is_envelope(body: bytes) -> bool:
+    return read_error_body(body) is not None

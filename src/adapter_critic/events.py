@@ -1,0 +1,178 @@
+"""What a run reports as it goes, as typed events, and the record folded from them.
+
+A run publishes, in order: `RunStarted`; for each stage call `StageStarted` then `StageFinished` (target,
+attempts, usage, time, output or error); `Noted` for each value a workflow reports (`intermediate` keys);
+`AnswerChunks` while a streamed final answer is relayed; and `RunFinished` with the status
+(`ok | degraded | error | cancelled`). Subscribers get every event; the `adapter_critic` response extension,
+and every other view of a run, is built from the `RunRecord` these events fold into — there is no second
+bookkeeping.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+import msgspec
+
+from .core import Answer, Usage
+from .errors import APIError, UpstreamError
+
+Status = Literal["running", "ok", "degraded", "error", "cancelled"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunStarted:
+    run_id: str
+    served_model: str
+    mode: str
+    stream: bool
+
+
+@dataclass(frozen=True, slots=True)
+class StageStarted:
+    stage: str
+    target: str  # `model@base_url` of the primary target
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One attempt of a stage call: who was asked and, when it failed, why."""
+
+    target: str
+    error: UpstreamError | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StageFinished:
+    stage: str
+    target: str  # the target that answered, or the last one tried
+    attempts: tuple[Attempt, ...]
+    usage: Usage  # summed over every attempt, failed ones included when their upstream reported usage
+    elapsed_ms: float
+    output: str | None = None
+    error: UpstreamError | None = None
+    reported: bool = True  # False: no attempt's upstream reported usage (the counts are zeros, not measurements)
+
+
+@dataclass(frozen=True, slots=True)
+class Noted:
+    """A value the workflow reports in the extension's `intermediate` (a draft, a critique, a reason)."""
+
+    key: str
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerChunks:
+    """Upstream `chat.completion.chunk` payloads of a streamed final answer that arrived together.
+
+    `payloads` go to the client in order; `finish` is the chunk carrying `finish_reason`, which the client
+    gets last, with the run's tail."""
+
+    stage: str
+    payloads: list[bytes]
+    finish: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunFinished:
+    status: Status
+    record: RunRecord
+    error: APIError | None = None
+
+
+Event = RunStarted | StageStarted | StageFinished | Noted | AnswerChunks | RunFinished
+# Called with every event, in order, on the request's task: it must not block (a store queues, a counter counts).
+Subscriber = Callable[[Event], None]
+
+
+@dataclass(slots=True)
+class StageRecord:
+    """One stage as the record holds it: every call of it summed (an adapter retried is one stage)."""
+
+    target: str
+    usage: Usage = field(default_factory=Usage)
+    elapsed_ms: float = 0.0
+    calls: int = 0
+    answered: bool = False
+    reported: bool = False
+
+
+@dataclass(slots=True)
+class RunRecord:
+    """A run so far, folded from its events (`apply`)."""
+
+    run_id: str
+    served_model: str
+    mode: str
+    started: float = field(default_factory=time.perf_counter)
+    stages: dict[str, StageRecord] = field(default_factory=dict)
+    intermediate: dict[str, str] = field(default_factory=dict)
+    answer: Answer = field(default_factory=Answer)
+    degraded: bool = False
+    status: Status = "running"
+    streamed: bool = False  # an `AnswerChunks` went to the client
+
+    def apply(self, event: Event) -> None:
+        if isinstance(event, StageFinished):
+            stage = self.stages.get(event.stage)
+            if stage is None:
+                stage = self.stages[event.stage] = StageRecord(event.target)
+            stage.target = event.target
+            stage.usage.add(event.usage)
+            stage.elapsed_ms += event.elapsed_ms
+            stage.calls += 1
+            stage.answered = event.error is None
+            stage.reported = stage.reported or event.reported
+            if event.error is not None:
+                self.intermediate.pop(event.stage, None)  # a failed stage's own output key is absent (§5)
+        elif isinstance(event, Noted):
+            self.intermediate[event.key] = event.value
+        elif isinstance(event, AnswerChunks):
+            self.streamed = True
+        elif isinstance(event, RunFinished):
+            self.status = event.status
+            self.degraded = event.status == "degraded"
+
+    def elapsed_ms(self) -> float:
+        return (time.perf_counter() - self.started) * 1000
+
+    def total_usage(self) -> Usage:
+        total = Usage()
+        for stage in self.stages.values():
+            total.add(stage.usage)
+        return total
+
+
+class Tokens(msgspec.Struct):
+    stages: dict[str, Usage]
+    total: Usage
+
+
+class Extension(msgspec.Struct, omit_defaults=True):
+    """The `adapter_critic` object of a response (SPEC §6)."""
+
+    mode: str
+    intermediate: dict[str, str]
+    tokens: Tokens
+    timings_ms: dict[str, float]
+    degraded: bool = False
+    targets: dict[str, str] = {}  # stage -> `model@base_url` that answered it (a fallback, after a failure)
+
+
+def extension(record: RunRecord) -> Extension:
+    """The response extension of a finished (or finishing) run."""
+    stages = {name: stage.usage for name, stage in record.stages.items()}
+    timings = {name: round(stage.elapsed_ms, 3) for name, stage in record.stages.items()}
+    timings["total"] = round(record.elapsed_ms(), 3)
+    return Extension(
+        mode=record.mode,
+        intermediate=record.intermediate,
+        tokens=Tokens(stages=stages, total=record.total_usage()),
+        timings_ms=timings,
+        degraded=record.degraded,
+        targets={name: stage.target for name, stage in record.stages.items() if stage.answered},
+    )

@@ -1,0 +1,94 @@
+"""The OpenAI `chat.completion.chunk` stream a client gets (SPEC §8): relayed upstream chunks with our ids, a
+known answer cut into chunks, and the tail — the finish chunk, the usage chunk when asked for, `[DONE]`.
+
+The `adapter_critic` extension rides on exactly one chunk: the last before `[DONE]`. No chunk but the usage
+chunk carries a non-null `usage`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import msgspec
+
+from ..core import Answer
+from ..events import RunRecord, extension
+
+KEEPALIVE = b": keep-alive\n\n"
+DONE_EVENT = b"data: [DONE]\n\n"
+# Text synthesised into chunks (adapter answers, degraded drafts) is cut into pieces of this many characters.
+_PIECE = 512
+
+_fields_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_encoder = msgspec.json.Encoder()
+
+
+def event(payload: Any) -> bytes:
+    """One SSE `data:` event holding `payload` as JSON."""
+    return b"data: " + _encoder.encode(payload) + b"\n\n"
+
+
+def raw_event(payload: bytes) -> bytes:
+    return b"data: " + payload + b"\n\n"
+
+
+class ChunkWriter:
+    """Renders one response's chunks; every chunk gets the same id, created and served model."""
+
+    def __init__(self, *, completion_id: str, served_model: str, include_usage: bool) -> None:
+        self.completion_id, self.served_model, self.include_usage = completion_id, served_model, include_usage
+        self.created = int(time.time())
+        self._ids = {
+            "id": msgspec.Raw(_encoder.encode(completion_id)),
+            "object": msgspec.Raw(b'"chat.completion.chunk"'),
+            "created": msgspec.Raw(_encoder.encode(self.created)),
+            "model": msgspec.Raw(_encoder.encode(served_model)),
+        }
+
+    def relayed(self, payloads: list[bytes]) -> bytes:
+        """Upstream chunks with our id, created and model, and without the upstream's usage."""
+        return b"".join(raw_event(_encoder.encode(self._rewrite(payload))) for payload in payloads)
+
+    def answer(self, answer: Answer) -> bytes:
+        """A known answer (an adapter's, a degraded draft) as chunks: role, text in pieces, tool calls."""
+        events = [event(self._chunk({"role": "assistant", "content": ""}))]
+        text = answer.content or ""
+        for start in range(0, len(text), _PIECE):
+            events.append(event(self._chunk({"content": text[start : start + _PIECE]})))
+        if answer.tool_calls:
+            calls = [{"index": i, **c} if isinstance(c, dict) else c for i, c in enumerate(answer.tool_calls)]
+            events.append(event(self._chunk({"tool_calls": calls})))
+        return b"".join(events)
+
+    def tail(self, record: RunRecord, finish: bytes | None) -> bytes:
+        """The finish chunk (the upstream's, rewritten, when it sent one), the usage chunk when the client asked
+        for it, then `[DONE]`; the extension on the last chunk before `[DONE]`."""
+        ext = extension(record)
+        if finish is None:
+            finish_fields = self._chunk({}, finish_reason=record.answer.finish_reason or "stop")
+        else:
+            finish_fields = self._rewrite(finish)
+        if not self.include_usage:
+            finish_fields["adapter_critic"] = ext
+            return event(finish_fields) + DONE_EVENT
+        usage_chunk = self._chunk(None)
+        usage_chunk["usage"] = ext.tokens.total
+        usage_chunk["adapter_critic"] = ext
+        return event(finish_fields) + event(usage_chunk) + DONE_EVENT
+
+    def _rewrite(self, payload: bytes) -> dict[str, Any]:
+        fields: dict[str, Any] = _fields_decoder.decode(payload)
+        fields.update(self._ids)
+        fields.pop("usage", None)
+        return fields
+
+    def _chunk(self, delta: dict[str, Any] | None, finish_reason: str | None = None) -> dict[str, Any]:
+        choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish_reason}]
+        return {
+            "id": self.completion_id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.served_model,
+            "choices": choices,
+        }

@@ -1,0 +1,160 @@
+"""The SSE writer (SPEC §8): a pure ASGI response that runs a streamed run and writes its events.
+
+Two tasks share one request:
+- the producer (the response's own task) runs the run; each answer chunk it relays is written as it comes,
+  and the tail (finish, usage, `[DONE]`) when the run is done;
+- the watcher waits for the client's `http.disconnect` and then cancels everything, in-flight upstream calls
+  included; while it waits it writes a `: keep-alive` comment whenever nothing has been sent for
+  `keepalive_seconds`.
+
+Status and headers go out with the first thing written. Until then a failure is an ordinary §7 error
+response; after it, a failure ends the stream with one `data: {"error": ...}` event and no `[DONE]`.
+The writer knows nothing of workflows: it gets a `RunStreamer` and a chunk renderer.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+import anyio
+from anyio import CancelScope
+from starlette.types import Receive, Scope, Send
+
+from ..errors import APIError, internal_error, render_error
+from ..events import AnswerChunks, RunRecord
+from .chunks import KEEPALIVE, ChunkWriter, raw_event
+
+logger = logging.getLogger("adapter_critic")
+
+# Runs the request with a sink for its streamed answer chunks; returns the finished record.
+RunStreamer = Callable[[Callable[[AnswerChunks], Awaitable[None]]], Awaitable[RunRecord]]
+
+_HEADERS = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),
+]
+
+
+class StreamResponse:
+    """Streams one request's run; an ASGI app for exactly one request."""
+
+    def __init__(
+        self,
+        run: RunStreamer,
+        chunks: ChunkWriter,
+        *,
+        request_id: str,
+        keepalive_seconds: float,
+        redact: Callable[[str], str] | None = None,
+    ) -> None:
+        self.run = run
+        self.chunks = chunks
+        self.request_id = request_id
+        self.keepalive_seconds = keepalive_seconds
+        self.redact = redact
+        self._finish: bytes | None = None
+        self._relayed = False
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self._send = send
+        self._last_write = time.monotonic()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._watch, receive, tg.cancel_scope)
+            try:
+                record = await self.run(self._relay)
+                if self._relayed:
+                    await self._write(self.chunks.tail(record, self._finish))
+                else:  # the answer was known whole (an adapter's, a degraded draft)
+                    await self._write(self.chunks.answer(record.answer) + self.chunks.tail(record, None))
+            except APIError as exc:
+                await self._end(exc)
+            except Exception:
+                logger.exception("streaming request %s failed unexpectedly", self.request_id)
+                await self._end(internal_error(self.request_id))
+            else:
+                await self._end(None)
+            tg.cancel_scope.cancel()  # the answer is out: stop the keep-alives and the disconnect watch
+
+    async def _relay(self, chunks: AnswerChunks) -> None:
+        self._relayed = True
+        if chunks.finish is not None:
+            self._finish = chunks.finish
+        if chunks.payloads:
+            await self._write(self.chunks.relayed(chunks.payloads))
+
+    # -- writing ---------------------------------------------------------------------------------
+    # The producer (this request's own task) writes each event straight to the client; the
+    # watcher writes a comment whenever nothing went out for `keepalive_seconds`. At most one of them
+    # is inside `send` at a time: the keep-alive only writes while no event is being written, and an
+    # event waits for a keep-alive write in progress (`_ticking`).
+    _started = False
+    _done = False
+    _writing = False
+    _ticking: anyio.Event | None = None
+
+    async def _write(self, data: bytes) -> None:
+        if self._ticking is not None:
+            await self._ticking.wait()
+        self._writing = True
+        try:
+            await self._write_unlocked(data)
+        finally:
+            self._writing = False
+
+    async def _watch(self, receive: Receive, scope: CancelScope) -> None:
+        """Cancel everything when the client disconnects; between its messages, send the keep-alives.
+
+        One task does both (a task per request costs more than the wait): `receive` is cancellation-safe,
+        so waiting for it with a deadline loses nothing.
+        """
+        while True:
+            wait = self._last_write + self.keepalive_seconds - time.monotonic()
+            if wait > 0:
+                with anyio.move_on_after(wait):
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        logger.info("client disconnected: cancelling the request's upstream calls")
+                        scope.cancel()
+                        return
+                continue
+            if self._done:
+                return
+            if self._writing:  # an event is going out (the client reads slowly): it resets the clock
+                self._last_write = time.monotonic()
+                continue
+            self._ticking = anyio.Event()
+            try:
+                await self._write_unlocked(KEEPALIVE)
+            finally:
+                self._ticking.set()
+                self._ticking = None
+
+    async def _write_unlocked(self, data: bytes) -> None:
+        """Write `data`, starting the response first if nothing was sent yet."""
+        if not self._started:
+            self._started = True
+            await self._send({"type": "http.response.start", "status": 200, "headers": _HEADERS})
+        await self._send({"type": "http.response.body", "body": data, "more_body": True})
+        self._last_write = time.monotonic()
+
+    async def _end(self, error: APIError | None) -> None:
+        """Close the response: normally, or with the error as a §7 response (nothing sent yet) or event."""
+        if self._ticking is not None:
+            await self._ticking.wait()
+        self._done = True
+        if error is None:
+            await self._send({"type": "http.response.body", "body": b"", "more_body": False})
+            return
+        rendered = render_error(error, self.redact)
+        if not self._started:
+            self._started = True
+            headers = [(b"content-type", b"application/json")]
+            headers += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in rendered.headers.items()]
+            await self._send({"type": "http.response.start", "status": rendered.status, "headers": headers})
+            await self._send({"type": "http.response.body", "body": rendered.body, "more_body": False})
+            return
+        # After the first byte the status is gone: end with the error event and no [DONE] (§8).
+        await self._send({"type": "http.response.body", "body": raw_event(rendered.body), "more_body": False})

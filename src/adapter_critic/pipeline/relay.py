@@ -1,0 +1,127 @@
+"""`Relay`: reading one streamed final call's upstream chunks and deciding what of them the client gets.
+
+- Chunks go on as they arrive, those of one upstream read together (`AnswerChunks`).
+- The chunk with `finish_reason` is kept back: the client gets it last, with the run's tail.
+- Usage is the upstream's to report, the client's to get once: a chunk that only carries usage (with
+  `choices: []`, or LiteLLM's `[{"index": 0, "delta": {}}]`) is counted and not relayed; an upstream that
+  repeats its running usage on every chunk is counted once (the last report wins).
+- Unless this is the run's first call, chunks with no answer content (the role chunk) wait until content
+  follows, so a call that fails before any answer went out can still degrade to the draft (§8).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import msgspec
+
+from ..core import Answer, StageTarget, Usage
+from ..events import AnswerChunks
+from ..redact import Secrets
+from ..upstream.failures import bad_answer
+
+
+class _Delta(msgspec.Struct):
+    content: str | None = None
+    tool_calls: list[msgspec.Raw] | None = None
+    refusal: str | None = None
+
+
+class _ChunkChoice(msgspec.Struct):
+    delta: _Delta | None = None
+    finish_reason: str | None = None
+
+
+class _ChunkError(msgspec.Struct):
+    message: str | None = None
+
+
+class _Chunk(msgspec.Struct):
+    """The fields of an upstream `chat.completion.chunk` the relay reads; the rest passes through untouched."""
+
+    choices: list[_ChunkChoice] = []
+    usage: Usage | None = None
+    error: _ChunkError | None = None
+
+
+_chunk_decoder = msgspec.json.Decoder(_Chunk)
+
+
+class Relay:
+    """One attempt at streaming the final call: feed it each upstream read's payloads, then `close` it."""
+
+    def __init__(
+        self,
+        stage: str,
+        target: StageTarget,
+        *,
+        first: bool,
+        sink: Callable[[AnswerChunks], Awaitable[None]],
+        secrets: Secrets,
+    ) -> None:
+        self.stage, self.target, self.first = stage, target, first
+        self._sink, self._secrets = sink, secrets
+        self.usage: Usage | None = None
+        self.finish_reason: str | None = None
+        self._parts: list[str] = []
+        self._held: list[bytes] = []
+        self._finish: bytes | None = None
+        self._answering = False  # answer content went to the client
+
+    @property
+    def content(self) -> str:
+        return "".join(self._parts)
+
+    def answer(self) -> Answer:
+        return Answer(self.content, None, self.finish_reason or "stop")
+
+    async def feed(self, batch: list[bytes]) -> None:
+        out: list[bytes] = []
+        try:
+            for payload in batch:
+                self._take(payload, out)
+        finally:  # what arrived before a broken chunk still goes out, ahead of the error
+            if out:
+                await self._sink(AnswerChunks(self.stage, out))
+
+    async def close(self) -> None:
+        """The upstream said `[DONE]`: send what was held (an answer with no content) and the finish chunk."""
+        held, self._held = self._held, []
+        await self._sink(AnswerChunks(self.stage, held, self._finish))
+
+    def _take(self, payload: bytes, out: list[bytes]) -> None:
+        chunk = self._decode(payload)
+        if chunk.usage is not None:
+            self.usage = chunk.usage
+        if not chunk.choices:
+            return  # a usage chunk: the client's comes at the end, with the total
+        choice = chunk.choices[0]
+        delta = choice.delta
+        if delta is not None and delta.content:
+            self._parts.append(delta.content)
+        if choice.finish_reason is not None:
+            self.finish_reason = choice.finish_reason
+            self._finish = payload
+            return
+        answers = delta is not None and bool(delta.content or delta.tool_calls or delta.refusal)
+        if not answers and (chunk.usage is not None or self._finish is not None):
+            return  # usage on an empty delta, or anything empty after the finish chunk: nothing to relay
+        if not answers and not self.first and not self._answering:
+            self._held.append(payload)
+            return
+        if answers:
+            self._answering = True
+        if self._held:
+            out.extend(self._held)
+            self._held.clear()
+        out.append(payload)
+
+    def _decode(self, payload: bytes) -> _Chunk:
+        try:
+            chunk = _chunk_decoder.decode(payload)
+        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):  # not JSON, not UTF-8, nested too deep
+            raise bad_answer(self.stage, self.target, "sent an event that is not a chat.completion.chunk.") from None
+        if chunk.error is not None:
+            said = self._secrets.redact(chunk.error.message or "no message", self.target.client_token)
+            raise bad_answer(self.stage, self.target, f"sent an error event: {said}")
+        return chunk

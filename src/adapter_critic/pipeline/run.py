@@ -1,0 +1,260 @@
+"""`Run`: one request's run of its workflow, and the one owner of a run's policy.
+
+The workflow decides its stages; the run makes every stage call (retries and fallbacks within the request
+deadline), counts what each stage spent, degrades to the answer so far when a reviewer fails
+(`on_review_error = "draft"`), and makes the final call — as a plain call, or streamed to an `AnswerSink` when
+the client streams. Plain and streamed runs differ only in how the final call's answer reaches the client.
+
+Everything that happens is published as an event (`events`); the run's `RunRecord` is the fold of them.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+import anyio
+
+from ..core import Answer, ChatRequest, Completion, FinalCall, Plan, StageTarget, Usage
+from ..errors import APIError, UpstreamError
+from ..events import (
+    AnswerChunks,
+    Attempt,
+    Event,
+    Noted,
+    RunFinished,
+    RunRecord,
+    RunStarted,
+    StageFinished,
+    StageStarted,
+    Status,
+    Subscriber,
+)
+from ..upstream.client import Upstream
+from ..upstream.retry import RetryPolicy, call_with_retries
+from ..workflows.base import Workflow
+from .relay import Relay
+
+logger = logging.getLogger("adapter_critic")
+
+_T = TypeVar("_T")
+# Request fields that only make sense for the client's own connection, never for a stage call.
+_STREAM_FIELDS = ("stream", "stream_options")
+
+
+# Where a streamed final answer goes as it arrives (the client's stream writer).
+AnswerSink = Callable[[AnswerChunks], Awaitable[None]]
+
+
+class Run:
+    """One request's run of `workflow` on `plan`; `execute` drives it, the record holds what happened."""
+
+    def __init__(
+        self,
+        workflow: Workflow,
+        plan: Plan,
+        request: ChatRequest,
+        upstream: Upstream,
+        policy: RetryPolicy,
+        *,
+        run_id: str,
+        request_timeout: float | None = None,
+        subscribers: Sequence[Subscriber] = (),
+    ) -> None:
+        self.workflow, self.plan, self.request = workflow, plan, request
+        self.upstream, self.policy = upstream, policy
+        self.request_timeout = request_timeout
+        self.record = RunRecord(run_id, plan.served_id, plan.mode)
+        self.subscribers = subscribers
+        self._degraded = False
+        # `request_timeout_seconds`: every stage call (retries and backoff waits included) is cancelled at this time.
+        self.deadline = math.inf if request_timeout is None else anyio.current_time() + request_timeout
+
+    # -- what a workflow sees (`workflows.base.RunContext`) ----------------------------------------
+    @property
+    def answer(self) -> Answer:
+        return self.record.answer
+
+    def set_answer(self, answer: Answer) -> None:
+        self.record.answer = answer
+
+    def note(self, key: str, value: str) -> None:
+        self._publish(Noted(key, value))
+
+    def final(self, stage: str, messages: Any, *, first: bool = False) -> FinalCall:
+        return FinalCall(stage, self.plan.api, messages, first=first)
+
+    async def first_call(self, stage: str, messages: Any) -> Completion:
+        try:
+            return await self._complete(stage, self.plan.api, messages, api=True)
+        except UpstreamError as exc:
+            raise exc.evolve(relay=True) from None  # the client's own 4xx comes back as the upstream said it
+
+    async def review_call(
+        self, stage: str, target: StageTarget, messages: Any, *, api: bool = False
+    ) -> Completion | None:
+        try:
+            return await self._complete(stage, target, messages, api=api)
+        except UpstreamError as exc:
+            self._degrade_or_raise(stage, exc)
+            return None
+
+    # -- driving the run ---------------------------------------------------------------------------
+    async def execute(self, sink: AnswerSink | None = None) -> RunRecord:
+        """Run the workflow; the final call goes to `sink` as a stream when there is one. Raises the `APIError`
+        that ends the request; the record (and `RunFinished`) says how the run ended in every case."""
+        self._publish(RunStarted(self.record.run_id, self.plan.served_id, self.plan.mode, sink is not None))
+        status: Status = "error"
+        error: APIError | None = None
+        try:
+            final = await self.workflow.run(self)
+            if final is not None and sink is not None:
+                await self._stream_final(final, sink)
+            elif final is not None:
+                if final.first:
+                    answer: Completion | None = await self.first_call(final.stage, final.messages)
+                else:
+                    answer = await self.review_call(final.stage, final.target, final.messages, api=True)
+                if answer is not None:
+                    self.set_answer(Answer.of(answer))
+            self.note(self.workflow.final_key, self.answer.content or "")
+            status = "degraded" if self._degraded else "ok"
+        except APIError as exc:
+            error = exc
+            raise
+        except anyio.get_cancelled_exc_class():
+            status = "cancelled"
+            raise
+        finally:
+            self._publish(RunFinished(status, self.record, error))
+        return self.record
+
+    def _degrade_or_raise(self, stage: str, error: UpstreamError) -> None:
+        """A later stage failed: the request fails (`on_review_error = "fail"`), or the answer so far stands."""
+        if self.plan.on_review_error == "fail":
+            raise error
+        logger.warning("%s stage failed, answering with the draft: %s", stage, error.message)
+        self._degraded = True
+        self.note(f"{stage}_error", error.message)
+
+    async def _stream_final(self, final: FinalCall, sink: AnswerSink) -> None:
+        """The final call as a stream, retried and fallen back like any stage call, but only while nothing of
+        it was relayed: once a byte of the answer went out, a failure is final (§8)."""
+        relayed = False
+
+        async def send(chunks: AnswerChunks) -> None:
+            nonlocal relayed
+            relayed = True
+            self._publish(chunks)
+            await sink(chunks)
+
+        async def attempt(target: StageTarget) -> Relay:
+            relay = Relay(final.stage, target, first=final.first, sink=send, secrets=self.upstream.secrets)
+            body = stage_body(target, final.messages, self.request.options)
+            try:
+                async with self.upstream.stream(final.stage, target, body) as batches:
+                    async for batch in batches:
+                        await relay.feed(batch)
+                await relay.close()
+            except UpstreamError as exc:
+                raise exc.evolve(usage=relay.usage) if relay.usage is not None else exc from None
+            return relay
+
+        try:
+            relay = await self._stage(final.stage, final.target, attempt, lambda r: r.usage, lambda: not relayed)
+        except UpstreamError as exc:
+            if final.first:
+                raise exc.evolve(relay=True) from None
+            if relayed:
+                raise
+            self._degrade_or_raise(final.stage, exc)  # no answer content went out yet: the draft can still stand
+            return
+        self.set_answer(relay.answer())
+
+    # -- stage calls -------------------------------------------------------------------------------
+    async def _complete(self, stage: str, target: StageTarget, messages: Any, *, api: bool) -> Completion:
+        options = self.request.options if api else None
+
+        async def attempt(to: StageTarget) -> Completion:
+            return await self.upstream.complete(stage, to, stage_body(to, messages, options))
+
+        return await self._stage(stage, target, attempt, lambda c: c.usage)
+
+    async def _stage(
+        self,
+        stage: str,
+        target: StageTarget,
+        attempt: Callable[[StageTarget], Awaitable[_T]],
+        usage_of: Callable[[_T], Usage | None],
+        may_retry: Callable[[], bool] = lambda: True,
+    ) -> _T:
+        """One stage call: `attempt` with retries and fallbacks within the request deadline, reported as
+        `StageStarted`/`StageFinished` with every attempt, and the usage of every attempt that reported any."""
+        self._publish(StageStarted(stage, target.label))
+        attempts: list[Attempt] = []
+        usage = Usage()
+        reported = False
+        output: str | None = None
+        error: UpstreamError | None = None
+        answered = target
+
+        async def counted(to: StageTarget) -> _T:
+            nonlocal reported
+            try:
+                result = await attempt(to)
+            except UpstreamError as exc:
+                attempts.append(Attempt(to.label, exc))
+                if exc.usage is not None:
+                    usage.add(exc.usage)
+                    reported = True
+                raise
+            attempts.append(Attempt(to.label))
+            return result
+
+        began = time.perf_counter()
+        try:
+            with anyio.CancelScope(deadline=self.deadline):
+                result, answered = await call_with_retries(stage, target, counted, self.policy, may_retry=may_retry)
+                spent = usage_of(result)
+                if spent is not None:
+                    usage.add(spent)
+                    reported = True
+                output = result.content if isinstance(result, Completion | Relay) else None
+                return result
+            # The deadline passed: the call (or the wait before a retry) was cancelled. A reviewer stage may
+            # still degrade to the draft (§5), so this is the stage's failure like any other timeout.
+            error = UpstreamError(
+                stage=stage,
+                target=(attempts[-1].target if attempts else target.label),
+                kind="timeout",
+                detail=f"was cancelled: the request did not finish within request_timeout_seconds "
+                f"({self.request_timeout} s).",
+                usage=usage if reported else None,
+            )
+            raise error
+        except UpstreamError as exc:
+            error = exc
+            raise
+        finally:
+            label = answered.label if error is None else (attempts[-1].target if attempts else target.label)
+            elapsed = (time.perf_counter() - began) * 1000
+            self._publish(StageFinished(stage, label, tuple(attempts), usage, elapsed, output, error, reported))
+
+    def _publish(self, event: Event) -> None:
+        self.record.apply(event)
+        for subscriber in self.subscribers:
+            subscriber(event)
+
+
+def stage_body(target: StageTarget, messages: Any, request_options: dict[str, Any] | None) -> dict[str, Any]:
+    """The body of a plain call to `target`: its own options, with the request's laid over them for an API-stage
+    call (`request_options`; the request wins) — reviewers never get the client's (no tools, no response_format)."""
+    options = {**target.options, **request_options} if request_options is not None else dict(target.options)
+    for name in _STREAM_FIELDS:
+        options.pop(name, None)
+    options["model"] = target.model
+    options["messages"] = messages
+    return options

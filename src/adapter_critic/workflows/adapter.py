@@ -1,0 +1,60 @@
+"""`adapter`: an API draft, then a reviewer that answers `lgtm` or SEARCH/REPLACE edits to it (SPEC §5)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated
+
+import msgspec
+
+from ..core import Answer, FinalCall
+from .base import RunContext, Workflow, note_draft
+from .edits import EditError, review
+from .prompts import DEFAULT_ADAPTER_SYSTEM_PROMPT, adapter_messages, adapter_retry_messages, draft_as_text
+
+logger = logging.getLogger("adapter_critic")
+
+
+class AdapterSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    adapter_system_prompt: str | None = None
+    # How many times an invalid adapter reply is retried, each retry saying what was wrong.
+    max_adapter_retries: Annotated[int, msgspec.Meta(ge=0, le=10)] = 0
+
+
+class Adapter(Workflow):
+    name = "adapter"
+    stages = ("api", "adapter")
+    targets = ("adapter",)
+    Settings = AdapterSettings
+
+    async def run(self, run: RunContext) -> FinalCall | None:
+        settings: AdapterSettings = run.plan.settings
+        target = run.plan.target("adapter")
+        draft = await run.first_call("api", run.request.messages_json)
+        run.set_answer(Answer.of(draft))
+        note_draft(run, draft)
+        draft_text = draft.content or ""
+
+        prompt = settings.adapter_system_prompt or DEFAULT_ADAPTER_SYSTEM_PROMPT
+        messages = adapter_messages(prompt, run.request.messages, draft_as_text(draft.content, draft.tool_calls))
+        rejection: str | None = None
+        for attempt in range(settings.max_adapter_retries + 1):
+            completion = await run.review_call("adapter", target, messages)
+            if completion is None:
+                break  # degraded: the draft stands, and the failed stage reports no output (§5)
+            reply = completion.content or ""
+            run.note("adapter", reply)
+            try:
+                final = review(draft_text, reply)
+            except EditError as exc:
+                rejection = str(exc)
+                logger.info("adapter reply %d rejected: %s", attempt + 1, rejection)
+                messages = adapter_retry_messages(messages, reply, rejection)
+                continue
+            rejection = None
+            if final != draft_text:  # edits touch the text only: the draft's tool calls and finish stay
+                run.set_answer(Answer(final, draft.tool_calls, draft.finish_reason))
+            break
+        if rejection is not None:
+            run.note("adapter_rejection_reason", rejection)
+        return None

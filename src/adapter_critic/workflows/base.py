@@ -1,0 +1,89 @@
+"""What a workflow is: the `Workflow` base class a mode plug-in subclasses, and the `RunContext` it runs in.
+
+A workflow owns one mode: its stage names, the config keys of its stage targets and settings, how it runs,
+which call's answer is the client's, and what a reviewer failure leaves standing. The run that drives it
+(`pipeline.run.Run`) owns everything a workflow should not have to know: retries and fallbacks, deadlines,
+events, degrading to the answer so far, and whether the final answer is streamed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Protocol
+
+import msgspec
+
+from ..core import Answer, ChatRequest, Completion, FinalCall, Plan, StageTarget
+from .prompts import render_tool_calls
+
+
+class NoSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """A workflow without settings of its own."""
+
+
+class RunContext(Protocol):
+    """What a workflow sees of its run."""
+
+    request: ChatRequest
+    plan: Plan
+
+    @property
+    def answer(self) -> Answer:
+        """The answer so far: what the client gets if a later stage fails and the run degrades."""
+        ...
+
+    def set_answer(self, answer: Answer) -> None:
+        """Make `answer` the answer so far."""
+
+    async def first_call(self, stage: str, messages: Any) -> Completion:
+        """The first API call (the request's options laid over the API target's); its failure is the request's
+        failure, an upstream 4xx relayed as is."""
+        ...
+
+    async def review_call(
+        self, stage: str, target: StageTarget, messages: Any, *, api: bool = False
+    ) -> Completion | None:
+        """A later call to `target` with only its own options (`api=True`: with the request's, like an API
+        call); None when it failed and the run degraded to the answer so far (§5)."""
+        ...
+
+    def final(self, stage: str, messages: Any, *, first: bool = False) -> FinalCall:
+        """The API call whose answer is the client's, made by the run (streamed live when the client streams);
+        `first` when it is also the run's first call."""
+        ...
+
+    def note(self, key: str, value: str) -> None:
+        """Report `value` under `key` in the extension's `intermediate`."""
+
+
+class Workflow:
+    """Base class of a workflow plug-in, registered under the entry-point group `adapter_critic.workflows`.
+
+    Class attributes:
+        name: the mode, as `mode = "…"` in the config and in a request override.
+        stages: the stage names it reports (documentation; `tokens.stages` lists those that ran).
+        targets: served-model config keys that name a stage target besides `api` (e.g. `critic`); a key
+            that is not configured falls back to the `api` target. Requests override them with
+            `<key>_model` / `<key>_base_url` where the override fields exist.
+        Settings: a msgspec Struct of the served-model keys it reads (prompts, limits); validated at load,
+            its defaults used where a key is absent.
+        final_key: the `intermediate` key that holds the client's answer.
+    """
+
+    name: ClassVar[str]
+    stages: ClassVar[tuple[str, ...]] = ()
+    targets: ClassVar[tuple[str, ...]] = ()
+    Settings: ClassVar[type[msgspec.Struct]] = NoSettings
+    final_key: ClassVar[str] = "final"
+
+    async def run(self, run: RunContext) -> FinalCall | None:
+        """Run the stages before the last call and return that call, or None when the answer is already known
+        (`run.answer`)."""
+        raise NotImplementedError
+
+
+def note_draft(run: RunContext, draft: Completion) -> None:
+    """Report a draft (`api_draft`) and its tool calls as JSON (`api_draft_tool_calls`)."""
+    run.note("api_draft", draft.content or "")
+    rendered = render_tool_calls(draft.tool_calls)
+    if rendered:
+        run.note("api_draft_tool_calls", rendered)

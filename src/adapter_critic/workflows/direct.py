@@ -1,0 +1,15 @@
+"""`direct`: one API call, its answer returned as the upstream gave it (SPEC §5)."""
+
+from __future__ import annotations
+
+from ..core import FinalCall
+from .base import RunContext, Workflow
+
+
+class Direct(Workflow):
+    name = "direct"
+    stages = ("api",)
+    final_key = "api"
+
+    async def run(self, run: RunContext) -> FinalCall:
+        return run.final("api", run.request.messages_json, first=True)
