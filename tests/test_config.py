@@ -453,6 +453,17 @@ def test_create_app_refuses_a_relative_url_from_a_file(tmp_path: Path) -> None:
     assert "AdapterCriticMiddleware" in message
 
 
+@pytest.mark.parametrize("given", [str, Path, load_config], ids=["str", "path", "loaded"])
+def test_create_app_names_the_file_of_a_relative_url(tmp_path: Path, given: Any) -> None:
+    data = minimal()
+    data["served_models"]["m"]["api"]["base_url"] = "/v1"
+    path = write_json(tmp_path, data)
+    with pytest.raises(ConfigError) as info:
+        create_app(given(path))
+    assert str(info.value).startswith(f"{path}: served_models.m.api.base_url: ")
+    assert "<config>" not in str(info.value)
+
+
 def test_create_app_refuses_a_relative_url_in_a_config_object() -> None:
     data = minimal()
     data["served_models"]["m"]["api"]["base_url"] = "/v1"

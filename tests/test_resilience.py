@@ -790,3 +790,51 @@ async def test_deep_health_of_the_demo_checks_its_in_process_model() -> None:
 
     assert report["status"] == "ok" and report["upstreams_checked"] == 1
     assert {t["http_status"] for t in report["targets"].values()} == {200}
+
+
+# -- a failed attempt counts what its upstream reported (SPEC §5/§6) -------------------------------------------------
+
+SPENT = {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}
+ANSWERED = {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}  # the scripted upstream's default usage
+FAILED_WITH_USAGE = Reply(status=500, body=json.dumps({"error": {"message": "boom"}, "usage": SPENT}))
+
+
+def summed(*usages: dict[str, int]) -> dict[str, int]:
+    return {key: sum(u[key] for u in usages) for key in ANSWERED}
+
+
+async def test_retried_attempts_that_reported_usage_are_counted_in_their_stage(upstream: ScriptedUpstream) -> None:
+    upstream.script(FAILED_WITH_USAGE, FAILED_WITH_USAGE)
+    async with running(config(), upstream.app) as (client, _):
+        data = ok(await post(client, chat("m-direct")))
+
+    assert len(upstream.calls) == 3
+    assert data["adapter_critic"]["tokens"]["stages"]["api"] == summed(SPENT, SPENT, ANSWERED)
+    assert data["usage"] == data["adapter_critic"]["tokens"]["total"]
+
+
+async def test_a_degraded_reviewer_counts_the_usage_its_failure_reported(upstream: ScriptedUpstream) -> None:
+    upstream.script(Reply(DRAFT, model="api-model"), FAILED_WITH_USAGE)
+    async with running(config(retries=0), upstream.app) as (client, _):
+        data = ok(await post(client, chat("m-critic")))
+
+    ext = data["adapter_critic"]
+    assert ext["degraded"] is True
+    assert ext["tokens"]["stages"] == {"api_draft": ANSWERED, "critic": SPENT}
+    assert data["usage"] == summed(ANSWERED, SPENT)
+
+
+async def test_a_broken_stream_that_reported_usage_is_counted_when_retried(upstream: ScriptedUpstream) -> None:
+    # The second pass breaks off (no `[DONE]`) after its usage chunk but before any answer text went out: it is
+    # retried, and the stage counts both attempts.
+    broken = Reply(content="", model="api-model", stream_no_done=True)
+    upstream.script(Reply(DRAFT, model="api-model"), Reply("critique", model="critic-model"), broken)
+    body = chat("m-critic", stream=True, stream_options={"include_usage": True})
+    async with running(config(retries=1), upstream.app) as (client, _):
+        response = await post(client, body)
+    chunks = stream_chunks(response)
+
+    assert len(upstream.calls) == 4
+    usage = chunks[-1]["usage"]
+    assert chunks[-1]["adapter_critic"]["tokens"]["stages"]["api_final"] == summed(ANSWERED, ANSWERED)
+    assert usage == summed(ANSWERED, ANSWERED, ANSWERED, ANSWERED)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version
 
 from .config import Config, ServedModel, Target, load_config
+from .core import Answer, ChatRequest, Completion, FinalCall, Plan, StageTarget, Usage
 from .errors import (
     AdapterCriticError,
     APIError,
@@ -29,16 +30,23 @@ __all__ = [
     "APIError",
     "AdapterCriticError",
     "AdapterCriticMiddleware",
+    "Answer",
     "AuthenticationError",
+    "ChatRequest",
+    "Completion",
     "Config",
     "ConfigError",
+    "FinalCall",
     "Overloaded",
+    "Plan",
     "RequestError",
     "RunContext",
     "ServedModel",
     "ServerError",
+    "StageTarget",
     "Target",
     "UpstreamError",
+    "Usage",
     "Workflow",
     "__version__",
     "create_app",

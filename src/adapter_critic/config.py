@@ -78,8 +78,10 @@ class ServedModel(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, froz
 _SERVED_KEYS = ("mode", "api", "on_review_error")
 
 
-class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
-    """The whole configuration; build it with `load_config(path)` or `Config.from_dict(data)`."""
+class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True, dict=True):
+    """The whole configuration; build it with `load_config(path)` or `Config.from_dict(data)`.
+
+    A config remembers where it came from (`source_of`), so later checks name the file too."""
 
     served_models: Annotated[dict[str, ServedModel], msgspec.Meta(min_length=1)]
     default_api_key_env: str = "OPENAI_API_KEY"
@@ -141,7 +143,9 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
             data["served_models"] = {
                 key: _served_model(value, source, f"served_models.{key}") for key, value in served.items()
             }
-        return _convert(data, cls, source, "")
+        config = _convert(data, cls, source, "")
+        config.__dict__["source"] = source
+        return config
 
     def targets(self) -> list[Target]:
         """Every configured target in order: served models in file order; within each `api`, then the other
@@ -207,8 +211,15 @@ def load_config(path: str | Path) -> Config:
     return Config.from_dict(data, source=source)
 
 
-def require_absolute_urls(config: Config, source: str = "<config>") -> None:
+def source_of(config: Config) -> str:
+    """The file a config was loaded from (`<config>` when it was built in code)."""
+    source: str = config.__dict__.get("source", "<config>")
+    return source
+
+
+def require_absolute_urls(config: Config, source: str | None = None) -> None:
     """Refuse relative `base_url`s where no wrapped app can serve them (create_app, standalone)."""
+    source = source or source_of(config)
     for where, target in config.places():
         if is_relative(target.base_url):
             raise ConfigError(

@@ -59,12 +59,10 @@ def create_standalone_app(config: Config | str | Path) -> Starlette:
 
 def _absolute(config: Config | str | Path) -> Config:
     """The config (loaded from its file if a path), refused if a `base_url` is relative."""
-    if isinstance(config, Config):
-        require_absolute_urls(config, "<config>")
-        return config
-    loaded = load_config(config)
-    require_absolute_urls(loaded, str(config))
-    return loaded
+    if not isinstance(config, Config):
+        config = load_config(config)
+    require_absolute_urls(config)
+    return config
 
 
 def build_app(service: Service, *, prefix: str = "") -> Starlette:
