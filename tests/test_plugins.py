@@ -37,9 +37,9 @@ def test_an_unregistered_mode_is_refused_naming_the_registered_ones() -> None:
 def plugin_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The example plug-in installed (as pip installs it) into a directory put on the servers' PYTHONPATH."""
     target = tmp_path_factory.mktemp("plugin")
+    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation"]
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation"]
-        + ["--target", str(target), str(PLUGIN)],
+        [*pip, "--target", str(target), str(PLUGIN)],
         check=True,
         capture_output=True,
     )

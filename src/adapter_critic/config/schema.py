@@ -1,29 +1,20 @@
-"""The config file: its schema as msgspec Structs, loading from TOML/JSON/YAML, and validation (SPEC §2).
-
-Every mistake is reported as one `ConfigError` naming the file and the key path
-(`served_models.x.api.base_url`), never as a bare traceback.
-"""
+"""The config's schema as msgspec Structs, and building a validated `Config` from parsed data (SPEC §2)."""
 
 from __future__ import annotations
 
-import json
-import re
-import tomllib
 from collections.abc import Mapping
-from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal
 
 import msgspec
 
-from .errors import ConfigError
-from .workflows import registry
+from ..errors import ConfigError
+from ..workflows import registry
+from .describe import convert
 
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 DEFAULT_MAX_MESSAGES = 2048
 DEFAULT_MAX_UPSTREAM_RESPONSE_BYTES = 16 * 1024 * 1024
 DEFAULT_MAX_UPSTREAM_CONNECTIONS = 256
-
-_S = TypeVar("_S", bound=msgspec.Struct)
 
 
 class Target(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
@@ -143,7 +134,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
             data["served_models"] = {
                 key: _served_model(value, source, f"served_models.{key}") for key, value in served.items()
             }
-        config = _convert(data, cls, source, "")
+        config = convert(data, cls, source, "")
         config.__dict__["source"] = source
         return config
 
@@ -183,77 +174,11 @@ def is_relative(url: str) -> bool:
     return url.startswith("/")
 
 
-def load_config(path: str | Path) -> Config:
-    """Read and validate a `.toml`, `.json`, `.yaml` or `.yml` config file."""
-    path = Path(path)
-    source = str(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"{source}: cannot read the config file ({exc.strerror or exc})") from None
-    suffix = path.suffix.lower()
-    data: Any
-    try:
-        if suffix == ".toml":
-            data = tomllib.loads(raw.decode("utf-8"))
-        elif suffix == ".json":
-            data = json.loads(raw)
-        elif suffix in (".yaml", ".yml"):
-            data = _load_yaml(raw, source)
-        else:
-            raise ConfigError(f"{source}: unknown config format {suffix!r}; use .toml, .json, .yaml or .yml")
-    except ConfigError:
-        raise
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{source}: not valid {suffix[1:].upper()}: {exc}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{source}: the top level must be a table/object with `served_models`")
-    return Config.from_dict(data, source=source)
-
-
-def source_of(config: Config) -> str:
-    """The file a config was loaded from (`<config>` when it was built in code)."""
-    source: str = config.__dict__.get("source", "<config>")
-    return source
-
-
-def require_absolute_urls(config: Config, source: str | None = None) -> None:
-    """Refuse relative `base_url`s where no wrapped app can serve them (create_app, standalone)."""
-    source = source or source_of(config)
-    for where, target in config.places():
-        if is_relative(target.base_url):
-            raise ConfigError(
-                f"{source}: served_models.{where}.base_url: {target.base_url!r} is a relative URL; "
-                "relative URLs only work with AdapterCriticMiddleware, which serves them in-process from the "
-                "wrapped app. Use an absolute URL such as http://127.0.0.1:8000/v1."
-            )
-
-
-def _load_yaml(raw: bytes, source: str) -> Any:
-    try:
-        import yaml
-    except ImportError:
-        raise ConfigError(
-            f"{source}: YAML config needs PyYAML: pip install 'adapter_critic[yaml]' (or use .toml/.json)"
-        ) from None
-    try:
-        return yaml.safe_load(raw)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{source}: not valid YAML: {exc}") from None
-
-
-_PATH = re.compile(r"\s*-\s*at\s*`\$(?P<path>[^`]*)`\s*$")
-
-
-# The valid values of every enum-like key, so that a wrong one is reported with the right ones.
-_CHOICES: dict[str, tuple[str, ...]] = {"on_review_error": ("draft", "fail")}
-
-
 def _served_model(data: Any, source: str, where: str) -> ServedModel:
     """A served model from its flat table: `mode`, `api`, `on_review_error`, and the registered workflows'
     target and settings keys, each validated where it is read."""
     if not isinstance(data, Mapping):
-        return _convert(data, ServedModel, source, where)
+        return convert(data, ServedModel, source, where)
     target_keys = registry.target_keys()
     settings_keys = {key for w in registry.workflows().values() for key in w.Settings.__struct_fields__}
     base: dict[str, Any] = {}
@@ -270,58 +195,13 @@ def _served_model(data: Any, source: str, where: str) -> ServedModel:
             known = ", ".join((*_SERVED_KEYS, *target_keys, *sorted(settings_keys)))
             raise ConfigError(f"{source}: {where}.{key}: unknown key; known keys here: {known}")
     for key, value in targets.items():
-        base.setdefault("targets", {})[key] = _convert(value, Target, source, f"{where}.{key}")
+        base.setdefault("targets", {})[key] = convert(value, Target, source, f"{where}.{key}")
     for workflow in registry.workflows().values():
         keys = workflow.Settings.__struct_fields__
-        _convert({k: v for k, v in settings.items() if k in keys}, workflow.Settings, source, where)
+        convert({k: v for k, v in settings.items() if k in keys}, workflow.Settings, source, where)
     if settings:
         base["settings"] = settings
     # Targets in the order the workflows declare their keys: the order credentials are bound in (§4).
     if "targets" in base:
         base["targets"] = {key: base["targets"][key] for key in target_keys if key in base["targets"]}
-    return _convert(base, ServedModel, source, where)
-
-
-def _convert(data: Any, kind: type[_S], source: str, prefix: str) -> _S:
-    try:
-        return msgspec.convert(data, kind, str_keys=True)
-    except msgspec.ValidationError as exc:
-        raise ConfigError(_describe(source, prefix, str(exc), kind)) from None
-
-
-def _known_keys(kind: type[msgspec.Struct], subpath: str) -> tuple[str, ...] | None:
-    """The keys allowed in the table at `subpath` (relative to the struct being converted), if known."""
-    if not subpath:
-        return kind.__struct_fields__
-    if kind is ServedModel and subpath == "api":
-        return Target.__struct_fields__
-    return None
-
-
-def _describe(source: str, prefix: str, msgspec_message: str, kind: type[msgspec.Struct] = msgspec.Struct) -> str:
-    """Turn msgspec's "... - at `$.a.b[0]`" into "file: prefix.a.b[0]: ..."."""
-    match = _PATH.search(msgspec_message)
-    path = prefix
-    subpath = ""
-    message = msgspec_message
-    if match is not None:
-        subpath = match.group("path").lstrip(".")
-        path = ".".join(p for p in (prefix, subpath) if p)
-        message = msgspec_message[: match.start()]
-    unknown = re.fullmatch(r"Object contains unknown field `(?P<key>[^`]*)`", message)
-    if unknown:
-        key = unknown.group("key")
-        known = _known_keys(kind, subpath)
-        hint = f"; known keys here: {', '.join(known)}" if known else ""
-        return f"{source}: {path + '.' if path else ''}{key}: unknown key{hint}"
-    if message.startswith("unknown mode"):
-        return f"{source}: {path}.mode: {message}"
-    if message.startswith("Invalid enum value"):
-        choices = _CHOICES.get(path.rpartition(".")[2])
-        if choices:
-            return f"{source}: {path}: {message}; must be one of {', '.join(repr(c) for c in choices)}"
-    missing = re.fullmatch(r"Object missing required field `(?P<key>[^`]*)`", message)
-    if missing:
-        key = missing.group("key")
-        return f"{source}: {path + '.' if path else ''}{key}: required key is missing"
-    return f"{source}: {path or '(top level)'}: {message}"
+    return convert(base, ServedModel, source, where)
