@@ -45,6 +45,10 @@ class Reply:
     stream_drop: bool = False  # with stream_break_after: drop the connection instead (the app raises)
     stream_error: dict[str, Any] | None = None  # an `{"error": ...}` event at the break (else before the finish chunk)
     stream_no_done: bool = False  # every chunk, but no `data: [DONE]`
+    # Where usage sits in the stream, as real servers put it: "openai" (a last chunk with `choices: []`),
+    # "litellm" (LiteLLM's proxy: a last chunk whose `choices` keeps `[{"index": 0, "delta": {}}]`),
+    # "every_chunk" (the running usage repeated on every chunk, the last one the total).
+    stream_usage: str = "openai"
 
 
 @dataclass
@@ -205,8 +209,12 @@ async def _sse(completion: dict[str, Any], reply: Reply | None = None, on_abort:
         events.append(_event({"error": reply.stream_error}))
     final = {"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}
     events.append(_event({**base, "object": "chat.completion.chunk", "choices": [final]}))
-    if "usage" in completion:
-        events.append(_event({**base, "object": "chat.completion.chunk", "choices": [], "usage": completion["usage"]}))
+    usage = completion.get("usage")
+    if usage is not None and reply.stream_usage == "every_chunk":
+        events = [_with_usage(event, usage) for event in events]
+    elif usage is not None:
+        choices = [{"index": 0, "delta": {}}] if reply.stream_usage == "litellm" else []
+        events.append(_event({**base, "object": "chat.completion.chunk", "choices": choices, "usage": usage}))
     if reply.stream_break_after is not None:
         events = events[: reply.stream_break_after]
         if reply.stream_error is not None:
@@ -230,6 +238,16 @@ async def _sse(completion: dict[str, Any], reply: Reply | None = None, on_abort:
 
 def _event(data: dict[str, Any]) -> str:
     return f"data: {json.dumps(data)}\n\n"
+
+
+def _with_usage(event: str, usage: dict[str, int]) -> str:
+    """`event` carrying `usage`, or the running share of it for an event before the last (`every_chunk`)."""
+    data = json.loads(event[len("data: ") :])
+    if "choices" not in data:
+        return event
+    finish = data["choices"] and data["choices"][0].get("finish_reason") is not None
+    data["usage"] = usage if finish else {**usage, "completion_tokens": 0, "total_tokens": usage["prompt_tokens"]}
+    return _event(data)
 
 
 def main() -> None:

@@ -254,6 +254,16 @@ def test_upstream_429_is_a_rate_limit_error_with_retry_after(client: OpenAI, up:
     assert "slow down" in info.value.message
 
 
+def test_upstream_429_without_retry_after_still_tells_the_sdk_when_to_retry(client: OpenAI, up: Upstream) -> None:
+    up.script({"status": 429, "body": '{"error": {"message": "slow down"}}'})
+    with pytest.raises(openai.RateLimitError) as info:
+        client.chat.completions.create(model="e2e-critic", messages=MESSAGES)
+
+    # No Retry-After upstream: the server's own estimate (its next backoff, whole seconds, at least 1).
+    assert info.value.response.headers["retry-after"] == "1"
+    assert "x-should-retry" not in info.value.response.headers
+
+
 def test_upstream_500_is_a_502_the_sdk_does_not_retry(app_url: str, up: Upstream) -> None:
     up.script({"status": 500, "body": f'{{"error": {{"message": "boom, key {KEY} leaked"}}}}'})
     retrying = OpenAI(base_url=f"{app_url}/v1", api_key="x", max_retries=2)

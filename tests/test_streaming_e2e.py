@@ -6,6 +6,7 @@ The servers start once per module; each test resets the upstream's script, calls
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -224,3 +225,55 @@ def test_client_disconnect_aborts_the_upstream_stream(app_url: str, up: Upstream
     assert aborted, "the upstream's stream was not aborted within 5 s of the disconnect"
     assert [call["body"]["model"] for call in aborted] == ["api-model"]
     assert len(up.calls()) == 1
+
+
+# -- usage where real servers put it: one usage chunk for the client, whatever the upstream sends ---------------
+
+
+@pytest.mark.parametrize("include_usage", [False, True], ids=["no-usage", "include-usage"])
+@pytest.mark.parametrize("shape", ["litellm", "every_chunk"])
+@pytest.mark.parametrize("served", ["s-direct", "s-critic"])
+def test_one_usage_chunk_whatever_the_upstream_sends(
+    served: str, shape: str, include_usage: bool, client: OpenAI, up: Upstream
+) -> None:
+    up.script(*({**reply, "stream_usage": shape} for reply in SCRIPTS[served]))
+    options: dict[str, Any] = {"stream_options": {"include_usage": True}} if include_usage else {}
+    chunks = list(client.chat.completions.create(model=served, messages=MESSAGES, stream=True, **options))
+
+    with_usage = [i for i, c in enumerate(chunks) if c.usage is not None]
+    finishes = [i for i, c in enumerate(chunks) if c.choices and c.choices[0].finish_reason is not None]
+    assert len(finishes) == 1
+    assert content_of(chunks) == ANSWER
+    if not include_usage:
+        assert with_usage == []
+        assert finishes == [len(chunks) - 1]
+        return
+    assert with_usage == [len(chunks) - 1]  # one, the last, after the one finish chunk
+    assert finishes == [len(chunks) - 2]
+    assert chunks[-1].choices == []
+    stages = len(SCRIPTS[served])  # every scripted call reports 1/2/3 in total, counted once per call
+    usage = chunks[-1].usage
+    assert usage is not None
+    assert (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens) == (stages, 2 * stages, 3 * stages)
+
+
+@pytest.mark.parametrize("served", ["s-direct", "s-critic"])
+def test_an_upstream_answering_json_to_a_stream_request_is_streamed(served: str, client: OpenAI, up: Upstream) -> None:
+    completion = {
+        "id": "chatcmpl-json",
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": ANSWER}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3},
+    }
+    json_reply = {"body": json.dumps(completion), "model": "api-model"}
+    up.script(*SCRIPTS[served][:-1], json_reply)  # the last call, the one streamed, answers plain JSON
+    chunks = list(
+        client.chat.completions.create(
+            model=served, messages=MESSAGES, stream=True, stream_options={"include_usage": True}
+        )
+    )
+    assert content_of(chunks) == ANSWER
+    assert chunks[-2].choices[0].finish_reason == "stop"
+    usage = chunks[-1].usage
+    stages = len(SCRIPTS[served])
+    assert usage is not None and usage.total_tokens == 3 * stages
