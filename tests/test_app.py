@@ -56,6 +56,64 @@ async def test_models_follows_config(serve: AppFactory) -> None:
     assert [model["id"] for model in body["data"]] == ["only-one"]
 
 
+async def test_a_served_model_is_retrieved_by_id(serve: AppFactory, upstream: ScriptedUpstream) -> None:
+    async with serve() as client:
+        listed = (await client.get("/models")).json()["data"]
+        one = await client.get("/models/m-critic")
+        missing = await client.get("/models/gpt-nope")
+    assert one.status_code == 200
+    assert one.json() == next(model for model in listed if model["id"] == "m-critic")
+    error = error_of(missing, 404)
+    assert (error["code"], error["param"]) == ("model_not_found", "model")
+    assert "m-critic" in error["message"]  # the served models are listed
+    assert upstream.calls == []
+
+
+async def test_cors_is_off_by_default(serve: AppFactory) -> None:
+    async with serve() as client:
+        response = await client.get("/models", headers={"origin": "https://chat.example"})
+    assert "access-control-allow-origin" not in response.headers
+
+
+async def test_cors_answers_a_browser_preflight_and_marks_answers(
+    serve: AppFactory, upstream: ScriptedUpstream
+) -> None:
+    origin = "https://chat.example"
+    preflight = {
+        "origin": origin,
+        "access-control-request-method": "POST",
+        "access-control-request-headers": "authorization, content-type",
+    }
+    async with serve(make_config(cors_allowed_origins=[origin])) as client:
+        allowed = await client.options("/chat/completions", headers=preflight)
+        refused = await client.options("/chat/completions", headers={**preflight, "origin": "https://evil.example"})
+        answer = await client.post("/chat/completions", json=chat("m-direct"), headers={"origin": origin})
+    assert allowed.status_code == 200
+    assert allowed.headers["access-control-allow-origin"] == origin
+    assert "POST" in allowed.headers["access-control-allow-methods"]
+    assert "authorization" in allowed.headers["access-control-allow-headers"].lower()
+    assert refused.status_code == 400
+    assert "access-control-allow-origin" not in refused.headers
+    assert answer.status_code == 200
+    assert answer.headers["access-control-allow-origin"] == origin
+    assert len(upstream.calls) == 1  # the preflights never reached the pipeline
+
+
+async def test_a_preflight_needs_no_api_key_but_the_request_does(
+    serve: AppFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("INBOUND_KEYS", "sk-inbound-1234")
+    origin = "https://chat.example"
+    config = make_config(cors_allowed_origins=[origin], auth_api_keys_env="INBOUND_KEYS")
+    preflight = {"origin": origin, "access-control-request-method": "POST"}
+    async with serve(config) as client:
+        allowed = await client.options("/chat/completions", headers=preflight)
+        refused = await client.post("/chat/completions", json=chat("m-direct"), headers={"origin": origin})
+    assert allowed.status_code == 200
+    error_of(refused, 401)
+    assert refused.headers["access-control-allow-origin"] == origin  # the browser may read the 401
+
+
 async def test_health(serve: AppFactory, upstream: ScriptedUpstream) -> None:
     async with serve() as client:
         response = await client.get("/health")

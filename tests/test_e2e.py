@@ -109,6 +109,13 @@ def test_models_and_health(client: OpenAI, app_url: str, up: Upstream) -> None:
     assert up.calls() == []
 
 
+def test_the_sdk_retrieves_a_served_model(client: OpenAI, up: Upstream) -> None:
+    model = client.models.retrieve("e2e-critic")
+    assert (model.id, model.object, model.owned_by) == ("e2e-critic", "model", "adapter-critic")
+    with pytest.raises(openai.NotFoundError):
+        client.models.retrieve("not-served")
+
+
 def test_direct(client: OpenAI, up: Upstream) -> None:
     up.script({"content": "In Paris.", "model": "api-model"})
     response = client.chat.completions.create(

@@ -95,6 +95,8 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
     queue_timeout_seconds: Annotated[float, msgspec.Meta(ge=0)] = 10.0
     max_upstream_connections: Annotated[int, msgspec.Meta(gt=0)] = DEFAULT_MAX_UPSTREAM_CONNECTIONS
     shutdown_grace_seconds: Annotated[float, msgspec.Meta(ge=0)] = 30.0
+    # Browser origins allowed to call the API (CORS, preflight included); empty: CORS is off.
+    cors_allowed_origins: list[str] = []
 
     def __post_init__(self) -> None:
         if self.auth_api_keys_env is None:

@@ -18,12 +18,14 @@ import httpx
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from ..config import Config, load_config, require_absolute_urls
 from ..errors import RequestError, ServerError
+from ..request.resolve import unknown_model
 from ..upstream.retry import Sleep
 from .auth import AuthMiddleware
 from .chat import Service
@@ -72,18 +74,19 @@ def build_app(service: Service, *, prefix: str = "") -> Starlette:
     """
     config = service.config
     created = int(time.time())
-    models_body = encode(
-        {
-            "object": "list",
-            "data": [
-                {"id": served_id, "object": "model", "created": created, "owned_by": "adapter-critic"}
-                for served_id in config.served_models
-            ],
-        }
-    )
+    model_objects = {served_id: model_object(served_id, created) for served_id in config.served_models}
+    models_body = encode({"object": "list", "data": list(model_objects.values())})
+    model_bodies = {served_id: encode(model) for served_id, model in model_objects.items()}
 
     async def models(request: Request) -> Response:
         return Response(models_body, media_type=JSON)
+
+    async def model(request: Request) -> Response:
+        served_id: str = request.path_params["model"]
+        body = model_bodies.get(served_id)
+        if body is None:
+            return error_response(unknown_model(served_id, config.served_models), redact=service.secrets.redact)
+        return Response(body, media_type=JSON)
 
     deep_health = DeepHealth(config, service.upstream)
 
@@ -108,19 +111,41 @@ def build_app(service: Service, *, prefix: str = "") -> Starlette:
         routes=[
             Route(f"{prefix}/chat/completions", service, methods=["POST"]),
             Route(f"{prefix}/models", models, methods=["GET"]),
+            Route(f"{prefix}/models/{{model:path}}", model, methods=["GET"]),
             Route(f"{prefix}/health", health, methods=["GET"]),
         ],
         exception_handlers=error_handlers(prefix or None),
         lifespan=lifespan,
-        # Inside Starlette's error middleware but before routing: 404s and 405s need the key too.
-        middleware=(
-            [Middleware(AuthMiddleware, auth=service.auth, public_paths=[f"{prefix}/health"])]
-            if service.auth.enabled
-            else []
-        ),
+        middleware=_middleware(service, prefix),
     )
     app.state.adapter_critic = service
     return app
+
+
+def _middleware(service: Service, prefix: str) -> list[Middleware]:
+    """CORS outermost (a browser's preflight carries no API key), then inbound auth — inside Starlette's error
+    middleware but before routing, so 404s and 405s need the key too."""
+    stack = []
+    origins = service.config.cors_allowed_origins
+    if origins:
+        stack.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=origins,
+                allow_methods=["GET", "POST", "OPTIONS"],
+                allow_headers=["authorization", "content-type", "x-api-key", "x-request-id", "openai-organization"],
+                expose_headers=["x-request-id", "retry-after", "x-should-retry"],
+                max_age=600,
+            )
+        )
+    if service.auth.enabled:
+        stack.append(Middleware(AuthMiddleware, auth=service.auth, public_paths=[f"{prefix}/health"]))
+    return stack
+
+
+def model_object(served_id: str, created: int) -> dict[str, Any]:
+    """A served model as the OpenAI `model` object."""
+    return {"id": served_id, "object": "model", "created": created, "owned_by": "adapter-critic"}
 
 
 def error_handlers(prefix: str | None = None) -> dict[Any, Any]:

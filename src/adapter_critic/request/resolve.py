@@ -7,6 +7,7 @@ configure. Everything here is pure: it reads the config and the request, never t
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 
 import msgspec
@@ -63,13 +64,7 @@ def resolve(
     `client_token` is the caller's bearer token, kept only on targets that forward it."""
     served = config.served_models.get(served_id)
     if served is None:
-        raise RequestError(
-            f"The model {served_id!r} does not exist on this server. Served models: "
-            f"{', '.join(sorted(config.served_models))}.",
-            status_code=404,
-            param="model",
-            code="model_not_found",
-        )
+        raise unknown_model(served_id, config.served_models)
     ov = overrides or Overrides()
     mode = ov.mode or served.mode
     workflow = registry.get(mode)
@@ -93,6 +88,16 @@ def _settings(served: ServedModel, kind: type[msgspec.Struct], overrides: Overri
     given = {key: value for key, value in served.settings.items() if key in keys}
     given.update((key, value) for key, value in overrides.settings().items() if key in keys)
     return msgspec.convert(given, kind)
+
+
+def unknown_model(served_id: str, served: Iterable[str]) -> RequestError:
+    """The 404 for a model this server does not serve, listing the ones it does."""
+    return RequestError(
+        f"The model {served_id!r} does not exist on this server. Served models: {', '.join(sorted(served))}.",
+        status_code=404,
+        param="model",
+        code="model_not_found",
+    )
 
 
 def bind_key(config: Config, url: str, own: Target | None) -> str | None:
