@@ -736,12 +736,16 @@ def health_upstream(calls: list[httpx.Request]) -> httpx.MockTransport:
         calls.append(request)
         if request.url.host == "third.test":
             raise httpx.ConnectError("[Errno 111] Connection refused")
-        return httpx.Response(200 if request.url.host == "upstream.test" else 503, json={"data": []})
+        if request.url.host == "upstream.test":  # a shared URL that only accepts one of the keys sent to it
+            accepted = request.headers.get("authorization") == "Bearer sk-primary"
+            return httpx.Response(200 if accepted else 401, json={"data": []})
+        return httpx.Response(503, json={"data": []})
 
     return httpx.MockTransport(answer)
 
 
-async def test_deep_health_checks_each_distinct_upstream(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_deep_health_checks_each_distinct_url_and_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.setenv("PRIMARY_KEY", "sk-primary")
     monkeypatch.setenv("OTHER_KEY", "sk-other")
     calls: list[httpx.Request] = []
@@ -753,16 +757,22 @@ async def test_deep_health_checks_each_distinct_upstream(monkeypatch: pytest.Mon
     assert plain.json() == {"status": "ok"}
     assert deep.status_code == 200
     report = deep.json()
-    by_host = {c.url.host: c for c in calls}
-    assert len(calls) == 3 and set(by_host) == {"upstream.test", "other.test", "third.test"}
+    sent = sorted((c.url.host, c.headers.get("authorization", "")) for c in calls)
+    # Each (URL, credentials) pair once: upstream.test twice, with m-direct's own key and with m-critic's (the
+    # default key variable, unset here: no header at all).
+    assert sent == [
+        ("other.test", "Bearer sk-other"),
+        ("third.test", ""),
+        ("upstream.test", ""),
+        ("upstream.test", "Bearer sk-primary"),
+    ]
     assert all(c.method == "GET" and c.url.path == "/v1/models" for c in calls)
-    # §4: each URL gets the key of the first configured target with it; a URL whose target names none, none.
-    assert by_host["upstream.test"].headers["authorization"] == "Bearer sk-primary"
-    assert by_host["other.test"].headers["authorization"] == "Bearer sk-other"
-    assert report["status"] == "degraded" and report["upstreams_checked"] == 3
+    assert report["status"] == "degraded" and report["upstreams_checked"] == 4
     targets = report["targets"]
     assert set(targets) == {"m-direct.api", "m-critic.api", "m-critic.api.fallbacks[0]", "m-critic.critic"}
     assert targets["m-direct.api"]["status"] == "ok" and targets["m-direct.api"]["http_status"] == 200
+    # The same URL with the wrong (here: no) key reports its own failure.
+    assert targets["m-critic.api"] == {**targets["m-critic.api"], "status": "error", "http_status": 401}
     assert targets["m-critic.critic"] == {**targets["m-critic.critic"], "status": "error", "http_status": 503}
     assert "Connection refused" in targets["m-critic.api.fallbacks[0]"]["error"]
     assert all(t["latency_ms"] >= 0 for t in targets.values())
@@ -778,7 +788,7 @@ async def test_deep_health_needs_the_key_when_inbound_auth_is_on(monkeypatch: py
         allowed = await client.get("/health", params={"deep": "1"}, headers={"authorization": "Bearer inbound-key"})
 
     assert error_of(refused, 401)["type"] == "authentication_error"
-    assert allowed.status_code == 200 and len(calls) == 3
+    assert allowed.status_code == 200 and len(calls) == 4
 
 
 async def test_deep_health_of_the_demo_checks_its_in_process_model() -> None:

@@ -1,8 +1,8 @@
 """`GET /health?deep=1`: is each configured upstream answering?
 
-Each distinct `base_url` in the config (fallbacks included) gets one `GET {base_url}/models` with a short timeout
-and the credentials §4 binds to that URL (those of the first configured target with it); the answer reports every
-configured target with its upstream's status and latency. Plain `/health` never calls an upstream.
+Each distinct pair of a `base_url` and the credentials a target sends there (fallbacks included) gets one
+`GET {base_url}/models` with a short timeout; the answer reports every configured target with the status and
+latency of its pair, so a target with a wrong key on a shared URL reports its own failure. Plain `/health` never calls an upstream.
 
 The deep check answers 200 whatever it finds, with `"status": "degraded"` when an upstream is not ok: it is a
 report for operators, not a liveness probe (taking every instance out of rotation because a shared upstream is
@@ -52,19 +52,25 @@ class DeepHealth:
 
     async def _check(self) -> dict[str, Any]:
         places = self._config.places()
-        first: dict[str, Target] = {}  # distinct URL -> the first configured target with it (whose credentials apply)
-        for _, target in places:
-            first.setdefault(target.url, target)
-        results: dict[str, dict[str, Any]] = {}
+        # Each distinct (URL, credentials) pair is probed once: a target with a wrong key on a shared URL fails
+        # on its own, while targets that share both share one probe.
+        probes: dict[tuple[str, str | None, bool], StageTarget] = {}
+        pair_of: dict[str, tuple[str, str | None, bool]] = {}
+        for where, target in places:
+            stage_target = self._stage_target(target)
+            pair = (stage_target.base_url, stage_target.key_env, stage_target.forward_client_authorization)
+            probes.setdefault(pair, stage_target)
+            pair_of[where] = pair
+        results: dict[tuple[str, str | None, bool], dict[str, Any]] = {}
 
-        async def probe(url: str, target: Target) -> None:
-            results[url] = await self._probe(self._stage_target(target))
+        async def probe(pair: tuple[str, str | None, bool], target: StageTarget) -> None:
+            results[pair] = await self._probe(target)
 
         async with anyio.create_task_group() as tg:
-            for url, target in first.items():
-                tg.start_soon(probe, url, target)
+            for pair, target in probes.items():
+                tg.start_soon(probe, pair, target)
         targets = {
-            where: {"model": target.model, "base_url": redact_userinfo(target.url), **results[target.url]}
+            where: {"model": target.model, "base_url": redact_userinfo(target.url), **results[pair_of[where]]}
             for where, target in places
         }
         healthy = all(result["status"] == "ok" for result in results.values())
