@@ -189,7 +189,7 @@ async def test_reset_is_retried_then_succeeds(upstream: ScriptedUpstream, caplog
     assert data["adapter_critic"]["targets"] == {"api": label("api-model")}
     # Each retry is logged with the stage, the attempt and the reason.
     [retry] = [r.getMessage() for r in caplog.records if "retrying" in r.getMessage()]
-    assert "api stage" in retry and "attempt 1 of 3" in retry and "Connection reset" in retry
+    assert "api stage" in retry and "attempt 1 of 3" in retry and "upstream.test:80 broke (connection reset)" in retry
 
 
 async def test_timeout_exhausts_the_target_then_its_fallback_answers(upstream: ScriptedUpstream) -> None:

@@ -375,10 +375,15 @@ async def test_app_streams_through_the_transport(transport_kind: str) -> None:
     assert text == "hi there"
 
 
-async def test_app_refused_is_502(transport_kind: str) -> None:
-    async with app_client(refused_url()) as client:
+async def test_app_refused_is_502_in_the_projects_words(transport_kind: str) -> None:
+    url = refused_url()
+    async with app_client(url) as client:
         response = await client.post("/chat/completions", json=chat())
-    assert "could not be reached" in assert_error(response, 502)
+    message = assert_error(response, 502)
+    where = httpx.URL(url)
+    # The same words over either transport, never the transport library's own (`ssl:default`, `ClientConnectorError`).
+    assert f"could not be reached: could not connect to {where.host}:{where.port} (connection refused)." in message
+    assert "ssl:default" not in message and "Error" not in message
 
 
 async def test_app_connect_timeout_is_504(transport_kind: str) -> None:

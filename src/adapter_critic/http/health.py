@@ -2,7 +2,8 @@
 
 Each distinct pair of a `base_url` and the credentials a target sends there (fallbacks included) gets one
 `GET {base_url}/models` with a short timeout; the answer reports every configured target with the status and
-latency of its pair, so a target with a wrong key on a shared URL reports its own failure. Plain `/health` never calls an upstream.
+latency of its pair, so a target with a wrong key on a shared URL reports its own failure. Plain `/health` never
+calls an upstream.
 
 The deep check answers 200 whatever it finds, with `"status": "degraded"` when an upstream is not ok: it is a
 report for operators, not a liveness probe (taking every instance out of rotation because a shared upstream is
@@ -67,8 +68,8 @@ class DeepHealth:
             results[pair] = await self._probe(target)
 
         async with anyio.create_task_group() as tg:
-            for pair, target in probes.items():
-                tg.start_soon(probe, pair, target)
+            for pair, probed in probes.items():
+                tg.start_soon(probe, pair, probed)
         targets = {
             where: {"model": target.model, "base_url": redact_userinfo(target.url), **results[pair_of[where]]}
             for where, target in places

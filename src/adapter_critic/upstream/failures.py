@@ -6,6 +6,9 @@ limit's, the event stream reader's) are translated; their own wording is never s
 
 from __future__ import annotations
 
+import os
+import socket
+
 import httpx
 
 from ..core import StageTarget, Usage
@@ -39,8 +42,53 @@ def transport_error(
         return UpstreamError(stage=stage, target=label, kind="unreachable", detail=detail, usage=usage)
     if isinstance(exc, ResponseTooLarge):
         return UpstreamError(stage=stage, target=label, kind="bad_answer", detail=f"answered, but {exc}.", usage=usage)
-    said = secrets.redact(f"{type(exc).__name__}: {exc}", target.client_token)
-    return UpstreamError(stage=stage, target=label, kind="unreachable", detail=f"{failed}: {said}", usage=usage)
+    said = describe_transport_error(exc, target) or secrets.redact(f"{type(exc).__name__}: {exc}", target.client_token)
+    return UpstreamError(stage=stage, target=label, kind="unreachable", detail=f"{failed}: {said}.", usage=usage)
+
+
+def describe_transport_error(exc: Exception, target: StageTarget) -> str | None:
+    """What went wrong on the connection, in this project's words (never a transport library's own wording,
+    which can name internals such as `ssl:default`); None for an error without a wording of ours."""
+    where = _host_port(target.base_url)
+    reason = _os_reason(exc)
+    if isinstance(exc, httpx.ConnectError):
+        return f"could not connect to {where} ({reason or 'the connection failed'})"
+    if isinstance(exc, httpx.RemoteProtocolError):
+        return f"{where} closed the connection or answered with malformed HTTP"
+    if isinstance(exc, httpx.ReadError | httpx.WriteError):
+        return f"the connection to {where} broke ({reason or 'connection reset'})"
+    if isinstance(exc, httpx.UnsupportedProtocol):
+        return f"{where} cannot be called: only http and https URLs are supported"
+    return None
+
+
+def _host_port(base_url: str) -> str:
+    if base_url.startswith("/"):
+        return f"the in-process app at {base_url}"
+    try:
+        url = httpx.URL(base_url)
+    except (httpx.InvalidURL, ValueError):
+        return "the upstream"
+    port = url.port or (443 if url.scheme == "https" else 80)
+    host = f"[{url.host}]" if ":" in url.host else url.host
+    return f"{host}:{port}"
+
+
+def _os_reason(exc: BaseException) -> str | None:
+    """The operating system's reason behind a transport error (refused, unreachable, unresolvable), if any."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        inner = getattr(current, "os_error", None)  # aiohttp keeps it there
+        if isinstance(inner, OSError):
+            current = inner
+        if isinstance(current, socket.gaierror):
+            return "the host name could not be resolved"
+        if isinstance(current, OSError) and current.errno:
+            return os.strerror(current.errno).lower()
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def status_error(

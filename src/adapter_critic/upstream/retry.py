@@ -80,7 +80,7 @@ def reason(error: UpstreamError) -> str:
     """A failed attempt in a few words, for the log line that already names the stage and target."""
     if error.kind == "status":
         return f"HTTP {error.upstream_status}"
-    return "timeout" if error.kind == "timeout" else error.detail
+    return "timeout" if error.kind == "timeout" else error.detail.rstrip(".")
 
 
 async def call_with_retries(
