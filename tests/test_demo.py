@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -94,3 +95,59 @@ async def test_demo_is_plainly_named(demo: httpx.AsyncClient) -> None:
         assert "demo" in body["model"]
         assert answer(body).startswith("Demo model")
         assert "not a real LLM" in answer(body)
+
+
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
+
+
+@pytest.mark.parametrize("model", ["demo-direct", "demo-adapter", "demo-critic"])
+async def test_demo_calls_a_tool_the_user_names(demo: httpx.AsyncClient, model: str) -> None:
+    body = chat(model, "Please use get_weather for Paris.", tools=[WEATHER_TOOL])
+    response = await demo.post("/v1/chat/completions", json=body)
+    choice = response.json()["choices"][0]
+    assert choice["finish_reason"] == "tool_calls"
+    [call] = choice["message"]["tool_calls"]
+    assert call["type"] == "function" and call["function"]["name"] == "get_weather"
+    assert set(json.loads(call["function"]["arguments"])) == {"city"}
+
+
+async def test_demo_answers_in_text_without_a_named_tool_and_streams_tool_calls(demo: httpx.AsyncClient) -> None:
+    plain = await demo.post("/v1/chat/completions", json=chat("demo-direct", "Hello", tools=[WEATHER_TOOL]))
+    assert plain.json()["choices"][0]["finish_reason"] == "stop"
+    body = chat("demo-direct", "get_weather, please", tools=[WEATHER_TOOL], stream=True)
+    streamed = await demo.post("/v1/chat/completions", json=body)
+    chunks = [json.loads(line[6:]) for line in streamed.text.splitlines() if line.startswith("data: {")]
+    calls = [c for chunk in chunks if chunk["choices"] for c in chunk["choices"][0]["delta"].get("tool_calls") or []]
+    assert [c["function"]["name"] for c in calls] == ["get_weather"]
+    assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]][-1] == "tool_calls"
+
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}, "rank": {"type": "integer"}, "tags": {"type": "array"}},
+    "required": ["city", "rank", "tags"],
+}
+
+
+@pytest.mark.parametrize("model", ["demo-direct", "demo-adapter", "demo-critic"])
+@pytest.mark.parametrize(
+    "response_format",
+    [{"type": "json_object"}, {"type": "json_schema", "json_schema": {"name": "place", "schema": SCHEMA}}],
+    ids=["json_object", "json_schema"],
+)
+async def test_demo_answers_valid_json_when_asked(
+    demo: httpx.AsyncClient, model: str, response_format: dict[str, Any]
+) -> None:
+    body = chat(model, "Where is the Eiffel Tower?", response_format=response_format)
+    content = (await demo.post("/v1/chat/completions", json=body)).json()["choices"][0]["message"]["content"]
+    value = json.loads(content)  # every stage's edit or revision kept it valid JSON
+    assert isinstance(value, dict)
+    if response_format["type"] == "json_schema":
+        assert set(value) == {"city", "rank", "tags"}
+        assert isinstance(value["city"], str) and isinstance(value["rank"], int) and isinstance(value["tags"], list)

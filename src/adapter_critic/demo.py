@@ -1,5 +1,9 @@
 """The built-in demo: a small deterministic *demo model* (not a real LLM) and the config serving it.
 
+The demo model calls a tool when the last user message names one of the request's `tools`, and answers valid
+JSON under `response_format` (`json_object`, or `json_schema` with the schema's required keys), so tool calling
+and structured output can be tried offline.
+
 `uvicorn adapter_critic.asgi:app` without `ADAPTER_CRITIC_CONFIG` serves `demo-direct`,
 `demo-adapter` and `demo-critic`, whose stages call the demo model in-process, so all three
 workflows can be seen working with no API key and no network.
@@ -7,6 +11,7 @@ workflows can be seen working with no API key and no network.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import AsyncIterator
@@ -19,14 +24,21 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from .config import Config, ServedModel, Target
+from .demo_answers import drafted_calls, structured, tool_call
 from .errors import error_envelope
-from .workflows.prompts import DEFAULT_ADAPTER_SYSTEM_PROMPT, DEFAULT_CRITIC_SYSTEM_PROMPT, content_text
+from .workflows.prompts import (
+    DEFAULT_ADAPTER_SYSTEM_PROMPT,
+    DEFAULT_CRITIC_SYSTEM_PROMPT,
+    SECOND_PASS_INSTRUCTION,
+    content_text,
+)
 
 DEMO_MODEL = "adapter-critic-demo-model"
 DEMO_BASE_URL = "/demo/v1"
 DRAFT_LEAD = "Demo model draft (this is not a real LLM)."
 ADAPTER_EDIT = "Demo model draft (this is not a real LLM), checked by the demo adapter."
 CRITIQUE = "- The draft does not say that a reviewer checked it; say so in the revised answer."
+SECOND_PASS_LEAD = SECOND_PASS_INSTRUCTION.partition("{critique}")[0]  # how the critic's second pass begins
 REVISED_LEAD = "Demo model, revised after the demo critic's review (this is not a real LLM)."
 
 
@@ -39,6 +51,8 @@ class _DemoRequest(msgspec.Struct):
     messages: list[_DemoMessage]
     model: str = DEMO_MODEL
     stream: bool = False
+    tools: list[Any] | None = None
+    response_format: dict[str, Any] | None = None
 
 
 _request_decoder = msgspec.json.Decoder(_DemoRequest)
@@ -65,12 +79,24 @@ def demo_reply(messages: list[_DemoMessage]) -> str:
         return "lgtm"
     if system == DEFAULT_CRITIC_SYSTEM_PROMPT:
         return CRITIQUE
-    if last.startswith("A reviewer read your previous reply") and len(messages) >= 2:
+    if last.startswith(SECOND_PASS_LEAD) and len(messages) >= 2:
         draft = content_text(messages[-2].content)
         return draft.replace(DRAFT_LEAD, REVISED_LEAD, 1)
     user = next((content_text(m.content) for m in reversed(messages) if m.role == "user"), "")
     said = " ".join(user.split())[:200]
     return f'{DRAFT_LEAD}\nYou said: "{said}"'
+
+
+def demo_tool_calls(messages: list[_DemoMessage], tools: list[Any] | None) -> list[Any] | None:
+    """The tool calls the demo model makes: one of a tool the last user message names; in a second pass, the
+    calls of the draft under revision (it still wants them)."""
+    if not tools or not messages or messages[-1].role != "user":
+        return None
+    last = content_text(messages[-1].content)
+    if last.startswith(SECOND_PASS_LEAD) and len(messages) >= 2:
+        return drafted_calls(content_text(messages[-2].content))
+    call = tool_call(tools, last)
+    return [call] if call is not None else None
 
 
 async def _chat_completions(request: Request) -> Response:
@@ -79,7 +105,16 @@ async def _chat_completions(request: Request) -> Response:
     except msgspec.DecodeError as exc:
         error = error_envelope(f"demo model: {exc}", "invalid_request_error")
         return Response(msgspec.json.encode(error), status_code=400, media_type="application/json")
-    reply = demo_reply(demo.messages)
+    calls = demo_tool_calls(demo.messages, demo.tools)
+    message: dict[str, Any]
+    if calls:  # the user asked for a tool by name (or the draft being revised called one): call it
+        message = {"role": "assistant", "content": None, "tool_calls": calls}
+        reply, finish_reason = json.dumps(calls), "tool_calls"
+    else:
+        reply = demo_reply(demo.messages)
+        if demo.response_format is not None:
+            reply = structured(demo.response_format, reply)
+        message, finish_reason = {"role": "assistant", "content": reply}, "stop"
     prompt_tokens = sum(len(content_text(m.content).split()) for m in demo.messages)
     completion_tokens = len(reply.split())
     completion = {
@@ -87,7 +122,7 @@ async def _chat_completions(request: Request) -> Response:
         "object": "chat.completion",
         "created": int(time.time()),
         "model": demo.model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}],
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
         "usage": {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
@@ -105,7 +140,8 @@ async def _demo_events(completion: dict[str, Any]) -> AsyncIterator[bytes]:
     head["model"] = completion["model"]
     choice = completion["choices"][0]
     deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
-    deltas += [{"content": word} for word in re.split(r"(?<=\s)", choice["message"]["content"]) if word]
+    deltas += [{"content": word} for word in re.split(r"(?<=\s)", choice["message"]["content"] or "") if word]
+    deltas += [{"tool_calls": [{"index": i, **call}]} for i, call in enumerate(choice["message"].get("tool_calls", []))]
     for delta in deltas:
         yield _sse({**head, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
     yield _sse({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]})
