@@ -1,6 +1,8 @@
 """adapter_critic mounted at `/v1` inside a FastAPI app.
 
-Run it from the repository root (the config defaults to `vllm.toml` next to this file)::
+It needs FastAPI, which adapter_critic does not depend on: `pip install fastapi` (or
+`pip install 'adapter_critic[fastapi]'`). Run it from the repository root (the config defaults to `vllm.toml`
+next to this file)::
 
     ADAPTER_CRITIC_CONFIG=examples/ollama.toml uvicorn fastapi_mount:app --app-dir examples --port 9000
     curl -s localhost:9000/v1/models
