@@ -16,6 +16,7 @@ from .demo import demo_config, demo_model_app
 from .errors import ConfigError
 from .http.app import build_app, create_standalone_app
 from .http.chat import Service
+from .observe.logs import configure_standalone_logging
 
 CONFIG_ENV = "ADAPTER_CRITIC_CONFIG"
 
@@ -24,6 +25,7 @@ logger = logging.getLogger("adapter_critic")
 
 def standalone_app() -> Starlette:
     """The app `uvicorn adapter_critic.asgi:app` serves, built from the environment, under `/v1` (SPEC §3)."""
+    configure_standalone_logging()
     path = os.environ.get(CONFIG_ENV, "").strip()
     if path:
         return create_standalone_app(path)

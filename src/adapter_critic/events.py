@@ -97,6 +97,7 @@ class StageRecord:
     usage: Usage = field(default_factory=Usage)
     elapsed_ms: float = 0.0
     calls: int = 0
+    attempts: int = 0  # attempts over every call: `attempts - calls` were retries or fallbacks
     answered: bool = False
     reported: bool = False
 
@@ -125,6 +126,7 @@ class RunRecord:
             stage.usage.add(event.usage)
             stage.elapsed_ms += event.elapsed_ms
             stage.calls += 1
+            stage.attempts += len(event.attempts)
             stage.answered = event.error is None
             stage.reported = stage.reported or event.reported
             if event.error is not None:

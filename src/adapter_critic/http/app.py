@@ -25,6 +25,7 @@ from starlette.routing import Route
 
 from ..config import Config, load_config, require_absolute_urls
 from ..errors import RequestError, ServerError
+from ..observe.logs import served_line
 from ..request.resolve import unknown_model
 from ..upstream.retry import Sleep
 from .auth import AuthMiddleware
@@ -101,6 +102,7 @@ def build_app(service: Service, *, prefix: str = "") -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        logger.info(served_line(config))
         service.start()
         try:
             yield

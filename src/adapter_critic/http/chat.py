@@ -16,6 +16,7 @@ from ..config import Config
 from ..core import ChatRequest, Plan
 from ..errors import APIError, Overloaded, RequestError, internal_error
 from ..events import Subscriber
+from ..observe.logs import protect_request_ids, request_log, request_scope
 from ..pipeline.run import Run
 from ..redact import Secrets, protect_logs
 from ..request.decode import decode_request
@@ -63,7 +64,8 @@ class Service:
             backoff_max_seconds=config.retry_backoff_max_seconds,
             **({"sleep": sleep} if sleep is not None else {}),
         )
-        self.subscribers = subscribers
+        protect_request_ids()
+        self.subscribers = (request_log, *subscribers)
         self.admission = Admission(config.max_concurrent_requests, config.queue_timeout_seconds)
         self._plans: dict[str, Plan] = {}
         self._per_request_plans: set[str] = set()
@@ -78,13 +80,13 @@ class Service:
         await self.admission.drain(self.config.shutdown_grace_seconds)
         await self.upstream.aclose()
 
-    async def chat(self, body: bytes, *, client_token: str | None = None) -> ASGIApp:
+    async def chat(self, body: bytes, *, client_token: str | None = None, request_id: str | None = None) -> ASGIApp:
         """Run one chat-completions request body through its workflow; returns the response to send.
 
         A streaming request's run happens inside the returned response, as it is sent. `client_token` is the
         caller's bearer token, sent only to targets with `forward_client_authorization`.
         """
-        completion_id = new_completion_id()
+        completion_id = request_id or new_completion_id()
         redact = self.secrets.redact  # also what the request itself echoes (model names, URLs)
         try:
             request = decode_request(body, max_messages=self.config.max_messages)
@@ -151,12 +153,14 @@ class Service:
 
     async def respond(self, body: bytes, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer one chat-completions request body, within a request slot (overload limit, shutdown)."""
-        try:
-            async with self.admission.slot():
-                response = await self.chat(body, client_token=client_token(scope))
-                await response(scope, receive, send)  # a stream holds its slot until it has been sent
-        except Overloaded as exc:
-            await error_response(exc)(scope, receive, send)
+        request_id = new_completion_id()
+        with request_scope(request_id):
+            try:
+                async with self.admission.slot():
+                    response = await self.chat(body, client_token=client_token(scope), request_id=request_id)
+                    await response(scope, receive, send)  # a stream holds its slot until it has been sent
+            except Overloaded as exc:
+                await error_response(exc)(scope, receive, send)
 
 
 def _forwards_client_token(plan: Plan) -> bool:

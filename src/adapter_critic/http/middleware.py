@@ -7,6 +7,7 @@ it byte for byte). Stage targets whose `base_url` is a path are called in-proces
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import httpx
@@ -14,9 +15,12 @@ import msgspec
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..config import Config, load_config
+from ..observe.logs import served_line
 from ..upstream.retry import Sleep
 from .chat import Service
 from .responses import error_response
+
+logger = logging.getLogger("adapter_critic")
 
 
 class _ModelView(msgspec.Struct):
@@ -91,6 +95,7 @@ class AdapterCriticMiddleware:
         async def lifespan_receive() -> Message:
             message = await receive()
             if message["type"] == "lifespan.startup":
+                logger.info(served_line(service.config))
                 service.start()
             elif message["type"] == "lifespan.shutdown":
                 # Before the wrapped app hears of it: our requests in flight may be calling it in-process.
