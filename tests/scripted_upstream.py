@@ -79,6 +79,10 @@ class ScriptedUpstream:
             routes=[
                 Route("/{prefix:path}/chat/completions", self._chat, methods=["POST"]),
                 Route("/chat/completions", self._chat, methods=["POST"]),
+                Route("/{prefix:path}/embeddings", self._embeddings, methods=["POST"]),
+                Route("/{prefix:path}/completions", self._completions, methods=["POST"]),
+                Route("/{prefix:path}/models", self._models, methods=["GET"]),
+                Route("/{prefix:path}/models/{model}", self._models, methods=["GET"]),
                 Route("/_script", self._script, methods=["POST"]),
                 Route("/_calls", self._calls, methods=["GET"]),
                 Route("/_reset", self._reset, methods=["POST"]),
@@ -158,6 +162,48 @@ class ScriptedUpstream:
             events = _sse(completion, reply, lambda: self._abort(call))
             return StreamingResponse(events, media_type="text/event-stream", headers=reply.headers)
         return JSONResponse(completion, status_code=reply.status, headers=reply.headers)
+
+    # -- other OpenAI endpoints, for the passthrough: fixed answers, every call recorded --------------------------
+    async def _record(self, request: Request) -> dict[str, Any]:
+        body = json.loads(await request.body() or b"{}")
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        self.calls.append(
+            Call(request.method, str(request.url), request.url.path, headers.get("host", ""), headers, body)
+        )
+        return dict(body)
+
+    async def _embeddings(self, request: Request) -> Response:
+        body = await self._record(request)
+        inputs = body.get("input") if isinstance(body.get("input"), list) else [body.get("input")]
+        data = [{"object": "embedding", "index": i, "embedding": [0.5, float(i)]} for i in range(len(inputs))]
+        usage = {"prompt_tokens": len(inputs), "total_tokens": len(inputs)}
+        answer = {"object": "list", "data": data, "model": body.get("model"), "usage": usage}
+        return JSONResponse(answer, headers={"x-upstream": "embeddings"})
+
+    async def _completions(self, request: Request) -> Response:
+        """The legacy completions endpoint: the prompt echoed word by word (streamed when asked)."""
+        body = await self._record(request)
+        words = str(body.get("prompt", "")).split()
+        base = {"id": "cmpl-upstream", "object": "text_completion", "created": 1700000000, "model": body.get("model")}
+        if not body.get("stream"):
+            choice = {"index": 0, "text": " ".join(words), "finish_reason": "stop", "logprobs": None}
+            return JSONResponse({**base, "choices": [choice]})
+
+        async def events() -> Any:
+            for word in words:
+                choice = {"index": 0, "text": word + " ", "finish_reason": None, "logprobs": None}
+                yield _event({**base, "choices": [choice]})
+            yield _event({**base, "choices": [{"index": 0, "text": "", "finish_reason": "stop", "logprobs": None}]})
+            yield "data: [DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    async def _models(self, request: Request) -> Response:
+        await self._record(request)
+        model = {"id": "upstream-model", "object": "model", "created": 1, "owned_by": "upstream"}
+        if request.url.path.endswith("/models/upstream-model"):
+            return JSONResponse(model)
+        return JSONResponse({"object": "list", "data": [model]})
 
     async def _script(self, request: Request) -> Response:
         self.script(*(Reply(**item) for item in json.loads(await request.body())))

@@ -103,7 +103,7 @@ def test_the_standalone_server_logs_its_models_and_each_request(log_format: str)
 def test_logging_config_example_loads() -> None:
     code = (
         "import json, logging.config; "
-        "logging.config.dictConfig(json.load(open('examples/log_config.json'))); "
+        "logging.config.dictConfig(json.load(open('examples/logging/log_config.json'))); "
         "import logging; logging.getLogger('adapter_critic').info('hello')"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True, text=True)

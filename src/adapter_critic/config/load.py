@@ -52,10 +52,10 @@ def source_of(config: Config) -> str:
 def require_absolute_urls(config: Config, source: str | None = None) -> None:
     """Refuse relative `base_url`s where no wrapped app can serve them (create_app, standalone)."""
     source = source or source_of(config)
-    for where, target in config.places():
+    for where, target in config.key_paths():
         if is_relative(target.base_url):
             raise ConfigError(
-                f"{source}: served_models.{where}.base_url: {target.base_url!r} is a relative URL; "
+                f"{source}: {where}.base_url: {target.base_url!r} is a relative URL; "
                 "relative URLs only work with AdapterCriticMiddleware, which serves them in-process from the "
                 "wrapped app. Use an absolute URL such as http://127.0.0.1:8000/v1."
             )

@@ -97,6 +97,8 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
     shutdown_grace_seconds: Annotated[float, msgspec.Meta(ge=0)] = 30.0
     # Browser origins allowed to call the API (CORS, preflight included); empty: CORS is off.
     cors_allowed_origins: list[str] = []
+    # Where every other request under the mount goes (`/embeddings`, `/completions`, …); None: those are 404s.
+    passthrough: Target | None = None
 
     def __post_init__(self) -> None:
         if self.auth_api_keys_env is None:
@@ -107,12 +109,12 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
                 f"auth_api_keys_env = {self.auth_api_keys_env!r} also holds an upstream API key; callers would "
                 "have to present (and so know) that key. Give inbound keys their own env var."
             )
-        for where, target in self.places():
+        for where, target in self.key_paths():
             if target.forward_client_authorization:
                 # One `Authorization` header carries both: forwarding it would hand an upstream the very key
                 # that lets callers into this server.
                 raise ValueError(
-                    f"served_models.{where}.forward_client_authorization cannot be used together "
+                    f"{where}.forward_client_authorization cannot be used together "
                     "with auth_api_keys_env: the caller's Authorization header is then this server's own API "
                     "key, and forwarding it would send that key upstream. Run forwarding targets on a server "
                     "without inbound auth (protect it at the network level instead)."
@@ -143,8 +145,15 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
     def targets(self) -> list[Target]:
         """Every configured target in order: served models in file order; within each `api`, then the other
         stage targets in the order the workflows declare them (`adapter`, `critic`, …), each followed by its
-        `fallbacks`."""
-        return [target for _, target in self.places()]
+        `fallbacks`; then the `passthrough` upstream."""
+        return [target for _, target in self.key_paths()]
+
+    def key_paths(self) -> list[tuple[str, Target]]:
+        """Every configured target with its key path from the top (`served_models.x.api`, `passthrough`)."""
+        found = [(f"served_models.{where}", target) for where, target in self.places()]
+        if self.passthrough is not None:
+            found.append(("passthrough", self.passthrough))
+        return found
 
     def places(self) -> list[tuple[str, Target]]:
         """`targets()` with where each is below `served_models` (`x.api`, `x.api.fallbacks[0]`), for messages."""

@@ -22,6 +22,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..config import Config, load_config, require_absolute_urls
 from ..errors import RequestError, ServerError
@@ -31,6 +32,7 @@ from ..upstream.retry import Sleep
 from .auth import AuthMiddleware
 from .chat import Service
 from .health import DeepHealth
+from .passthrough import Passthrough
 from .responses import JSON, encode, error_response
 
 logger = logging.getLogger("adapter_critic")
@@ -79,15 +81,24 @@ def build_app(service: Service, *, prefix: str = "") -> Starlette:
     models_body = encode({"object": "list", "data": list(model_objects.values())})
     model_bodies = {served_id: encode(model) for served_id, model in model_objects.items()}
 
-    async def models(request: Request) -> Response:
-        return Response(models_body, media_type=JSON)
+    passthrough = Passthrough(config, service.upstream) if config.passthrough is not None else None
 
-    async def model(request: Request) -> Response:
-        served_id: str = request.path_params["model"]
+    async def models(request: Request) -> Response:
+        if passthrough is None:
+            return Response(models_body, media_type=JSON)
+        merged = await passthrough.models(list(model_objects.values()))
+        return Response(encode({"object": "list", "data": merged}), media_type=JSON)
+
+    async def model(scope: Scope, receive: Receive, send: Send) -> None:
+        served_id: str = scope["path_params"]["model"]
         body = model_bodies.get(served_id)
-        if body is None:
-            return error_response(unknown_model(served_id, config.served_models), redact=service.secrets.redact)
-        return Response(body, media_type=JSON)
+        if body is not None:
+            await Response(body, media_type=JSON)(scope, receive, send)
+        elif passthrough is not None:
+            await passthrough.relay(scope, receive, send, f"/models/{served_id}")
+        else:
+            error = unknown_model(served_id, config.served_models)
+            await error_response(error, redact=service.secrets.redact)(scope, receive, send)
 
     deep_health = DeepHealth(config, service.upstream)
 
@@ -113,8 +124,9 @@ def build_app(service: Service, *, prefix: str = "") -> Starlette:
         routes=[
             Route(f"{prefix}/chat/completions", service, methods=["POST"]),
             Route(f"{prefix}/models", models, methods=["GET"]),
-            Route(f"{prefix}/models/{{model:path}}", model, methods=["GET"]),
+            Route(f"{prefix}/models/{{model:path}}", _ASGIEndpoint(model), methods=["GET"]),
             Route(f"{prefix}/health", health, methods=["GET"]),
+            *([Route(f"{prefix}/{{path:path}}", passthrough)] if passthrough is not None else []),
         ],
         exception_handlers=error_handlers(prefix or None),
         lifespan=lifespan,
@@ -122,6 +134,16 @@ def build_app(service: Service, *, prefix: str = "") -> Starlette:
     )
     app.state.adapter_critic = service
     return app
+
+
+class _ASGIEndpoint:
+    """A plain ASGI function as a route endpoint (Starlette treats a function endpoint as request -> response)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.app(scope, receive, send)
 
 
 def _middleware(service: Service, prefix: str) -> list[Middleware]:

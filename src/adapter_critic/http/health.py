@@ -53,6 +53,8 @@ class DeepHealth:
 
     async def _check(self) -> dict[str, Any]:
         places = self._config.places()
+        if self._config.passthrough is not None:
+            places.append(("passthrough", self._config.passthrough))
         # Each distinct (URL, credentials) pair is probed once: a target with a wrong key on a shared URL fails
         # on its own, while targets that share both share one probe.
         probes: dict[tuple[str, str | None, bool], StageTarget] = {}

@@ -89,7 +89,7 @@ class Upstream:
     def is_open(self) -> bool:
         return self._client is not None
 
-    def _client_for(self, base_url: str) -> httpx.AsyncClient:
+    def client_for(self, base_url: str) -> httpx.AsyncClient:
         if self._client is None:
             # Starlette does not run a mounted app's lifespan; work anyway, but say how to close cleanly.
             if not self._opened_lazily:
@@ -124,7 +124,7 @@ class Upstream:
         """`GET {base_url}/models` with the target's credentials (§4), within `seconds`; the HTTP status.
 
         The body is never read. Raises `httpx.HTTPError`, `TimeoutError`, or `ServerError` (no in-process app)."""
-        client = self._client_for(target.base_url)
+        client = self.client_for(target.base_url)
         headers = {**self.headers_for(target), "accept": "application/json"}
         headers.pop("content-type", None)
         with anyio.fail_after(seconds):
@@ -138,7 +138,7 @@ class Upstream:
 
     async def complete(self, stage: str, target: StageTarget, body: dict[str, Any]) -> Completion:
         """One non-streaming chat-completions call; raises an `UpstreamError` naming the stage."""
-        client = self._client_for(target.base_url)
+        client = self.client_for(target.base_url)
         url = f"{target.base_url}/chat/completions"
         timeout = self.timeout_for(target)
         try:
@@ -182,7 +182,7 @@ class Upstream:
         content = _encoder.encode({**body, "stream": True, "stream_options": {"include_usage": True}})
         headers = {**self.headers_for(target), "accept": "text/event-stream"}
         url = f"{target.base_url}/chat/completions"
-        client = self._client_for(target.base_url)
+        client = self.client_for(target.base_url)
         timeout = self.timeout_for(target)
         opened: contextlib.AbstractAsyncContextManager[tuple[int, httpx.Headers, AsyncIterator[bytes]]]
         if client is self._in_process and self._in_process_app is not None:

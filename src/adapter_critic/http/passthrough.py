@@ -1,0 +1,181 @@
+"""The `passthrough` upstream: every other request under the mount (`/embeddings`, `/completions`,
+`/responses`, a model this server does not serve…) relayed to one configured upstream, streamed both ways,
+so a sidecar can be a client's only base URL.
+
+Credentials follow the same rule as every stage call (SPEC §4): the upstream gets the key configured for its
+URL, never the client's own `Authorization` — unless the target says `forward_client_authorization`. Hop-by-hop
+headers are not relayed. `GET /models` lists the upstream's models with the served ones merged in.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import httpx
+import msgspec
+from starlette.types import Receive, Scope, Send
+
+from ..config import Config
+from ..core import StageTarget
+from ..errors import RequestError
+from ..request.resolve import bind_key
+from ..upstream.client import Upstream
+from ..upstream.failures import TRANSPORT_ERRORS, transport_error
+from .auth import client_token
+from .responses import error_response
+
+logger = logging.getLogger("adapter_critic")
+
+STAGE = "passthrough"
+# Not relayed in either direction: connection-level headers, and the ones this server sets itself.
+_HOP_BY_HOP = frozenset(
+    {
+        b"connection",
+        b"keep-alive",
+        b"proxy-authenticate",
+        b"proxy-authorization",
+        b"te",
+        b"trailer",
+        b"transfer-encoding",
+        b"upgrade",
+        b"host",
+        b"authorization",
+        b"x-api-key",
+        b"accept-encoding",
+    }
+)
+
+
+class _ModelList(msgspec.Struct):
+    data: list[dict[str, Any]]
+
+
+class Passthrough:
+    """Relays requests to the configured `passthrough` upstream; an ASGI app behind a catch-all route."""
+
+    def __init__(self, config: Config, upstream: Upstream) -> None:
+        assert config.passthrough is not None
+        own = config.passthrough
+        self.config, self.upstream = config, upstream
+        forwarding = own.forward_client_authorization
+        key_env = None if forwarding else bind_key(config, own.url, own)
+        self.target = StageTarget(
+            own.model, own.url, key_env=key_env, forward_client_authorization=forwarding, timeout_seconds=None
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = "/" + scope["path_params"].get("path", "")
+        await self.relay(scope, receive, send, path)
+
+    async def relay(self, scope: Scope, receive: Receive, send: Send, path: str) -> None:
+        """Relay this request to `{base_url}{path}` and its answer back, as they come."""
+        target = self._target(scope)
+        url = self.target.base_url + path
+        query = scope.get("query_string", b"")
+        if query:
+            url += "?" + query.decode("latin-1")
+        headers = [(k, v) for k, v in scope["headers"] if k not in _HOP_BY_HOP]
+        headers.append((b"accept-encoding", b"identity"))  # relayed as it comes: no decoding on the way
+        headers += [
+            (k.encode(), v.encode()) for k, v in self.upstream.headers_for(target).items() if k == "authorization"
+        ]
+        limit = self.config.max_body_bytes
+        for name, value in scope["headers"]:
+            if name == b"content-length" and value.isdigit() and int(value) > limit:
+                await error_response(_too_large(limit))(scope, receive, send)
+                return
+        client = self.upstream.client_for(url)
+        request = client.build_request(scope["method"], url, headers=headers, content=_body(receive, limit))
+        try:
+            response = await client.send(request, stream=True)
+        except _BodyTooLarge:
+            await error_response(_too_large(limit))(scope, receive, send)
+            return
+        except TRANSPORT_ERRORS as exc:
+            error = transport_error(STAGE, target, exc, secrets=self.upstream.secrets, read_timeout=None)
+            await error_response(error)(scope, receive, send)
+            return
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_cancel_on_disconnect, receive, tg.cancel_scope)
+                await _send_response(response, send)
+                tg.cancel_scope.cancel()
+        finally:
+            await response.aclose()
+
+    async def models(self, served: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The upstream's models with the served ones merged in (the upstream's entries kept, served ids added);
+        the served ones alone when the upstream does not answer with a model list."""
+        url = f"{self.target.base_url}/models"
+        headers = {k: v for k, v in self.upstream.headers_for(self.target).items() if k == "authorization"}
+        try:
+            response = await self.upstream.client_for(url).get(url, headers=headers, timeout=10)
+            listed = msgspec.json.decode(response.content, type=_ModelList).data if response.status_code == 200 else []
+        except (*TRANSPORT_ERRORS, msgspec.DecodeError, UnicodeDecodeError, RecursionError) as exc:
+            logger.warning(
+                "passthrough upstream's model list could not be read (%s); listing served models only",
+                type(exc).__name__,
+            )
+            listed = []
+        known = {model.get("id") for model in listed}
+        return [*listed, *(model for model in served if model["id"] not in known)]
+
+    def _target(self, scope: Scope) -> StageTarget:
+        if not self.target.forward_client_authorization:
+            return self.target
+        return StageTarget(
+            self.target.model, self.target.base_url, forward_client_authorization=True, client_token=client_token(scope)
+        )
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+def _too_large(limit: int) -> RequestError:
+    return RequestError(
+        f"The request body is larger than this server's limit of {limit} bytes (max_body_bytes).",
+        status_code=413,
+        code="request_too_large",
+    )
+
+
+async def _body(receive: Receive, limit: int) -> AsyncIterator[bytes]:
+    """The request body as it arrives, refused past `limit` bytes."""
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return
+        chunk: bytes = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise _BodyTooLarge
+        if chunk:
+            yield chunk
+        if not message.get("more_body", False):
+            return
+
+
+async def _send_response(response: httpx.Response, send: Send) -> None:
+    headers = [(k, v) for k, v in response.headers.raw if k.lower() not in _HOP_BY_HOP]
+    await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
+    try:
+        async for chunk in response.aiter_raw():
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+    except TRANSPORT_ERRORS as exc:
+        logger.warning(
+            "passthrough upstream's answer broke off (%s); the client's answer ends here", type(exc).__name__
+        )
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def _cancel_on_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            scope.cancel()
+            return

@@ -1,0 +1,122 @@
+"""The `passthrough` upstream: every other request under the mount relayed to one configured upstream,
+streamed both ways, with the configured key for that upstream and never the client's."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from asgi_lifespan import LifespanManager
+
+from adapter_critic import create_app
+
+from .conftest import UPSTREAM_URL, AppFactory, RemoteUpstream, make_config, run_server
+from .scripted_upstream import ScriptedUpstream
+
+pytestmark = pytest.mark.anyio
+
+PASS_KEY = "sk-passthrough-key-123456"
+
+
+def passthrough_config(**top: Any) -> Any:
+    return make_config(passthrough={"model": "-", "base_url": UPSTREAM_URL, "api_key_env": "PASS_KEY"}, **top)
+
+
+@pytest.fixture(autouse=True)
+def _key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PASS_KEY", PASS_KEY)
+
+
+async def test_other_paths_go_to_the_passthrough_with_its_own_key(
+    serve: AppFactory, upstream: ScriptedUpstream
+) -> None:
+    async with serve(passthrough_config()) as client:
+        response = await client.post(
+            "/embeddings?dimensions=2",
+            json={"model": "embedder", "input": ["a", "b"]},
+            headers={"authorization": "Bearer sk-client-own", "x-custom": "kept"},
+        )
+    assert response.status_code == 200
+    assert response.headers["x-upstream"] == "embeddings"  # the upstream's own headers come back
+    assert [item["index"] for item in response.json()["data"]] == [0, 1]
+    [call] = upstream.calls
+    assert call.url == f"{UPSTREAM_URL}/embeddings?dimensions=2"
+    assert call.headers["authorization"] == f"Bearer {PASS_KEY}"  # the configured key, never the client's
+    assert call.headers["x-custom"] == "kept"
+    assert call.body == {"model": "embedder", "input": ["a", "b"]}
+
+
+async def test_models_merge_the_upstreams_with_the_served_ones(serve: AppFactory, upstream: ScriptedUpstream) -> None:
+    async with serve(passthrough_config()) as client:
+        listed = (await client.get("/models")).json()
+        served = await client.get("/models/m-critic")
+        relayed = await client.get("/models/upstream-model")
+    assert [model["id"] for model in listed["data"]] == ["upstream-model", "m-direct", "m-adapter", "m-critic"]
+    assert served.json()["owned_by"] == "adapter-critic"
+    assert relayed.json() == {"id": "upstream-model", "object": "model", "created": 1, "owned_by": "upstream"}
+
+
+async def test_without_a_passthrough_other_paths_are_404(serve: AppFactory, upstream: ScriptedUpstream) -> None:
+    async with serve() as client:
+        response = await client.post("/embeddings", json={"model": "embedder", "input": "a"})
+    assert response.status_code == 404
+    assert response.json()["error"]["type"] == "invalid_request_error"
+    assert upstream.calls == []
+
+
+async def test_a_body_over_the_limit_is_refused(serve: AppFactory, upstream: ScriptedUpstream) -> None:
+    async with serve(passthrough_config(max_body_bytes=64)) as client:
+        response = await client.post("/embeddings", json={"model": "embedder", "input": "x" * 100})
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "request_too_large"
+    assert upstream.calls == []
+
+
+async def test_an_unreachable_passthrough_is_a_502_envelope() -> None:
+    config = make_config(passthrough={"model": "-", "base_url": "http://127.0.0.1:9/v1"})
+    async with (
+        LifespanManager(create_app(config)) as manager,
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=manager.app)) as client,
+    ):
+        response = await client.post("http://testserver/embeddings", json={"input": "a"})
+    assert response.status_code == 502
+    message = response.json()["error"]["message"]
+    assert "passthrough stage" in message and "could not connect to 127.0.0.1:9" in message
+
+
+# -- end to end: real uvicorn, the official SDK, streaming ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, RemoteUpstream]]:
+    with run_server(["tests/scripted_upstream.py"]) as (upstream_url, _):
+        path: Path = tmp_path_factory.mktemp("passthrough") / "config.toml"
+        api = f'{{ model = "api-model", base_url = "{upstream_url}/v1" }}'
+        path.write_text(
+            f'[passthrough]\nmodel = "-"\nbase_url = "{upstream_url}/v1"\napi_key_env = "PASS_KEY"\n'
+            f'[served_models.sidecar-critic]\nmode = "critic"\napi = {api}\n'
+        )
+        env = {"ADAPTER_CRITIC_CONFIG": str(path), "PASS_KEY": PASS_KEY}
+        with run_server(["-m", "uvicorn", "adapter_critic.asgi:app", "--log-level", "warning"], env) as (url, _):
+            yield url, RemoteUpstream(upstream_url)
+
+
+def test_the_sdk_uses_the_sidecar_as_its_only_base_url(served: tuple[str, RemoteUpstream]) -> None:
+    url, upstream = served
+    upstream.reset()
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="sk-client-own", max_retries=0)
+
+    embedding = client.embeddings.create(model="embedder", input=["one", "two"])
+    assert [item.embedding for item in embedding.data] == [[0.5, 0.0], [0.5, 1.0]]
+    pieces = [c.choices[0].text for c in client.completions.create(model="base", prompt="to be or not", stream=True)]
+    assert "".join(pieces).split() == ["to", "be", "or", "not"] and len(pieces) == 5  # each event relayed
+    assert [model.id for model in client.models.list()] == ["upstream-model", "sidecar-critic"]
+    chat = client.chat.completions.create(model="sidecar-critic", messages=[{"role": "user", "content": "hi"}])
+    assert chat.model == "sidecar-critic"  # served models still run their workflow
+
+    relayed = [call for call in upstream.calls() if not call["path"].endswith("/chat/completions")]
+    assert {call["headers"]["authorization"] for call in relayed} == {f"Bearer {PASS_KEY}"}
