@@ -116,6 +116,13 @@ def test_the_sdk_retrieves_a_served_model(client: OpenAI, up: Upstream) -> None:
         client.models.retrieve("not-served")
 
 
+def test_n_above_one_is_a_bad_request_naming_n_in_a_one_answer_mode(client: OpenAI, up: Upstream) -> None:
+    with pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.create(model="e2e-critic", messages=MESSAGES, n=2)
+    assert info.value.body["param"] == "n"  # type: ignore[index]
+    assert up.calls() == []
+
+
 def test_direct(client: OpenAI, up: Upstream) -> None:
     up.script({"content": "In Paris.", "model": "api-model"})
     response = client.chat.completions.create(

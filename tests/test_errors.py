@@ -641,3 +641,27 @@ async def test_unexpected_error_outside_the_service_is_500_envelope(
     error = error_of(response, 500)
     assert error["type"] == "server_error"
     assert "boom" not in response.text and "RuntimeError" not in response.text
+
+
+# -- n ---------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model", ["m-adapter", "m-critic"])
+@pytest.mark.parametrize("n", [2, 0, "2"])
+async def test_n_other_than_one_is_refused_by_a_one_answer_workflow(
+    serve: AppFactory, upstream: ScriptedUpstream, model: str, n: object
+) -> None:
+    async with serve() as client:
+        response = await post(client, chat(model, n=n))
+    error = error_of(response, 400)
+    assert error["param"] == "n"
+    assert "one choice" in error["message"]
+    assert upstream.calls == []  # refused before any stage ran
+
+
+@pytest.mark.parametrize("model", ["m-adapter", "m-critic"])
+async def test_n_of_one_is_fine_in_every_mode(serve: AppFactory, upstream: ScriptedUpstream, model: str) -> None:
+    async with serve() as client:
+        response = await post(client, chat(model, n=1))
+    assert response.status_code == 200
+    assert upstream.calls[0].body["n"] == 1  # forwarded to the API stage like any option

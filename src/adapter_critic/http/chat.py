@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 
 import httpx
+import msgspec
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -92,8 +93,11 @@ class Service:
             request = decode_request(body, max_messages=self.config.max_messages)
             check_overrides(self.config, request.overrides, request.overrides_param)
             plan = self._plan(request, client_token)
+            workflow = registry.get(plan.mode)
+            if not workflow.many_choices:
+                refuse_many_choices(request, plan.mode)
             run = Run(
-                registry.get(plan.mode),
+                workflow,
                 plan,
                 request,
                 self.upstream,
@@ -161,6 +165,24 @@ class Service:
                     await response(scope, receive, send)  # a stream holds its slot until it has been sent
             except Overloaded as exc:
                 await error_response(exc)(scope, receive, send)
+
+
+def refuse_many_choices(request: ChatRequest, mode: str) -> None:
+    """A 400 naming `n` when the request asks for more choices than a one-answer workflow gives."""
+    raw = request.options.get("n")
+    if raw is None:
+        return
+    try:
+        n = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        n = None
+    if n is None or n == 1:
+        return
+    raise RequestError(
+        f"`n` = {msgspec.json.encode(n).decode()[:20]}: the {mode} workflow answers with one choice. Leave `n` out "
+        "(or 1), or ask a served model in direct mode, which relays every choice.",
+        param="n",
+    )
 
 
 def _forwards_client_token(plan: Plan) -> bool:

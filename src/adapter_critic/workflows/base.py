@@ -67,6 +67,8 @@ class Workflow:
         Settings: a msgspec Struct of the served-model keys it reads (prompts, limits); validated at load,
             its defaults used where a key is absent.
         final_key: the `intermediate` key that holds the client's answer.
+        many_choices: whether it answers a request's `n > 1` with that many choices (only `direct` relays them
+            all); a workflow that answers with one refuses `n > 1` with a 400 rather than dropping choices.
     """
 
     name: ClassVar[str]
@@ -74,6 +76,7 @@ class Workflow:
     targets: ClassVar[tuple[str, ...]] = ()
     Settings: ClassVar[type[msgspec.Struct]] = NoSettings
     final_key: ClassVar[str] = "final"
+    many_choices: ClassVar[bool] = False
 
     async def run(self, run: RunContext) -> FinalCall | None:
         """Run the stages before the last call and return that call, or None when the answer is already known

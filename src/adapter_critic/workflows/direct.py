@@ -10,6 +10,7 @@ class Direct(Workflow):
     name = "direct"
     stages = ("api",)
     final_key = "api"
+    many_choices = True  # every choice the upstream gives is relayed
 
     async def run(self, run: RunContext) -> FinalCall:
         return run.final("api", run.request.messages_json, first=True)
