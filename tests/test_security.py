@@ -28,6 +28,7 @@ from starlette.routing import Mount, Route
 from starlette.types import ASGIApp
 
 from adapter_critic import AdapterCriticMiddleware, Config, ConfigError, create_app
+from adapter_critic.errors import RequestError
 from adapter_critic.http.auth import InboundAuth
 from adapter_critic.http.chat import Service
 from adapter_critic.redact import redact, secret_values
@@ -520,6 +521,54 @@ def test_override_url_problem_names_the_reason() -> None:
     assert override_url_problem("ftp://x/") == "does not use http or https"
     assert override_url_problem("http://a:b@x/") == "contains credentials (user:password@)"
     assert override_url_problem("https://api.openai.com/v1") is None
+
+
+# URLs httpx parses but no upstream call can use: IDNA labels that do not decode, labels DNS refuses, no port.
+INVALID_URLS = [
+    "http://xn--/",
+    "http://xn--a/",  # decodes to a code point IDNA does not allow
+    "https://xn--ls8h.example/v1",  # an emoji: not allowed by IDNA 2008
+    f"http://{'a' * 64}.com/v1",  # a label over 63 characters
+    f"http://{'a.' * 127}com/v1",  # a name over 253 characters
+    "http://a..b/v1",  # an empty label
+    "http://.upstream.example/v1",
+    "//xn--/v1",
+    "http://upstream.example:65536/v1",
+]
+OVERRIDE_URL_FIELDS = ["api_base_url", "adapter_base_url", "critic_base_url"]
+
+
+@pytest.mark.parametrize("allowlist", [[], ["*"], "listed"])
+@pytest.mark.parametrize("url", INVALID_URLS)
+def test_malformed_host_is_not_a_valid_url_whatever_the_allowlist(url: str, allowlist: list[str] | str) -> None:
+    config = make_config(allowed_override_base_urls=[url] if allowlist == "listed" else allowlist)
+    for field in OVERRIDE_URL_FIELDS:
+        with pytest.raises(RequestError) as info:
+            check_overrides(config, Overrides(**{field: url}))
+        assert info.value.status_code == 400
+        assert info.value.param == f"x_adapter_critic.{field}"
+        assert info.value.message.endswith("is not a valid URL.")
+    assert override_url_problem(url) == "is not a valid URL"
+
+
+def test_valid_hosts_near_the_limits_are_allowed() -> None:
+    for url in (f"http://{'a' * 63}.com/v1", f"http://{'a.' * 125}com/v1", "http://xn--bcher-kva.example./v1"):
+        check_overrides(star_config(), Overrides(api_base_url=url))
+
+
+@pytest.mark.parametrize("model", ["m-direct", "m-adapter", "m-critic"])
+async def test_malformed_override_host_is_a_400_through_the_app(
+    serve: AppFactory, upstream: ScriptedUpstream, model: str
+) -> None:
+    async with serve(star_config()) as client:
+        for url in INVALID_URLS:
+            for field in OVERRIDE_URL_FIELDS:
+                overrides = {field: url, field.replace("base_url", "model"): "some-model"}
+                response = await client.post("/chat/completions", json=chat(model, x_adapter_critic=overrides))
+                error = envelope(response, 400)
+                assert error["param"] == f"x_adapter_critic.{field}"
+                assert "is not a valid URL" in error["message"]
+    assert upstream.calls == []
 
 
 # ======================================================================================================================

@@ -16,7 +16,7 @@ from ..config import Config, ServedModel, Target, normalize_url
 from ..core import Plan, StageTarget
 from ..errors import RequestError
 from ..redact import redact_userinfo
-from ..upstream.urlguard import override_url_problem
+from ..upstream.urlguard import override_url_problem, parse_url
 from ..workflows import registry
 from .decode import Overrides
 
@@ -31,9 +31,13 @@ def check_overrides(config: Config, overrides: Overrides | None, where: str = "x
     allowed = {normalize_url(url) for url in config.allowed_override_base_urls}
     for name, url in overrides.base_urls().items():
         normalized = normalize_url(url)
-        if normalized in configured or normalized in allowed:
+        if normalized in configured:
             continue
         shown = redact_userinfo(url)
+        if parse_url(normalized) is None:  # whatever the allowlist: no upstream call could be made with it
+            raise RequestError(f"`{where}.{name}`: {shown!r} is not a valid URL.", param=f"{where}.{name}")
+        if normalized in allowed:
+            continue
         if "*" in allowed:
             problem = override_url_problem(normalized)
             if problem is None:

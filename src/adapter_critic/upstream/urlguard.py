@@ -36,11 +36,34 @@ _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _NUMERIC_LABEL = re.compile(r"0x[0-9a-f]*|[0-9]+")
 
 
-def override_url_problem(url: str) -> str | None:
-    """Why a `*_base_url` override may not be allowed by "*" (a phrase to follow the URL), or None if it may."""
+def parse_url(url: str) -> httpx.URL | None:
+    """`url` as the HTTP client parses it, or None if it is no valid URL: httpx refuses it, or its host is no
+    host name the client can call. Never raises.
+
+    httpx checks a host lazily: an IDNA label (`xn--...`) is only decoded when `.host` is read, which raises
+    `idna.IDNAError` for a malformed one (`xn--`, `xn--a`); the host is only encoded to ASCII when sent (an
+    IPv6 zone id may not be ASCII); and a label over 63 characters or an empty one (`a..b`) is only refused
+    by the resolver's IDNA codec, with a `UnicodeError`, at connect time. A port over 65535 fails there too.
+    A relative URL (a path, no host) is valid here: whether it may be used is decided elsewhere."""
     try:
         parsed = httpx.URL(url)
-    except (httpx.InvalidURL, ValueError):
+        parsed.host  # noqa: B018  # decodes the IDNA labels
+        raw_host = parsed.raw_host  # the host as sent: not ASCII for an IPv6 zone id such as `%25\x80`
+    except (httpx.InvalidURL, ValueError):  # idna.IDNAError and UnicodeError are ValueErrors
+        return None
+    if parsed.port is not None and parsed.port > 65535:  # httpx takes any number; the socket refuses it
+        return None
+    if raw_host and b":" not in raw_host:  # a name or an IPv4 address, not an IPv6 literal
+        name = raw_host.removesuffix(b".")  # one trailing dot: the root
+        if len(name) > 253 or not all(0 < len(label) <= 63 for label in name.split(b".")):
+            return None
+    return parsed
+
+
+def override_url_problem(url: str) -> str | None:
+    """Why a `*_base_url` override may not be allowed by "*" (a phrase to follow the URL), or None if it may."""
+    parsed = parse_url(url)
+    if parsed is None:
         return "is not a valid URL"
     if parsed.scheme not in ("http", "https"):
         return "does not use http or https"
