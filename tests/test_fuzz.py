@@ -23,7 +23,7 @@ import anyio
 import httpx
 import pytest
 from asgi_lifespan import LifespanManager
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -58,6 +58,7 @@ pytestmark = pytest.mark.anyio
 SERVED = ["m-direct", "m-adapter", "m-critic"]
 ROLES = ["system", "developer", "user", "assistant", "tool"]
 OVERRIDE_FIELDS = list(Overrides.__struct_fields__)
+URL_FIELDS = [name for name in OVERRIDE_FIELDS if name.endswith("_base_url")]
 
 # -- strategies --------------------------------------------------------------------------------------------------------
 
@@ -284,6 +285,65 @@ def test_url_guard_never_raises_and_never_lets_metadata_through(url: str) -> Non
             import ipaddress
 
             assert not is_metadata_address(ipaddress.ip_address(parsed.host))
+
+
+# Hosts at the edges of what URL parsers, IDNA and DNS accept: punycode that does or does not decode, empty and
+# over-long labels, percent-encoding, IPv6 literals with zone ids, numeric spellings.
+host_labels = st.one_of(
+    st.sampled_from(
+        [
+            *("", "a", "xn--", "xn--a", "xn--ls8h", "xn--bcher-kva", "XN--BCHER-KVA", "xn---", "xn--zz-", "-a-"),
+            *("a_b", "a" * 63, "a" * 64, "%41", "%", "%zz", "%00", "%2e", "%E2%82%AC", "0x7f", "0251", "256"),
+            *("bücher", "\u3002"),
+        ]
+    ),
+    st.text(st.sampled_from("abxn-09.%"), max_size=70),
+    st.text(max_size=6),
+)
+ipv6_hosts = st.builds(
+    "[{}{}]".format,
+    st.sampled_from(["::1", "fe80::1", "fd00:ec2::254", "::ffff:169.254.169.254", "1::2::3", "", "v1.x"]),
+    st.sampled_from(["", "%25eth0", "%eth0", "%", "%25", "%25%", "%25xn--"]) | st.text(max_size=4).map("%25{}".format),
+)
+hosts = st.lists(host_labels, min_size=1, max_size=130).map(".".join) | ipv6_hosts
+hostile_urls = st.one_of(
+    st.builds(
+        "{}://{}{}{}{}".format,
+        st.sampled_from(["http", "https", "HTTP", "ftp", ""]),
+        st.sampled_from(["", "u:p@", "@", "a\\@"]),
+        hosts,
+        st.sampled_from(["", ":80", ":0", ":65536", ":x", ":"]),
+        st.sampled_from(["", "/", "/v1", "/v1/", "?q", "#f", "/%zz"]),
+    ),
+    st.text(max_size=80),
+    st.text(st.characters(codec="ascii"), max_size=40).map("http://{}".format),
+)
+
+
+@given(url=hostile_urls, allowlist=st.sampled_from([*sorted(CONFIGS), "itself"]), field=st.sampled_from(URL_FIELDS))
+@example(url="http://xn--/", allowlist="star", field="api_base_url")
+@example(url=f"http://{'a' * 64}.com/v1", allowlist="star", field="critic_base_url")
+@example(url="http://xn--a/", allowlist="itself", field="adapter_base_url")
+@example(url="http://[::1%25\x80]/", allowlist="star", field="adapter_base_url")
+def test_override_url_check_is_total(url: str, allowlist: str, field: str) -> None:
+    """Whatever the string and the allowlist (`itself`: the URL is listed), the URL check answers with a
+    RequestError (400, naming the field) or lets the URL through, and a URL it lets through has a host the
+    resolver's IDNA codec can encode (so the call cannot fail on it with a UnicodeError)."""
+    config = make_config(allowed_override_base_urls=[url]) if allowlist == "itself" else CONFIGS[allowlist]
+    assert isinstance(override_url_problem(url), str | None)
+    try:
+        check_overrides(config, Overrides(**{field: url}))
+    except RequestError as exc:
+        assert exc.status_code == 400
+        assert exc.param == f"x_adapter_critic.{field}"
+        return
+    normalized = normalize_url(url)
+    if normalized in {t.url for t in config.targets()}:
+        return
+    parsed = httpx.URL(normalized)
+    assert parsed.host is not None  # IDNA labels decode
+    if b":" not in parsed.raw_host:  # a name or an IPv4 address, not an IPv6 literal
+        parsed.raw_host.decode("ascii").encode("idna")
 
 
 # -- SEARCH/REPLACE ----------------------------------------------------------------------------------------------------
