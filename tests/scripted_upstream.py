@@ -3,7 +3,8 @@
 In-process, tests hand `ScriptedUpstream().app` to `httpx.ASGITransport`. As a real server
 (`python tests/scripted_upstream.py --fd N`), tests script it and read its calls over HTTP:
 `POST /_script` (a JSON list of replies), `GET /_calls`, `POST /_reset`, `GET /_aborted` (the calls whose
-slow reply or stream was cancelled or closed before it finished: the client went away).
+slow reply or stream was cancelled or closed before it finished, or whose caller disconnected during the
+reply's `delay`: the client went away).
 
 A reply with no script answers `echo <model>: <last user text>` with usage 1/2/3.
 """
@@ -75,6 +76,7 @@ class ScriptedUpstream:
         self.replies: deque[Reply] = deque()
         self.aborted: list[Call] = []  # calls whose slow reply or stream was cancelled/closed before it finished
         self._aborted_event: anyio.Event | None = None
+        self._holding_event: anyio.Event | None = None
         self.app = Starlette(
             routes=[
                 Route("/{prefix:path}/chat/completions", self._chat, methods=["POST"]),
@@ -98,6 +100,7 @@ class ScriptedUpstream:
         self.replies.clear()
         self.aborted.clear()
         self._aborted_event = None
+        self._holding_event = None
 
     def aborted_signal(self) -> anyio.Event:
         """An event set once a call was aborted (create it inside the event loop, e.g. in the test)."""
@@ -106,6 +109,12 @@ class ScriptedUpstream:
             if self.aborted:
                 self._aborted_event.set()
         return self._aborted_event
+
+    def holding_signal(self) -> anyio.Event:
+        """An event set once a call is being held by its reply's `delay` (create it inside the event loop)."""
+        if self._holding_event is None:
+            self._holding_event = anyio.Event()
+        return self._holding_event
 
     def _abort(self, call: Call) -> None:
         self.aborted.append(call)
@@ -136,14 +145,8 @@ class ScriptedUpstream:
         self.calls.append(call)
         model = str(body.get("model"))
         reply = self._next(model) or Reply(content=f"echo {model}: {_last_user_text(body)}")
-        if reply.delay:
-            slept = False
-            try:
-                await anyio.sleep(reply.delay)
-                slept = True
-            finally:
-                if not slept:
-                    self._abort(call)
+        if reply.delay and not await self._hold(request, call, reply.delay):
+            return Response(status_code=499)  # nobody is left to read it
         if reply.body is not None:
             return Response(reply.body, status_code=reply.status, headers=reply.headers, media_type="application/json")
         message: dict[str, Any] = {"role": "assistant", "content": reply.content}
@@ -204,6 +207,30 @@ class ScriptedUpstream:
         if request.url.path.endswith("/models/upstream-model"):
             return JSONResponse(model)
         return JSONResponse({"object": "list", "data": [model]})
+
+    async def _hold(self, request: Request, call: Call, seconds: float) -> bool:
+        """Wait `seconds` before answering; False if the caller went away first (the call is aborted then, as
+        when the wait is cancelled). Over the network a plain handler is not cancelled when its client leaves,
+        so the wait also ends on `http.disconnect`."""
+        held = False
+        async with anyio.create_task_group() as tg:
+
+            async def until_gone() -> None:
+                while (await request.receive())["type"] != "http.disconnect":
+                    pass
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(until_gone)
+            if self._holding_event is not None:
+                self._holding_event.set()
+            try:
+                await anyio.sleep(seconds)
+                held = True
+            finally:
+                if not held:
+                    self._abort(call)
+            tg.cancel_scope.cancel()
+        return held
 
     async def _script(self, request: Request) -> Response:
         self.script(*(Reply(**item) for item in json.loads(await request.body())))
