@@ -28,6 +28,7 @@ from ..workflows import registry
 from .admission import Admission
 from .auth import InboundAuth, client_token
 from .chunks import ChunkWriter
+from .disconnect import ClientGone, cancel_on_disconnect, guard_send, log_client_gone
 from .responses import JSON, completion, encode, error_response, new_completion_id
 from .stream import StreamResponse
 
@@ -156,15 +157,25 @@ class Service:
         await self.respond(body, scope, receive, send)
 
     async def respond(self, body: bytes, scope: Scope, receive: Receive, send: Send) -> None:
-        """Answer one chat-completions request body, within a request slot (overload limit, shutdown)."""
+        """Answer one chat-completions request body, within a request slot (overload limit, shutdown).
+
+        A client that goes away meanwhile cancels the request and leaves one line in the log (`disconnect`)."""
         request_id = new_completion_id()
+        send = guard_send(send)
+        token = client_token(scope)
         with request_scope(request_id):
             try:
-                async with self.admission.slot():
-                    response = await self.chat(body, client_token=client_token(scope), request_id=request_id)
-                    await response(scope, receive, send)  # a stream holds its slot until it has been sent
-            except Overloaded as exc:
-                await error_response(exc)(scope, receive, send)
+                try:
+                    async with self.admission.slot():
+                        response = await cancel_on_disconnect(
+                            receive, request_id, lambda: self.chat(body, client_token=token, request_id=request_id)
+                        )
+                        if response is not None:
+                            await response(scope, receive, send)  # a stream holds its slot until it is sent
+                except Overloaded as exc:
+                    await error_response(exc)(scope, receive, send)
+            except ClientGone:
+                log_client_gone(request_id)
 
 
 def refuse_many_choices(request: ChatRequest, mode: str) -> None:

@@ -5,7 +5,8 @@ Two tasks share one request:
   and the tail (finish, usage, `[DONE]`) when the run is done;
 - the watcher waits for the client's `http.disconnect` and then cancels everything, in-flight upstream calls
   included; while it waits it writes a `: keep-alive` comment whenever nothing has been sent for
-  `keepalive_seconds`.
+  `keepalive_seconds`. A write that finds the connection closed does the same (`disconnect`): a client
+  that went away leaves one log line, not a traceback.
 
 Status and headers go out with the first thing written. Until then a failure is an ordinary §7 error
 response; after it, a failure ends the stream with one `data: {"error": ...}` event and no `[DONE]`.
@@ -25,6 +26,7 @@ from starlette.types import Receive, Scope, Send
 from ..errors import APIError, internal_error, render_error
 from ..events import AnswerChunks, RunRecord
 from .chunks import KEEPALIVE, ChunkWriter, raw_event
+from .disconnect import ClientGone, guard_send, log_client_gone
 
 logger = logging.getLogger("adapter_critic")
 
@@ -59,24 +61,40 @@ class StreamResponse:
         self._relayed = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        self._send = send
+        self._send = guard_send(send)
         self._last_write = time.monotonic()
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._watch, receive, tg.cancel_scope)
             try:
-                record = await self.run(self._relay)
-                if self._relayed:
-                    await self._write(self.chunks.tail(record, self._finish))
-                else:  # the answer was known whole (an adapter's, a degraded draft)
-                    await self._write(self.chunks.answer(record.answer) + self.chunks.tail(record, None))
-            except APIError as exc:
-                await self._end(exc)
-            except Exception:
-                logger.exception("streaming request %s failed unexpectedly", self.request_id)
-                await self._end(internal_error(self.request_id))
-            else:
-                await self._end(None)
+                await self._answer()
+            except ClientGone:
+                self._client_gone(tg.cancel_scope)
             tg.cancel_scope.cancel()  # the answer is out: stop the keep-alives and the disconnect watch
+
+    async def _answer(self) -> None:
+        """Run the request and stream its answer, then end the response: normally, or with the error (`_end`)."""
+        try:
+            record = await self.run(self._relay)
+            if self._relayed:
+                await self._write(self.chunks.tail(record, self._finish))
+            else:  # the answer was known whole (an adapter's, a degraded draft)
+                await self._write(self.chunks.answer(record.answer) + self.chunks.tail(record, None))
+        except ClientGone:
+            raise
+        except APIError as exc:
+            await self._end(exc)
+        except Exception:
+            logger.exception("streaming request %s failed unexpectedly", self.request_id)
+            await self._end(internal_error(self.request_id))
+        else:
+            await self._end(None)
+
+    def _client_gone(self, scope: CancelScope) -> None:
+        """The client went away (it disconnected, or a write found its connection closed): cancel everything."""
+        if not self._gone:
+            self._gone = True
+            log_client_gone(self.request_id)
+        scope.cancel()
 
     async def _relay(self, chunks: AnswerChunks) -> None:
         self._relayed = True
@@ -94,6 +112,7 @@ class StreamResponse:
     _done = False
     _writing = False
     _ticking: anyio.Event | None = None
+    _gone = False
 
     async def _write(self, data: bytes) -> None:
         if self._ticking is not None:
@@ -116,8 +135,7 @@ class StreamResponse:
                 with anyio.move_on_after(wait):
                     message = await receive()
                     if message["type"] == "http.disconnect":
-                        logger.info("client disconnected: cancelling the request's upstream calls")
-                        scope.cancel()
+                        self._client_gone(scope)
                         return
                 continue
             if self._done:
@@ -128,6 +146,9 @@ class StreamResponse:
             self._ticking = anyio.Event()
             try:
                 await self._write_unlocked(KEEPALIVE)
+            except ClientGone:
+                self._client_gone(scope)
+                return
             finally:
                 self._ticking.set()
                 self._ticking = None

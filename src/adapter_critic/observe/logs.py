@@ -43,6 +43,11 @@ def request_scope(request_id: str) -> Iterator[None]:
         _request_id.reset(token)
 
 
+def current_request_id() -> str | None:
+    """The request id bound by the enclosing `request_scope`, if any."""
+    return _request_id.get()
+
+
 class _RequestIdFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         request_id = _request_id.get()

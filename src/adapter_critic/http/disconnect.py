@@ -1,0 +1,98 @@
+"""A client that goes away before its answer is sent is an ordinary event: the request's run is cancelled and one
+INFO line with the request id says so — never a traceback.
+
+The server says the client is gone in one of two ways:
+
+- `receive` returns `http.disconnect`. uvicorn does so as soon as the connection closes, which it also does when
+  the client only shuts down its sending side after the request (a half-close); its `send` then drops what it is
+  given. `cancel_on_disconnect` watches for this while a plain answer is worked out (the stream writer has its
+  own watcher, which also sends the keep-alives).
+- `send` raises because the connection is closed: an `OSError` (ASGI 2.4), or, from a server that writes to a
+  closed uvloop transport, `RuntimeError: unable to perform operation on <TCPTransport closed=True ...>; the
+  handler is closed`. `guard_send` turns these into `ClientGone`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import anyio
+import sniffio
+from starlette.types import Message, Receive, Send
+
+from ..observe.logs import current_request_id
+
+logger = logging.getLogger("adapter_critic")
+
+T = TypeVar("T")
+
+
+class ClientGone(Exception):
+    """The client's connection closed before the answer was sent: nothing more can reach it."""
+
+
+def guard_send(send: Send) -> Send:
+    """`send`, raising `ClientGone` where the server raises because the client's connection is closed."""
+
+    async def guarded(message: Message) -> None:
+        try:
+            await send(message)
+        except (OSError, RuntimeError) as exc:
+            if not connection_closed(exc):
+                raise  # an ASGI protocol error of ours (a message out of order) is a bug, not a disconnect
+            raise ClientGone(str(exc)) from exc
+
+    return guarded
+
+
+def connection_closed(exc: BaseException) -> bool:
+    """Whether `exc`, raised by the server's `send`, says that the client's connection is closed."""
+    return isinstance(exc, OSError) or (isinstance(exc, RuntimeError) and "closed=True" in str(exc))
+
+
+def log_client_gone(request_id: str) -> None:
+    """The one line a request whose client went away leaves in the log (inside the request's log scope, the
+    line starts with `[request_id]` like every other line of the request)."""
+    if current_request_id() == request_id:
+        logger.info("the client went away; the request is cancelled")
+    else:
+        logger.info("[%s] the client went away; the request is cancelled", request_id)
+
+
+async def cancel_on_disconnect(receive: Receive, request_id: str, work: Callable[[], Awaitable[T]]) -> T | None:
+    """`await work()`, cancelled if the client disconnects first; then None, and the disconnect is logged.
+
+    For a request whose body has been read: `receive` then only ever says `http.disconnect`. It is
+    cancellation-safe, so stopping the watch when `work` is done loses nothing. This runs for every plain
+    request, so on asyncio the watcher is a bare task: cancelling it costs a tenth of what cancelling an anyio
+    task group's child does (some 60 µs)."""
+    scope = anyio.CancelScope()
+    result: T | None = None
+
+    async def watch() -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        log_client_gone(request_id)
+        scope.cancel()
+
+    if _on_asyncio():
+        watcher = asyncio.get_running_loop().create_task(watch())
+        try:
+            with scope:
+                result = await work()
+        finally:
+            watcher.cancel()
+    else:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(watch)
+            with scope:
+                result = await work()
+            tg.cancel_scope.cancel()
+    return None if scope.cancel_called else result
+
+
+def _on_asyncio() -> bool:
+    return sniffio.current_async_library() == "asyncio"
