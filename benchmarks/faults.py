@@ -1,7 +1,7 @@
 """Fault injection under load: the product (real uvicorn) in front of a chaos upstream, both on loopback.
 
     python -m benchmarks.faults                        # 2,000 requests at concurrency 32
-    python -m benchmarks.faults --requests 150 --json  # the CI size (tests/test_faults_small.py)
+    python -m benchmarks.faults --requests 150 --json  # the CI size (tests/e2e/test_faults_small.py)
     python -m benchmarks.faults --soak                 # 20,000 requests, RSS and open fds every 2,000
 
 The chaos upstream (`benchmarks/chaos_upstream.py`) fails a share of calls (`--fail`, default 0.3) in each of its

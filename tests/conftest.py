@@ -133,7 +133,7 @@ def stop_server(proc: subprocess.Popen[bytes]) -> str:
 
 
 class RemoteUpstream:
-    """The scripted upstream running as a server (`run_server(["tests/scripted_upstream.py"])`), scripted and
+    """The scripted upstream running as a server (`run_server(["-m", "tests.scripted_upstream"])`), scripted and
     inspected over HTTP."""
 
     def __init__(self, url: str) -> None:

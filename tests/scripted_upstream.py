@@ -1,7 +1,7 @@
 """A scripted OpenAI-compatible upstream for tests: replies are queued by the test, every call is recorded.
 
 In-process, tests hand `ScriptedUpstream().app` to `httpx.ASGITransport`. As a real server
-(`python tests/scripted_upstream.py --fd N`), tests script it and read its calls over HTTP:
+(`python -m tests.scripted_upstream --fd N`), tests script it and read its calls over HTTP:
 `POST /_script` (a JSON list of replies), `GET /_calls`, `POST /_reset`, `GET /_aborted` (the calls whose
 slow reply or stream was cancelled or closed before it finished, or whose caller disconnected during the
 reply's `delay`: the client went away).

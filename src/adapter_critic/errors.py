@@ -145,8 +145,8 @@ class UpstreamError(APIError):
 
     @property
     def relays_body(self) -> bool:
-        """The client gets the upstream's own (redacted) error envelope as the body."""
-        return self.relay and self.status_code == self.upstream_status != 429 and _is_envelope(self.body)
+        """The client gets the upstream's own (redacted) error envelope: it is relayed with its status."""
+        return self.relay and self.status_code == self.upstream_status != 429
 
     def evolve(self, **changes: Any) -> UpstreamError:
         """A copy with `changes` (the error itself is never changed)."""
@@ -175,11 +175,49 @@ class Rendered:
 def render_error(error: APIError, redact: Any = None) -> Rendered:
     """Any `APIError` as its §7 response; `redact` (a `str -> str`) masks secrets the request itself echoed."""
     if isinstance(error, UpstreamError) and error.relays_body:
-        body = error.body
-    else:
-        message = error.message if redact is None else redact(error.message)
-        body = _encoder.encode(error_envelope(message, error.error_type, param=error.param, code=error.code))
+        relayed = _relayed_envelope(error.body)
+        if relayed is not None:
+            return Rendered(error.status_code, error.headers, relayed)
+    message = error.message if redact is None else redact(error.message)
+    body = _encoder.encode(error_envelope(message, error.error_type, param=error.param, code=error.code))
     return Rendered(error.status_code, error.headers, body)
+
+
+class _RelayedError(msgspec.Struct):
+    message: str
+    type: str | None = None
+    param: str | None = None
+    code: str | int | None = None
+
+
+class _RelayedEnvelope(msgspec.Struct):
+    error: _RelayedError
+
+
+_relayed_decoder = msgspec.json.Decoder(_RelayedEnvelope)
+
+
+def _relayed_envelope(body: bytes) -> bytes | None:
+    """An upstream's error body as the client gets it: the body itself when it is a whole OpenAI envelope, the
+    same error with its missing fields filled in when it has at least a message, None when it is no envelope."""
+    try:
+        error = _relayed_decoder.decode(body).error
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+        return None
+    if error.type is not None and _error_keys(body) >= {"message", "type", "param", "code"}:
+        return body
+    envelope = error_envelope(error.message, error.type or "invalid_request_error", param=error.param, code=None)
+    envelope["error"]["code"] = error.code
+    return _encoder.encode(envelope)
+
+
+def _error_keys(body: bytes) -> set[str]:
+    """The keys of an error body's `error` object."""
+    try:
+        inner = msgspec.json.decode(body, type=dict[str, dict[str, msgspec.Raw]])["error"]
+    except (msgspec.DecodeError, KeyError):
+        return set()
+    return set(inner)
 
 
 def error_envelope(
@@ -212,5 +250,3 @@ def read_error_body(body: bytes) -> ErrorBody | None:
         return None
 
 
-def _is_envelope(body: bytes) -> bool:
-    return read_error_body(body) is not None

@@ -15,7 +15,7 @@ from starlette.types import ASGIApp
 
 from adapter_critic import load_config
 
-EXAMPLES = Path(__file__).parent.parent / "examples"
+EXAMPLES = Path(__file__).parents[2] / "examples"
 CONFIGS = sorted(p for p in EXAMPLES.iterdir() if p.suffix in (".toml", ".json", ".yaml", ".yml"))
 MODES = {"direct", "adapter", "critic"}
 

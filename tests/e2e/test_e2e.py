@@ -15,8 +15,8 @@ import openai
 import pytest
 from openai import OpenAI
 
-from .conftest import RemoteUpstream as Upstream
-from .conftest import run_server, stop_server
+from ..conftest import RemoteUpstream as Upstream
+from ..conftest import run_server, stop_server
 
 KEY = "sk-test-e2e"
 UVICORN = ["-m", "uvicorn", "adapter_critic.asgi:app", "--log-level", "warning"]
@@ -29,7 +29,7 @@ def config_toml(upstream_url: str, *, timeout_seconds: float = 10) -> str:
     return f"""
 default_api_key_env = "UP_KEY"
 timeout_seconds = {timeout_seconds}
-retries = 0  # one scripted failure is the request's failure (retries: tests/test_resilience.py)
+retries = 0  # one scripted failure is the request's failure (retries: tests/upstream/test_resilience.py)
 allowed_override_base_urls = ["{upstream_url}/elsewhere/v1"]
 
 [served_models.e2e-direct]
@@ -54,7 +54,7 @@ api = {{ model = "local-model", base_url = "{local}", api_key_env = "E2E_LOCAL_K
 
 @pytest.fixture(scope="module")
 def upstream_url() -> Iterator[str]:
-    with run_server(["tests/scripted_upstream.py"]) as (url, _):
+    with run_server(["-m", "tests.scripted_upstream"]) as (url, _):
         yield url
 
 

@@ -13,7 +13,7 @@ from asgi_lifespan import LifespanManager
 
 from adapter_critic.demo import ADAPTER_EDIT, CRITIQUE, DEMO_MODEL, DRAFT_LEAD, REVISED_LEAD
 
-from .conftest import chat
+from ..conftest import chat
 
 pytestmark = pytest.mark.anyio
 

@@ -17,8 +17,8 @@ import pytest
 from openai import OpenAI
 from openai.types.chat import ChatCompletionChunk
 
-from .conftest import RemoteUpstream as Upstream
-from .conftest import run_server
+from ..conftest import RemoteUpstream as Upstream
+from ..conftest import run_server
 
 UVICORN = ["-m", "uvicorn", "adapter_critic.asgi:app", "--log-level", "warning"]
 MESSAGES: list[Any] = [{"role": "user", "content": "Where is the Eiffel Tower?"}]
@@ -67,7 +67,7 @@ critic = {{ model = "critic-model", base_url = "{up}" }}
 
 @pytest.fixture(scope="module")
 def upstream_url() -> Iterator[str]:
-    with run_server(["tests/scripted_upstream.py"]) as (url, _):
+    with run_server(["-m", "tests.scripted_upstream"]) as (url, _):
         yield url
 
 

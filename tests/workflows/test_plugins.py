@@ -16,9 +16,9 @@ import pytest
 from adapter_critic import Config, ConfigError
 from adapter_critic.workflows import registry
 
-from .conftest import RemoteUpstream, run_server
+from ..conftest import RemoteUpstream, run_server
 
-PLUGIN = Path(__file__).parent.parent / "examples" / "workflow_plugin"
+PLUGIN = Path(__file__).parents[2] / "examples" / "workflow_plugin"
 
 
 def test_the_built_in_modes_are_registered_entry_points() -> None:
@@ -56,7 +56,7 @@ def test_the_installed_plugin_is_listed_with_the_built_in_modes(plugin_path: Pat
 
 @pytest.fixture(scope="module")
 def served(plugin_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, RemoteUpstream]]:
-    with run_server(["tests/scripted_upstream.py"]) as (upstream_url, _):
+    with run_server(["-m", "tests.scripted_upstream"]) as (upstream_url, _):
         config = tmp_path_factory.mktemp("config") / "plugin.toml"
         api = f'{{ model = "api-model", base_url = "{upstream_url}/v1" }}'
         config.write_text(

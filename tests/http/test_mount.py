@@ -34,8 +34,8 @@ from starlette.routing import Mount, Route
 
 from adapter_critic import create_app
 
-from .conftest import UPSTREAM_URL, chat, make_config
-from .scripted_upstream import Reply, ScriptedUpstream
+from ..conftest import UPSTREAM_URL, chat, make_config
+from ..scripted_upstream import Reply, ScriptedUpstream
 
 pytestmark = pytest.mark.anyio
 

@@ -17,8 +17,8 @@ from asgi_lifespan import LifespanManager
 from adapter_critic import Config, create_app
 from adapter_critic.upstream.client import Upstream
 
-from .conftest import UPSTREAM_URL, AppFactory, chat, make_config
-from .scripted_upstream import Reply, ScriptedUpstream
+from ..conftest import UPSTREAM_URL, AppFactory, chat, make_config
+from ..scripted_upstream import Reply, ScriptedUpstream
 
 pytestmark = pytest.mark.anyio
 
@@ -665,3 +665,33 @@ async def test_n_of_one_is_fine_in_every_mode(serve: AppFactory, upstream: Scrip
         response = await post(client, chat(model, n=1))
     assert response.status_code == 200
     assert upstream.calls[0].body["n"] == 1  # forwarded to the API stage like any option
+
+
+@pytest.mark.parametrize(
+    ("upstream_error", "relayed"),
+    [
+        ({"message": "bad", "type": "invalid_request_error", "param": "x", "code": "c"}, None),  # whole: as is
+        ({"message": "bad"}, {"message": "bad", "type": "invalid_request_error", "param": None, "code": None}),
+        (
+            {"message": "bad", "code": 42},
+            {"message": "bad", "type": "invalid_request_error", "param": None, "code": 42},
+        ),
+    ],
+)
+async def test_a_relayed_upstream_envelope_always_has_the_four_fields(
+    serve: AppFactory, upstream: ScriptedUpstream, upstream_error: dict[str, Any], relayed: dict[str, Any] | None
+) -> None:
+    upstream.script(Reply(status=400, body=json.dumps({"error": upstream_error})))
+    async with serve() as client:
+        response = await post(client, chat("m-direct"))
+    assert error_of(response, 400) == (relayed or upstream_error)
+
+
+async def test_a_4xx_body_without_a_message_is_answered_in_our_words(
+    serve: AppFactory, upstream: ScriptedUpstream
+) -> None:
+    upstream.script(Reply(status=400, body='{"error": {"": ""}}'))
+    async with serve() as client:
+        response = await post(client, chat("m-direct"))
+    error = error_of(response, 400)
+    assert "api stage's upstream" in error["message"] and "HTTP 400" in error["message"]

@@ -14,8 +14,8 @@ import pytest
 
 from adapter_critic.observe.logs import JsonFormatter
 
-from .conftest import AppFactory, chat, make_config, run_server, stop_server
-from .scripted_upstream import Reply, ScriptedUpstream
+from ..conftest import AppFactory, chat, make_config, run_server, stop_server
+from ..scripted_upstream import Reply, ScriptedUpstream
 
 pytestmark = pytest.mark.anyio
 

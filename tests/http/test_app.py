@@ -15,8 +15,8 @@ from asgi_lifespan import LifespanManager
 
 from adapter_critic import ConfigError, create_app
 
-from .conftest import UPSTREAM_URL, AppFactory, chat, make_config
-from .scripted_upstream import Reply, ScriptedUpstream
+from ..conftest import UPSTREAM_URL, AppFactory, chat, make_config
+from ..scripted_upstream import Reply, ScriptedUpstream
 
 pytestmark = pytest.mark.anyio
 

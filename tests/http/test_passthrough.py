@@ -14,8 +14,8 @@ from asgi_lifespan import LifespanManager
 
 from adapter_critic import create_app
 
-from .conftest import UPSTREAM_URL, AppFactory, RemoteUpstream, make_config, run_server
-from .scripted_upstream import ScriptedUpstream
+from ..conftest import UPSTREAM_URL, AppFactory, RemoteUpstream, make_config, run_server
+from ..scripted_upstream import ScriptedUpstream
 
 pytestmark = pytest.mark.anyio
 
@@ -93,7 +93,7 @@ async def test_an_unreachable_passthrough_is_a_502_envelope() -> None:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, RemoteUpstream]]:
-    with run_server(["tests/scripted_upstream.py"]) as (upstream_url, _):
+    with run_server(["-m", "tests.scripted_upstream"]) as (upstream_url, _):
         path: Path = tmp_path_factory.mktemp("passthrough") / "config.toml"
         api = f'{{ model = "api-model", base_url = "{upstream_url}/v1" }}'
         path.write_text(

@@ -16,8 +16,8 @@ import pytest
 from adapter_critic import Config
 from adapter_critic.workflows.prompts import DEFAULT_ADAPTER_SYSTEM_PROMPT, DEFAULT_CRITIC_SYSTEM_PROMPT
 
-from .conftest import OTHER_URL, UPSTREAM_URL, AppFactory, chat, make_config
-from .scripted_upstream import Call, Reply, ScriptedUpstream
+from ..conftest import OTHER_URL, UPSTREAM_URL, AppFactory, chat, make_config
+from ..scripted_upstream import Call, Reply, ScriptedUpstream
 
 pytestmark = pytest.mark.anyio
 
@@ -605,7 +605,7 @@ async def test_response_shape(serve: AppFactory, upstream: ScriptedUpstream, mod
     ext = data["adapter_critic"]
     assert set(ext) == {"mode", "intermediate", "tokens", "timings_ms", "targets"}
     assert ext["mode"] == mode
-    # Which target answered each stage (a fallback's, after failures: tests/test_resilience.py).
+    # Which target answered each stage (a fallback's, after failures: tests/upstream/test_resilience.py).
     models = {"api": "api-model", "api_draft": "api-model", "api_final": "api-model", "adapter": "adapter-model"}
     assert ext["targets"] == {s: f"{models.get(s, 'critic-model')}@{UPSTREAM_URL}" for s in stages}
     assert set(ext["intermediate"]) == INTERMEDIATE[mode]

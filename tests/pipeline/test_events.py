@@ -24,8 +24,8 @@ from adapter_critic.events import (
 from adapter_critic.http.app import build_app
 from adapter_critic.http.chat import Service
 
-from .conftest import chat, make_config
-from .scripted_upstream import Reply, ScriptedUpstream
+from ..conftest import chat, make_config
+from ..scripted_upstream import Reply, ScriptedUpstream
 
 pytestmark = pytest.mark.anyio
 

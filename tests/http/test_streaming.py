@@ -28,8 +28,8 @@ from adapter_critic.demo import demo_config, demo_model_app
 from adapter_critic.http.app import build_app
 from adapter_critic.http.chat import Service
 
-from .conftest import UPSTREAM_URL, AppFactory, chat, make_config
-from .scripted_upstream import Reply, ScriptedUpstream
+from ..conftest import UPSTREAM_URL, AppFactory, chat, make_config
+from ..scripted_upstream import Reply, ScriptedUpstream
 
 pytestmark = pytest.mark.anyio
 

@@ -27,8 +27,8 @@ from starlette.types import ASGIApp, Message, Receive, Send
 from adapter_critic import create_app
 from adapter_critic.http import disconnect as _disconnect
 
-from .conftest import RemoteUpstream, chat, make_config, run_server, stop_server
-from .scripted_upstream import Reply, ScriptedUpstream
+from ..conftest import RemoteUpstream, chat, make_config, run_server, stop_server
+from ..scripted_upstream import Reply, ScriptedUpstream
 
 pytestmark = pytest.mark.anyio
 
@@ -215,7 +215,7 @@ critic = {{ model = "critic-model", base_url = "{up}" }}
 
 @pytest.fixture(scope="module")
 def upstream_url() -> Iterator[str]:
-    with run_server(["tests/scripted_upstream.py"]) as (url, _):
+    with run_server(["-m", "tests.scripted_upstream"]) as (url, _):
         yield url
 
 

@@ -34,8 +34,8 @@ from adapter_critic.http.responses import encode
 from adapter_critic.upstream.retry import Sleep
 from adapter_critic.upstream.transport import AiohttpTransport
 
-from .conftest import OTHER_URL, UPSTREAM_URL, chat, make_config
-from .scripted_upstream import Reply, ScriptedUpstream
+from ..conftest import OTHER_URL, UPSTREAM_URL, chat, make_config
+from ..scripted_upstream import Reply, ScriptedUpstream
 
 pytestmark = pytest.mark.anyio
 

@@ -25,8 +25,8 @@ from starlette.websockets import WebSocket
 
 from adapter_critic import AdapterCriticMiddleware
 
-from .conftest import chat, run_server, stop_server
-from .middleware_app import EDIT, LocalModel, local_config
+from ..conftest import chat, run_server, stop_server
+from ..middleware_app import EDIT, LocalModel, local_config
 
 pytestmark = pytest.mark.anyio
 
