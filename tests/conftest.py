@@ -61,6 +61,17 @@ def make_config(**overrides: Any) -> Config:
 AppFactory = Callable[..., contextlib.AbstractAsyncContextManager[httpx.AsyncClient]]
 
 
+@contextlib.asynccontextmanager
+async def asgi_client(
+    app: Any, base_url: str = "http://testserver", **transport: Any
+) -> AsyncIterator[httpx.AsyncClient]:
+    """`app` with its lifespan running, and an httpx client talking to it in-process (the one test client)."""
+    async with LifespanManager(app) as manager:
+        client_transport = httpx.ASGITransport(app=manager.app, **transport)
+        async with httpx.AsyncClient(transport=client_transport, base_url=base_url) as client:
+            yield client
+
+
 @pytest.fixture
 def serve(upstream: ScriptedUpstream) -> AppFactory:
     """`async with serve(config) as client:` the app under test, its upstream calls going to `upstream`."""
@@ -68,12 +79,11 @@ def serve(upstream: ScriptedUpstream) -> AppFactory:
     @contextlib.asynccontextmanager
     async def factory(config: Config | None = None) -> AsyncIterator[httpx.AsyncClient]:
         transport = httpx.ASGITransport(app=upstream.app)
-        async with httpx.AsyncClient(transport=transport) as upstream_client:
-            app = create_app(config or make_config(), http_client=upstream_client)
-            async with LifespanManager(app) as manager:
-                client_transport = httpx.ASGITransport(app=manager.app)
-                async with httpx.AsyncClient(transport=client_transport, base_url="http://testserver") as client:
-                    yield client
+        async with (
+            httpx.AsyncClient(transport=transport) as upstream_client,
+            asgi_client(create_app(config or make_config(), http_client=upstream_client)) as client,
+        ):
+            yield client
 
     return factory
 

@@ -22,7 +22,6 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from asgi_lifespan import LifespanManager
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from starlette.applications import Starlette
@@ -39,7 +38,7 @@ from adapter_critic.request.resolve import check_overrides, resolve
 from adapter_critic.upstream.urlguard import is_metadata_address, override_url_problem
 from adapter_critic.workflows.edits import Edit, EditError, apply_edits, is_lgtm, parse_edits, review
 
-from .conftest import OTHER_URL, UPSTREAM_URL, make_config
+from .conftest import OTHER_URL, UPSTREAM_URL, asgi_client, make_config
 
 settings.register_profile(
     "ci", max_examples=100, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
@@ -431,10 +430,8 @@ FUZZ_CONFIG = make_config(allowed_override_base_urls=["*"], max_messages=4, time
 
 @contextlib.asynccontextmanager
 async def app_client(app: ASGIApp) -> AsyncIterator[httpx.AsyncClient]:
-    async with LifespanManager(app) as manager:
-        transport = httpx.ASGITransport(app=manager.app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
-            yield client
+    async with asgi_client(app) as client:
+        yield client
 
 
 @contextlib.asynccontextmanager

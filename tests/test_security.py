@@ -20,7 +20,6 @@ from urllib.parse import urlsplit
 import anyio
 import httpx
 import pytest
-from asgi_lifespan import LifespanManager
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -45,7 +44,7 @@ from adapter_critic.workflows.edits import (
 )
 from adapter_critic.workflows.prompts import render_conversation, render_tool_calls
 
-from .conftest import UPSTREAM_URL, AppFactory, chat, make_config, run_server
+from .conftest import UPSTREAM_URL, AppFactory, asgi_client, chat, make_config, run_server
 from .middleware_app import LocalModel, local_config
 from .scripted_upstream import Reply, ScriptedUpstream
 
@@ -89,10 +88,8 @@ def completion(content: str = "fine", **message: Any) -> dict[str, Any]:
 
 @contextlib.asynccontextmanager
 async def client_for(app: ASGIApp) -> AsyncIterator[httpx.AsyncClient]:
-    async with LifespanManager(app) as manager:
-        transport = httpx.ASGITransport(app=manager.app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
-            yield client
+    async with asgi_client(app) as client:
+        yield client
 
 
 @contextlib.asynccontextmanager

@@ -9,11 +9,10 @@ from typing import Any
 
 import httpx
 import pytest
-from asgi_lifespan import LifespanManager
 
 from adapter_critic.demo import ADAPTER_EDIT, CRITIQUE, DEMO_MODEL, DRAFT_LEAD, REVISED_LEAD
 
-from ..conftest import chat
+from ..conftest import asgi_client, chat
 
 pytestmark = pytest.mark.anyio
 
@@ -31,10 +30,8 @@ async def demo(
     said = capsys.readouterr().err + caplog.text
     assert "DEMO" in said
     assert "ADAPTER_CRITIC_CONFIG" in said
-    async with LifespanManager(app) as manager:
-        transport = httpx.ASGITransport(app=manager.app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
-            yield client
+    async with asgi_client(app) as client:
+        yield client
 
 
 async def ask(client: httpx.AsyncClient, model: str, content: str = "What is 2 + 2?") -> dict[str, Any]:

@@ -10,10 +10,11 @@ from types import ModuleType
 
 import httpx
 import pytest
-from asgi_lifespan import LifespanManager
 from starlette.types import ASGIApp
 
 from adapter_critic import load_config
+
+from ..conftest import asgi_client
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 CONFIGS = sorted(p for p in EXAMPLES.iterdir() if p.suffix in (".toml", ".json", ".yaml", ".yml"))
@@ -67,10 +68,8 @@ def load_example(name: str) -> ModuleType:
 
 @contextlib.asynccontextmanager
 async def serving(app: ASGIApp) -> AsyncIterator[httpx.AsyncClient]:
-    async with LifespanManager(app) as manager:
-        transport = httpx.ASGITransport(app=manager.app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
-            yield client
+    async with asgi_client(app) as client:
+        yield client
 
 
 @pytest.mark.anyio

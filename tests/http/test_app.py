@@ -11,11 +11,10 @@ from typing import Any
 
 import httpx
 import pytest
-from asgi_lifespan import LifespanManager
 
 from adapter_critic import ConfigError, create_app
 
-from ..conftest import UPSTREAM_URL, AppFactory, chat, make_config
+from ..conftest import UPSTREAM_URL, AppFactory, asgi_client, chat, make_config
 from ..scripted_upstream import Reply, ScriptedUpstream
 
 pytestmark = pytest.mark.anyio
@@ -150,10 +149,8 @@ async def test_wrong_method_is_405_envelope(
 async def app_from(config: Any, upstream: ScriptedUpstream) -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=upstream.app)) as network:
         app = create_app(config, http_client=network)
-        async with LifespanManager(app) as manager:
-            transport = httpx.ASGITransport(app=manager.app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
-                yield client
+        async with asgi_client(app) as client:
+            yield client
 
 
 TOML_CONFIG = f"""\

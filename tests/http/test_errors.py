@@ -12,12 +12,11 @@ from typing import Any
 
 import httpx
 import pytest
-from asgi_lifespan import LifespanManager
 
 from adapter_critic import Config, create_app
 from adapter_critic.upstream.client import Upstream
 
-from ..conftest import UPSTREAM_URL, AppFactory, chat, make_config
+from ..conftest import UPSTREAM_URL, AppFactory, asgi_client, chat, make_config
 from ..scripted_upstream import Reply, ScriptedUpstream
 
 pytestmark = pytest.mark.anyio
@@ -459,10 +458,8 @@ async def real_network_app(config: Config, upstream: ScriptedUpstream) -> AsyncI
     mounts = {"http://upstream.test": httpx.ASGITransport(app=upstream.app)}
     async with httpx.AsyncClient(mounts=mounts) as network:
         app = create_app(config, http_client=network)
-        async with LifespanManager(app) as manager:
-            transport = httpx.ASGITransport(app=manager.app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
-                yield client
+        async with asgi_client(app) as client:
+            yield client
 
 
 async def test_unreachable_first_call_is_502(upstream: ScriptedUpstream) -> None:
@@ -634,10 +631,8 @@ async def test_unexpected_error_outside_the_service_is_500_envelope(
     monkeypatch.setattr(Service, "chat", explode)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=upstream.app)) as network:
         app = create_app(make_config(), http_client=network)
-        async with LifespanManager(app) as manager:
-            transport = httpx.ASGITransport(app=manager.app, raise_app_exceptions=False)
-            async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
-                response = await post(client, chat("m-direct"))
+        async with asgi_client(app, raise_app_exceptions=False) as client:
+            response = await post(client, chat("m-direct"))
     error = error_of(response, 500)
     assert error["type"] == "server_error"
     assert "boom" not in response.text and "RuntimeError" not in response.text

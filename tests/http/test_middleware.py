@@ -25,7 +25,7 @@ from starlette.websockets import WebSocket
 
 from adapter_critic import AdapterCriticMiddleware
 
-from ..conftest import chat, run_server, stop_server
+from ..conftest import asgi_client, chat, run_server, stop_server
 from ..middleware_app import EDIT, LocalModel, local_config
 
 pytestmark = pytest.mark.anyio
@@ -33,10 +33,8 @@ pytestmark = pytest.mark.anyio
 
 @contextlib.asynccontextmanager
 async def client_for(app: ASGIApp) -> AsyncIterator[httpx.AsyncClient]:
-    async with LifespanManager(app) as manager:
-        transport = httpx.ASGITransport(app=manager.app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
-            yield client
+    async with asgi_client(app) as client:
+        yield client
 
 
 def http_scope(method: str, path: str) -> Scope:

@@ -25,7 +25,6 @@ from collections.abc import AsyncIterator, Callable
 
 import httpx
 import pytest
-from asgi_lifespan import LifespanManager
 from fastapi import FastAPI
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -34,7 +33,7 @@ from starlette.routing import Mount, Route
 
 from adapter_critic import create_app
 
-from ..conftest import UPSTREAM_URL, chat, make_config
+from ..conftest import UPSTREAM_URL, asgi_client, chat, make_config
 from ..scripted_upstream import Reply, ScriptedUpstream
 
 pytestmark = pytest.mark.anyio
@@ -77,10 +76,8 @@ async def mounted(
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=upstream.app)) as upstream_client:
         sub = create_app(make_config(), http_client=upstream_client)
         parent = make_parent(sub, forward_lifespan=forward_lifespan)
-        async with LifespanManager(parent) as manager:
-            transport = httpx.ASGITransport(app=manager.app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
-                yield parent, sub, client
+        async with asgi_client(parent) as client:
+            yield parent, sub, client
 
 
 @pytest.mark.parametrize("make_parent", PARENTS)

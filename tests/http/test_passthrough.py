@@ -7,14 +7,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import openai
 import pytest
-from asgi_lifespan import LifespanManager
 
 from adapter_critic import create_app
 
-from ..conftest import UPSTREAM_URL, AppFactory, RemoteUpstream, make_config, run_server
+from ..conftest import UPSTREAM_URL, AppFactory, RemoteUpstream, asgi_client, make_config, run_server
 from ..scripted_upstream import ScriptedUpstream
 
 pytestmark = pytest.mark.anyio
@@ -78,11 +76,8 @@ async def test_a_body_over_the_limit_is_refused(serve: AppFactory, upstream: Scr
 
 async def test_an_unreachable_passthrough_is_a_502_envelope() -> None:
     config = make_config(passthrough={"model": "-", "base_url": "http://127.0.0.1:9/v1"})
-    async with (
-        LifespanManager(create_app(config)) as manager,
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=manager.app)) as client,
-    ):
-        response = await client.post("http://testserver/embeddings", json={"input": "a"})
+    async with asgi_client(create_app(config)) as client:
+        response = await client.post("/embeddings", json={"input": "a"})
     assert response.status_code == 502
     message = response.json()["error"]["message"]
     assert "passthrough stage" in message and "could not connect to 127.0.0.1:9" in message

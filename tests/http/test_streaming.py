@@ -28,7 +28,7 @@ from adapter_critic.demo import demo_config, demo_model_app
 from adapter_critic.http.app import build_app
 from adapter_critic.http.chat import Service
 
-from ..conftest import UPSTREAM_URL, AppFactory, chat, make_config
+from ..conftest import UPSTREAM_URL, AppFactory, asgi_client, chat, make_config
 from ..scripted_upstream import Reply, ScriptedUpstream
 
 pytestmark = pytest.mark.anyio
@@ -826,10 +826,8 @@ async def test_mounted_app_streams(serve: AppFactory, upstream: ScriptedUpstream
 @pytest.mark.parametrize("served", ["demo-direct", "demo-adapter", "demo-critic"])
 async def test_demo_streams_every_mode(served: str) -> None:
     app = build_app(Service(demo_config(), in_process_app=demo_model_app()), prefix="/v1")
-    async with LifespanManager(app) as manager:
-        transport = httpx.ASGITransport(app=manager.app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver/v1") as client:
-            completion = await non_streamed(client, chat(served, "Hi there"))
-            streamed = await stream(client, chat(served, "Hi there"))
+    async with asgi_client(app, base_url="http://testserver/v1") as client:
+        completion = await non_streamed(client, chat(served, "Hi there"))
+        streamed = await stream(client, chat(served, "Hi there"))
     check_sequence(streamed, served)
     same_answer(streamed, completion)

@@ -24,7 +24,7 @@ from adapter_critic.events import (
 from adapter_critic.http.app import build_app
 from adapter_critic.http.chat import Service
 
-from ..conftest import chat, make_config
+from ..conftest import asgi_client, chat, make_config
 from ..scripted_upstream import Reply, ScriptedUpstream
 
 pytestmark = pytest.mark.anyio
@@ -36,10 +36,8 @@ async def observed(upstream: ScriptedUpstream, **config: Any) -> AsyncIterator[t
     events: list[Event] = []
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=upstream.app)) as network:
         service = Service(make_config(**config), http_client=network, subscribers=(events.append,))
-        async with LifespanManager(build_app(service)) as manager:
-            transport = httpx.ASGITransport(app=manager.app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
-                yield client, events
+        async with asgi_client(build_app(service)) as client:
+            yield client, events
 
 
 def kinds(events: list[Event]) -> list[str]:

@@ -34,7 +34,7 @@ from adapter_critic.http.responses import encode
 from adapter_critic.upstream.retry import Sleep
 from adapter_critic.upstream.transport import AiohttpTransport
 
-from ..conftest import OTHER_URL, UPSTREAM_URL, chat, make_config
+from ..conftest import OTHER_URL, UPSTREAM_URL, asgi_client, chat, make_config
 from ..scripted_upstream import Reply, ScriptedUpstream
 
 pytestmark = pytest.mark.anyio
@@ -133,10 +133,8 @@ async def running(
     transport = upstream_app if given else httpx.ASGITransport(upstream_app)
     async with httpx.AsyncClient(transport=transport) as upstream_client:
         app = create_app(app_config, http_client=upstream_client, sleep=sleep)
-        async with LifespanManager(app) as manager:
-            client_transport = httpx.ASGITransport(app=manager.app)
-            async with httpx.AsyncClient(transport=client_transport, base_url="http://testserver") as client:
-                yield client, app
+        async with asgi_client(app) as client:
+            yield client, app
 
 
 async def post(client: httpx.AsyncClient, body: dict[str, Any]) -> httpx.Response:
@@ -793,10 +791,8 @@ async def test_deep_health_needs_the_key_when_inbound_auth_is_on(monkeypatch: py
 
 async def test_deep_health_of_the_demo_checks_its_in_process_model() -> None:
     app = build_app(Service(demo_config(), in_process_app=demo_model_app()), prefix="/v1")
-    async with LifespanManager(app) as manager:
-        transport = httpx.ASGITransport(app=manager.app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
-            report = (await client.get("/v1/health", params={"deep": "1"})).json()
+    async with asgi_client(app) as client:
+        report = (await client.get("/v1/health", params={"deep": "1"})).json()
 
     assert report["status"] == "ok" and report["upstreams_checked"] == 1
     assert {t["http_status"] for t in report["targets"].values()} == {200}

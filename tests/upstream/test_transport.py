@@ -23,6 +23,8 @@ from asgi_lifespan import LifespanManager
 from adapter_critic import Config, create_app
 from adapter_critic.upstream import transport as _transport
 
+from ..conftest import asgi_client
+
 pytestmark = pytest.mark.anyio
 
 COMPLETION = {
@@ -329,10 +331,8 @@ def config_for(url: str) -> Config:
 async def app_client(url: str) -> AsyncIterator[httpx.AsyncClient]:
     """The app with its own upstream client (the transport under test), called in-process."""
     app = create_app(config_for(url))
-    async with LifespanManager(app) as manager:
-        transport = httpx.ASGITransport(app=manager.app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
-            yield client
+    async with asgi_client(app) as client:
+        yield client
 
 
 def chat(**extra: Any) -> dict[str, Any]:
