@@ -248,5 +248,3 @@ def read_error_body(body: bytes) -> ErrorBody | None:
         return _envelope_decoder.decode(body)
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):  # not JSON, not UTF-8, nested too deep
         return None
-
-

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from benchmarks import loadgen, micro, payloads, run
+from benchmarks import loadgen, micro, payloads, run, sse_reader
 
 from adapter_critic.workflows.edits import review
 
@@ -97,3 +97,13 @@ def test_loadgen_batch(servers: dict[str, run.Server], tmp_path: Path, stream: b
     assert result["requests"] == 40
     assert result["errors"] == 0
     assert 0 < result["ttfb_p50_us"] <= result["p99_us"]
+
+
+@pytest.mark.anyio
+async def test_the_sse_benchmark_readers_agree() -> None:
+    long = sse_reader.long_event(1)
+    pieces = [long[i : i + sse_reader.PIECE] for i in range(0, len(long), sse_reader.PIECE)]
+    for parts in (pieces, [long], sse_reader.token_stream(64)):
+        assert await sse_reader.read_all(sse_reader.iter_batches, parts) == await sse_reader.read_all(
+            sse_reader.quadratic_batches, parts
+        )

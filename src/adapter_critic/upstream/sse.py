@@ -1,7 +1,9 @@
-"""Reading an upstream's server-sent events: the `data:` payloads up to `[DONE]` (SPEC §8)."""
+"""Reading an upstream's server-sent events: its lines (CRLF, LF or CR), and the `data:` payloads up to
+`[DONE]` (SPEC §8)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 
 DONE = b"[DONE]"
@@ -11,22 +13,49 @@ class StreamIncomplete(Exception):
     """The upstream's event stream ended without `data: [DONE]`."""
 
 
+_LINE_END = re.compile(rb"\r\n?|\n")
+
+
 async def iter_batches(chunks: AsyncIterator[bytes]) -> AsyncIterator[list[bytes]]:
     """The `data` payloads of an SSE byte stream, up to `[DONE]` (not included), as one list per read.
 
     Payloads that arrived together are handed out together, so a relay can write them out together
     (one write per upstream read, not one per event). Raises `StreamIncomplete` when the stream ends
     before `[DONE]`: a stream cut short must never look like a finished answer.
+
+    Lines end at CRLF, LF or a lone CR (the SSE standard). Each byte is searched once: the bytes of an
+    unfinished line are not searched again when the next read arrives, so one long event arriving in many
+    reads costs time in proportion to its length. A CR at the very end of a read waits for the next one,
+    which may begin with the LF of the same CRLF (at the end of the stream, it ends its line). Until a CR is
+    seen, line ends are found with `find`.
     """
     buffer = bytearray()
-    data: list[bytes] = []
+    data: list[bytes] = []  # the `data:` lines of the event being read
+    scan = 0  # the bytes of `buffer` before this hold no line end
+    crs = False
     async for chunk in chunks:
         buffer += chunk
+        crs = crs or b"\r" in chunk
         batch: list[bytes] = []
         start = 0
-        while (end := buffer.find(b"\n", start)) >= 0:
-            line = bytes(buffer[start:end]).rstrip(b"\r")
-            start = end + 1
+        while True:
+            if not crs:
+                end = buffer.find(b"\n", scan)
+                if end < 0:
+                    scan = len(buffer)
+                    break
+                after = end + 1
+            else:
+                match = _LINE_END.search(buffer, scan)
+                if match is None:
+                    scan = len(buffer)
+                    break
+                end, after = match.span()
+                if after == len(buffer) and after - end == 1 and buffer[end] == 0x0D:
+                    scan = end  # maybe the first half of a CRLF
+                    break
+            line = bytes(buffer[start:end])
+            start = scan = after
             if line:
                 if line.startswith(b"data:"):
                     value = line[5:]
@@ -43,8 +72,12 @@ async def iter_batches(chunks: AsyncIterator[bytes]) -> AsyncIterator[list[bytes
                 return
             batch.append(payload)
         del buffer[:start]
+        scan -= start
         if batch:
             yield batch
-    if data and b"\n".join(data).strip() == DONE:
+    if buffer.endswith(b"\r") and buffer.startswith(b"data:"):  # a last line ended by a lone CR at the very end
+        value = bytes(buffer[5:-1])
+        data.append(value[1:] if value.startswith(b" ") else value)
+    if data and b"\n".join(data).strip() == DONE:  # `[DONE]` without its blank line
         return
     raise StreamIncomplete
