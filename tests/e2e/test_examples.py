@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from types import ModuleType
 
 import httpx
+import openai
 import pytest
 from starlette.types import ASGIApp
 
 from adapter_critic import load_config
 
-from ..conftest import asgi_client
+from ..conftest import asgi_client, run_server
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 CONFIGS = sorted(p for p in EXAMPLES.iterdir() if p.suffix in (".toml", ".json", ".yaml", ".yml"))
@@ -137,3 +138,35 @@ async def test_middleware_example_passes_other_models_to_the_wrapped_server() ->
     assert echo.json()["model"] == "echo"
     assert echo.json()["choices"][0]["message"]["content"] == "Echo: straight through"
     assert "adapter_critic" not in echo.json()  # answered by the wrapped server, not the pipeline
+
+
+@pytest.fixture(scope="module")
+def middleware_example_url() -> Iterator[str]:
+    args = ["-m", "uvicorn", "middleware_wrap:app", "--app-dir", str(EXAMPLES), "--log-level", "warning"]
+    with run_server(args) as (url, _):
+        yield url
+
+
+def test_middleware_example_lists_its_models_through_the_sdk(middleware_example_url: str) -> None:
+    client = openai.OpenAI(base_url=f"{middleware_example_url}/v1", api_key="unused", max_retries=0)
+    # The toy server has no /v1/models of its own: the served models are listed alone.
+    assert [model.id for model in client.models.list()] == ["toy-direct", "toy-adapter", "toy-critic-loop"]
+    assert client.models.retrieve("toy-critic-loop").owned_by == "adapter-critic"
+
+
+@pytest.mark.parametrize("model", ["toy-direct", "toy-adapter", "toy-critic-loop"])
+def test_middleware_example_streams_every_mode(middleware_example_url: str, model: str) -> None:
+    """The toy server answers JSON even to stream requests: the client still gets a proper stream."""
+    client = openai.OpenAI(base_url=f"{middleware_example_url}/v1", api_key="unused", max_retries=0)
+    chunks = list(
+        client.chat.completions.create(
+            model=model,
+            messages=[{"role": "user", "content": "hi"}],
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == ("Echo (proofread): hi" if model == "toy-adapter" else "Echo: hi")
+    assert chunks[-2].choices[0].finish_reason == "stop"
+    assert chunks[-1].usage is not None and chunks[-1].choices == []

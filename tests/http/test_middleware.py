@@ -18,7 +18,7 @@ from asgi_lifespan import LifespanManager
 from openai import OpenAI
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.types import ASGIApp, Message, Receive, Scope
 from starlette.websockets import WebSocket
@@ -331,3 +331,29 @@ def test_middleware_app_under_uvicorn_with_the_openai_sdk() -> None:
     assert [c["model"] for c in calls] == ["base", "reviewer", "base"]
     # uvicorn ran the lifespan through the middleware, so the upstream client was not opened lazily.
     assert "opened on first use" not in stderr
+
+
+async def test_models_lists_the_wrapped_apps_models_with_the_served_ones() -> None:
+    async def models(request: Request) -> JSONResponse:
+        return JSONResponse({"object": "list", "data": [{"id": "local-base", "object": "model", "owned_by": "me"}]})
+
+    wrapped = Starlette(routes=[Route("/v1/models", models)])
+    async with asgi_client(AdapterCriticMiddleware(wrapped, config=local_config())) as client:
+        listed = (await client.get("/v1/models")).json()
+        served = await client.get("/v1/models/local-adapter")
+        other = await client.get("/v1/models/local-base")
+    # The wrapped app's own entry kept, as it was; the served models after it.
+    assert listed["data"] == [
+        {"id": "local-base", "object": "model", "owned_by": "me"},
+        {**listed["data"][1], "id": "local-adapter", "owned_by": "adapter-critic"},
+    ]
+    assert served.json()["owned_by"] == "adapter-critic"
+    assert other.status_code == 404  # not a served model: the wrapped app's answer (it has no such route)
+
+
+async def test_models_without_a_models_route_lists_the_served_models() -> None:
+    wrapped = Starlette(routes=[])
+    async with asgi_client(AdapterCriticMiddleware(wrapped, config=local_config())) as client:
+        listed = await client.get("/v1/models")
+    assert listed.status_code == 200
+    assert [model["id"] for model in listed.json()["data"]] == list(local_config().served_models)

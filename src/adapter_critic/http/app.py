@@ -32,6 +32,7 @@ from ..upstream.retry import Sleep
 from .auth import AuthMiddleware
 from .chat import Service
 from .health import DeepHealth
+from .models import model_object
 from .passthrough import Passthrough
 from .responses import JSON, encode, error_response
 
@@ -165,11 +166,6 @@ def _middleware(service: Service, prefix: str) -> list[Middleware]:
     if service.auth.enabled:
         stack.append(Middleware(AuthMiddleware, auth=service.auth, public_paths=[f"{prefix}/health"]))
     return stack
-
-
-def model_object(served_id: str, created: int) -> dict[str, Any]:
-    """A served model as the OpenAI `model` object."""
-    return {"id": served_id, "object": "model", "created": created, "owned_by": "adapter-critic"}
 
 
 def error_handlers(prefix: str | None = None) -> dict[Any, Any]:

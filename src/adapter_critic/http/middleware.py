@@ -18,6 +18,7 @@ from ..config import Config, load_config
 from ..observe.logs import served_line
 from ..upstream.retry import Sleep
 from .chat import Service
+from .models import ServedModels, models_path
 from .responses import error_response
 
 logger = logging.getLogger("adapter_critic")
@@ -42,7 +43,9 @@ class AdapterCriticMiddleware:
         sleep: the async function that waits between retries (default `anyio.sleep`).
 
     The upstream client is opened and closed with the lifespan the server runs for the wrapped app.
-    Request bodies larger than `max_body_bytes` on the chat path go to the wrapped app untouched.
+    Request bodies larger than `max_body_bytes` on the chat path go to the wrapped app untouched. `GET` on the
+    models path beside it (`/v1/models`) lists the wrapped app's models with the served ones merged in (the
+    served ones alone when the wrapped app has no such route), and a served model's `/v1/models/{id}`.
     With `auth_api_keys_env` set, the requests the pipeline serves need one of its keys (401 otherwise);
     every other request is left to the wrapped app and its own auth.
     """
@@ -61,12 +64,16 @@ class AdapterCriticMiddleware:
         self.app = app
         self.path = path
         self.service = Service(config, http_client=http_client, in_process_app=app, sleep=sleep)
+        self.models = ServedModels(app, config, models_path(path))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
             await self._lifespan(scope, receive, send)
             return
         if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != self.path:
+            if scope["type"] == "http" and scope["method"] == "GET" and self.models.handles(scope["path"]):
+                await self.models(scope, receive, send)
+                return
             await self.app(scope, receive, send)
             return
 
