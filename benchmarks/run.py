@@ -134,7 +134,7 @@ def start_server(name: str, args: list[str], *, cpus: list[int] | None, env: dic
     full_env = {
         **os.environ,
         **env,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        "PYTHONPATH": os.pathsep.join(filter(None, [env.get("PYTHONPATH"), str(ROOT), os.environ.get("PYTHONPATH")])),
     }
     command = [*pin(cpus), sys.executable, *args, "--host", "127.0.0.1", "--port", str(port), *uvicorn_flags()]
     with open(log, "wb") as out:
@@ -212,7 +212,7 @@ def check(target: Target, bodies: dict[str, bytes], mock_port: int) -> None:
         _, direct = post(mock_port, "/v1/chat/completions", upstream_body)
         if got != direct:
             raise SystemExit(f"{target.name}: the floor did not return the upstream's bytes")
-    elif target.kind == "product":
+    elif target.kind in ("product", "baseline"):
         expected = payloads.ANSWER
         if target.body.startswith("adapter"):
             expected = expected.replace("Here is a short answer.", "Here is a short, reviewed answer.")
@@ -337,7 +337,7 @@ def product_config(mock_url: str) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def servers_running(
-    workdir: Path, proxy_cpus: list[int] | None, other_cpus: list[int] | None
+    workdir: Path, proxy_cpus: list[int] | None, other_cpus: list[int] | None, baseline: Path | None = None
 ) -> Iterator[dict[str, Server]]:
     started: dict[str, Server] = {}
     try:
@@ -358,6 +358,11 @@ def servers_running(
         started["product"] = start_server(
             "product", ["-m", "uvicorn", "adapter_critic.asgi:app"], cpus=proxy_cpus, env=product_env, workdir=workdir
         )
+        if baseline is not None:  # the product from another source tree (an earlier commit), measured alike
+            started["baseline"] = start_server(
+                "baseline", ["-m", "uvicorn", "adapter_critic.asgi:app"], cpus=proxy_cpus,
+                env={**product_env, "PYTHONPATH": str(baseline)}, workdir=workdir,
+            )  # fmt: skip
         started["product httpx"] = start_server(
             "product httpx", ["-m", "benchmarks.without_aiohttp", "adapter_critic.asgi:app"],
             cpus=proxy_cpus, env=product_env, workdir=workdir,
@@ -386,6 +391,10 @@ def build_targets(servers: dict[str, Server]) -> list[Target]:
         targets.append(
             Target(f"direct{label} (httpx fallback)", servers["product httpx"], f"direct{suffix}", stream, "product")
         )
+        if "baseline" in servers:
+            for mode, calls in (("direct", 1), ("adapter", 2), ("critic", 3)):
+                name = f"{mode}{label} (baseline)"
+                targets.append(Target(name, servers["baseline"], f"{mode}{suffix}", stream, "baseline", calls))
     return targets
 
 
@@ -477,6 +486,18 @@ def format_table(info: dict[str, Any], targets: list[Target], checks: list[dict[
     return "\n".join(lines)
 
 
+def against_baseline(targets: list[Target]) -> str:
+    """Each mode's CPU per request as a ratio to the baseline's, when one was measured."""
+    by_name = {t.name: t.summary for t in targets}
+    lines = []
+    for t in targets:
+        base = by_name.get(f"{t.name} (baseline)")
+        if t.kind == "product" and base is not None:
+            lines.append(f"  {t.name:<20} CPU {t.summary['cpu_us']:>6.0f} µs vs {base['cpu_us']:>6.0f} µs: "
+                         f"{t.summary['cpu_us'] / base['cpu_us']:.3f}x")  # fmt: skip
+    return "\n\nagainst the baseline (same rounds):\n" + "\n".join(lines) if lines else ""
+
+
 def _ratio(value: float | None) -> str:
     return "" if value is None or value != value else f"{value:.2f}"
 
@@ -488,6 +509,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, help="override the number of rounds")
     parser.add_argument("--out", type=Path, help="JSON output file (default: benchmarks/results/<timestamp>.json)")
     parser.add_argument("--serve", action="store_true", help="only start the servers (pinned) and wait, to profile")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="also measure the product from this source tree's `src` (e.g. a worktree of an earlier commit), "
+        "in the same rounds, and print each mode's CPU as a ratio to it",
+    )
     args = parser.parse_args()
     # On SIGTERM too, leave through `servers_running`'s `finally`, which stops the servers.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
@@ -520,7 +547,8 @@ def main() -> None:
             files[key] = workdir / f"{key}.json"
             files[key].write_bytes(body)
         load = Load(files, other_cpus, use_wrk)
-        with servers_running(workdir, proxy_cpus, other_cpus) as servers:
+        baseline = (args.baseline / "src").resolve() if args.baseline else None
+        with servers_running(workdir, proxy_cpus, other_cpus, baseline) as servers:
             targets = build_targets(servers)
             mock_port = servers["mock"].port
             product = servers["product"]
@@ -547,7 +575,7 @@ def main() -> None:
     summarise(targets)
     checks = verdicts(targets, micro_results, memory)
     info["seconds"] = round(time.monotonic() - started, 1)
-    table = format_table(info, targets, checks, micro.format_table(micro_results))
+    table = format_table(info, targets, checks, micro.format_table(micro_results)) + against_baseline(targets)
     print(table)
     result = {
         "machine": info,
