@@ -122,11 +122,11 @@ class StageTarget:
     timeout_seconds: float | None = None
     connect_timeout_seconds: float | None = None
     fallbacks: tuple[StageTarget, ...] = ()
+    # `model@base_url`, userinfo masked: how logs, errors and the extension name the target (made once).
+    label: str = field(init=False, repr=False, compare=False)
 
-    @property
-    def label(self) -> str:
-        """`model@base_url`, userinfo masked: how logs, errors and the extension name the target."""
-        return f"{self.model}@{redact_userinfo(self.base_url)}"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "label", f"{self.model}@{redact_userinfo(self.base_url)}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -118,7 +118,9 @@ class RunRecord:
     streamed: bool = False  # an `AnswerChunks` went to the client
 
     def apply(self, event: Event) -> None:
-        if isinstance(event, StageFinished):
+        kind = type(event)
+        if kind is StageFinished:
+            assert isinstance(event, StageFinished)
             stage = self.stages.get(event.stage)
             if stage is None:
                 stage = self.stages[event.stage] = StageRecord(event.target)
@@ -131,11 +133,13 @@ class RunRecord:
             stage.reported = stage.reported or event.reported
             if event.error is not None:
                 self.intermediate.pop(event.stage, None)  # a failed stage's own output key is absent (§5)
-        elif isinstance(event, Noted):
+        elif kind is Noted:
+            assert isinstance(event, Noted)
             self.intermediate[event.key] = event.value
-        elif isinstance(event, AnswerChunks):
+        elif kind is AnswerChunks:
             self.streamed = True
-        elif isinstance(event, RunFinished):
+        elif kind is RunFinished:
+            assert isinstance(event, RunFinished)
             self.status = event.status
             self.degraded = event.status == "degraded"
 

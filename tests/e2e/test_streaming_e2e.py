@@ -277,3 +277,19 @@ def test_an_upstream_answering_json_to_a_stream_request_is_streamed(served: str,
     usage = chunks[-1].usage
     stages = len(SCRIPTS[served])
     assert usage is not None and usage.total_tokens == 3 * stages
+
+
+def test_the_sdk_passes_progress_chunks_through(client: OpenAI, up: Upstream) -> None:
+    up.script(*SCRIPTS["s-critic"])
+    stream = client.chat.completions.create(
+        model="s-critic", messages=MESSAGES, stream=True, extra_body={"x_adapter_critic": {"progress": True}}
+    )
+    stages, text = [], ""
+    for chunk in stream:
+        progress = (chunk.model_extra or {}).get("adapter_critic", {}).get("progress")
+        if progress:
+            stages.append(progress["stage"])  # a chat UI would show "draft done, reviewing…"
+        elif chunk.choices:
+            text += chunk.choices[0].delta.content or ""
+    assert stages == ["api_draft", "critic"]
+    assert text == ANSWER

@@ -831,3 +831,47 @@ async def test_demo_streams_every_mode(served: str) -> None:
         streamed = await stream(client, chat(served, "Hi there"))
     check_sequence(streamed, served)
     same_answer(streamed, completion)
+
+
+# -- progress: clients that ask hear of each earlier stage ---------------------------------------------------------
+
+
+def progress_of(chunks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [c["adapter_critic"]["progress"] for c in chunks if "progress" in c.get("adapter_critic", {})]
+
+
+async def test_progress_chunks_tell_of_each_earlier_stage(serve: AppFactory, upstream: ScriptedUpstream) -> None:
+    critic_script(upstream)
+    body = chat("m-critic", stream=True, x_adapter_critic={"progress": True})
+    async with serve(config()) as client:
+        streamed = await stream(client, body)
+    chunks = streamed.chunks
+    progress = progress_of(chunks)
+    assert [(p["stage"], p["status"]) for p in progress] == [("api_draft", "ok"), ("critic", "ok")]
+    assert all(isinstance(p["ms"], float | int) and p["ms"] >= 0 for p in progress)
+    # They come first, each with an empty delta (the SDKs pass them through); then the answer, unchanged.
+    for chunk in chunks[:2]:
+        assert chunk["choices"] == [{"index": 0, "delta": {}, "finish_reason": None}]
+        assert chunk["id"] == chunks[-1]["id"] and chunk["model"] == "m-critic"
+    assert streamed.content() == ANSWER
+    assert "progress" not in chunks[-1]["adapter_critic"] and chunks[-1]["adapter_critic"]["mode"] == "critic"
+
+
+async def test_progress_reports_a_failed_stage(serve: AppFactory, upstream: ScriptedUpstream) -> None:
+    upstream.script(Reply("It is in Lyon.", model="api-model"), Reply(status=500, body="{}", model="critic-model"))
+    body = chat("m-critic", stream=True, x_adapter_critic={"progress": True})
+    async with serve(config()) as client:
+        streamed = await stream(client, body)
+    assert [(p["stage"], p["status"]) for p in progress_of(streamed.chunks)] == [
+        ("api_draft", "ok"),
+        ("critic", "failed"),
+    ]
+    assert streamed.content() == "It is in Lyon."  # degraded to the draft
+
+
+async def test_without_the_flag_there_is_no_progress(serve: AppFactory, upstream: ScriptedUpstream) -> None:
+    critic_script(upstream)
+    async with serve(config()) as client:
+        streamed = await stream(client, chat("m-critic"))
+    assert progress_of(streamed.chunks) == []
+    check_sequence(streamed, "m-critic")

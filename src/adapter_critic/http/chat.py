@@ -117,6 +117,7 @@ class Service:
                     request_id=completion_id,
                     keepalive_seconds=self.config.keepalive_seconds,
                     redact=redact,
+                    progress=bool(request.overrides is not None and request.overrides.progress),
                 )
             record = await run.execute()
         except APIError as exc:

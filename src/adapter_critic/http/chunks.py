@@ -77,6 +77,12 @@ class ChunkWriter:
         usage_chunk["adapter_critic"] = ext
         return event(finish_fields) + event(usage_chunk) + DONE_EVENT
 
+    def progress(self, stage: str, ok: bool, elapsed_ms: float) -> bytes:
+        """A chunk with an empty delta saying that an earlier stage finished (for clients that asked)."""
+        chunk = self._chunk({})
+        chunk["adapter_critic"] = {"progress": {"stage": stage, "status": "ok" if ok else "failed", "ms": elapsed_ms}}
+        return event(chunk)
+
     def _rewrite(self, payload: bytes) -> dict[str, Any]:
         fields: dict[str, Any] = _fields_decoder.decode(payload)
         fields.update(self._ids)

@@ -24,14 +24,18 @@ from anyio import CancelScope
 from starlette.types import Receive, Scope, Send
 
 from ..errors import APIError, internal_error, render_error
-from ..events import AnswerChunks, RunRecord
+from ..events import AnswerChunks, RunRecord, StageFinished
 from .chunks import KEEPALIVE, ChunkWriter, raw_event
 from .disconnect import ClientGone, guard_send, log_client_gone
 
 logger = logging.getLogger("adapter_critic")
 
-# Runs the request with a sink for its streamed answer chunks; returns the finished record.
-RunStreamer = Callable[[Callable[[AnswerChunks], Awaitable[None]]], Awaitable[RunRecord]]
+# Runs the request with a sink for its streamed answer chunks (and one for the progress of its earlier stages,
+# or None); returns the finished record.
+RunStreamer = Callable[
+    [Callable[[AnswerChunks], Awaitable[None]], Callable[[StageFinished], Awaitable[None]] | None],
+    Awaitable[RunRecord],
+]
 
 _HEADERS = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
@@ -51,6 +55,7 @@ class StreamResponse:
         request_id: str,
         keepalive_seconds: float,
         redact: Callable[[str], str] | None = None,
+        progress: bool = False,
     ) -> None:
         self.run = run
         self.chunks = chunks
@@ -59,6 +64,7 @@ class StreamResponse:
         self.redact = redact
         self._finish: bytes | None = None
         self._relayed = False
+        self.progress = progress
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         self._send = guard_send(send)
@@ -74,7 +80,7 @@ class StreamResponse:
     async def _answer(self) -> None:
         """Run the request and stream its answer, then end the response: normally, or with the error (`_end`)."""
         try:
-            record = await self.run(self._relay)
+            record = await self.run(self._relay, self._progress if self.progress else None)
             if self._relayed:
                 await self._write(self.chunks.tail(record, self._finish))
             else:  # the answer was known whole (an adapter's, a degraded draft)
@@ -95,6 +101,9 @@ class StreamResponse:
             self._gone = True
             log_client_gone(self.request_id)
         scope.cancel()
+
+    async def _progress(self, finished: StageFinished) -> None:
+        await self._write(self.chunks.progress(finished.stage, finished.error is None, round(finished.elapsed_ms, 1)))
 
     async def _relay(self, chunks: AnswerChunks) -> None:
         self._relayed = True

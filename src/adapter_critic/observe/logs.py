@@ -13,14 +13,12 @@ naming what is served, and a JSON formatter.
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import json
 import logging
 import os
 import sys
 import time
-from collections.abc import Iterator
 from typing import Any
 
 from ..config import Config
@@ -33,14 +31,21 @@ _request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("adapte
 _FIELDS = ("request_id", "served_model", "mode", "status", "duration_ms", "stages", "tokens", "retries", "degraded")
 
 
-@contextlib.contextmanager
-def request_scope(request_id: str) -> Iterator[None]:
-    """Everything logged inside the block (and in tasks started from it) carries `request_id`."""
-    token = _request_id.set(request_id)
-    try:
-        yield
-    finally:
-        _request_id.reset(token)
+class request_scope:
+    """Everything logged inside the block (and in tasks started from it) carries `request_id`.
+
+    A class rather than a generator-based context manager: it runs for every request."""
+
+    __slots__ = ("_request_id", "_token")
+
+    def __init__(self, request_id: str) -> None:
+        self._request_id = request_id
+
+    def __enter__(self) -> None:
+        self._token = _request_id.set(self._request_id)
+
+    def __exit__(self, *exc: object) -> None:
+        _request_id.reset(self._token)
 
 
 def current_request_id() -> str | None:
@@ -68,7 +73,8 @@ def protect_request_ids() -> None:
 
 def request_log(event: Event) -> None:
     """A run-event subscriber that logs one INFO line per finished run (nothing when INFO is off)."""
-    if isinstance(event, RunFinished) and logger.isEnabledFor(logging.INFO):
+    if type(event) is RunFinished and logger.isEnabledFor(logging.INFO):
+        assert isinstance(event, RunFinished)
         fields = summary(event.record, event.status)
         logger.info(_line(fields), extra={"run": fields})
 

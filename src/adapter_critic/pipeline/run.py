@@ -47,6 +47,8 @@ _STREAM_FIELDS = ("stream", "stream_options")
 
 # Where a streamed final answer goes as it arrives (the client's stream writer).
 AnswerSink = Callable[[AnswerChunks], Awaitable[None]]
+# Told as each stage before the final call finishes, for a streaming client that asked for progress.
+ProgressSink = Callable[[StageFinished], Awaitable[None]]
 
 
 class Run:
@@ -70,6 +72,8 @@ class Run:
         self.record = RunRecord(run_id, plan.served_id, plan.mode)
         self.subscribers = subscribers
         self._degraded = False
+        self._progress: ProgressSink | None = None
+        self._finished: StageFinished | None = None  # the last stage call's
         # `request_timeout_seconds`: every stage call (retries and backoff waits included) is cancelled at this time.
         self.deadline = math.inf if request_timeout is None else anyio.current_time() + request_timeout
 
@@ -103,9 +107,11 @@ class Run:
             return None
 
     # -- driving the run ---------------------------------------------------------------------------
-    async def execute(self, sink: AnswerSink | None = None) -> RunRecord:
-        """Run the workflow; the final call goes to `sink` as a stream when there is one. Raises the `APIError`
-        that ends the request; the record (and `RunFinished`) says how the run ended in every case."""
+    async def execute(self, sink: AnswerSink | None = None, progress: ProgressSink | None = None) -> RunRecord:
+        """Run the workflow; the final call goes to `sink` as a stream when there is one, and `progress` hears of
+        each earlier stage as it finishes. Raises the `APIError` that ends the request; the record (and
+        `RunFinished`) says how the run ended in every case."""
+        self._progress = progress
         self._publish(RunStarted(self.record.run_id, self.plan.served_id, self.plan.mode, sink is not None))
         status: Status = "error"
         error: APIError | None = None
@@ -181,7 +187,19 @@ class Run:
         async def attempt(to: StageTarget) -> Completion:
             return await self.upstream.complete(stage, to, stage_body(to, messages, options))
 
-        return await self._stage(stage, target, attempt, lambda c: c.usage)
+        if self._progress is None:
+            return await self._stage(stage, target, attempt, lambda c: c.usage)
+        try:
+            completion = await self._stage(stage, target, attempt, lambda c: c.usage)
+        except UpstreamError:
+            await self._progress(self._last_finished())
+            raise
+        await self._progress(self._last_finished())
+        return completion
+
+    def _last_finished(self) -> StageFinished:
+        assert self._finished is not None
+        return self._finished
 
     async def _stage(
         self,
@@ -216,32 +234,37 @@ class Run:
 
         began = time.perf_counter()
         try:
-            with anyio.CancelScope(deadline=self.deadline):
+            if self.deadline == math.inf:  # no request deadline: no cancel scope to pay for
                 result, answered = await call_with_retries(stage, target, counted, self.policy, may_retry=may_retry)
-                spent = usage_of(result)
-                if spent is not None:
-                    usage.add(spent)
-                    reported = True
-                output = result.content if isinstance(result, Completion | Relay) else None
-                return result
-            # The deadline passed: the call (or the wait before a retry) was cancelled. A reviewer stage may
-            # still degrade to the draft (§5), so this is the stage's failure like any other timeout.
-            error = UpstreamError(
-                stage=stage,
-                target=(attempts[-1].target if attempts else target.label),
-                kind="timeout",
-                detail=f"was cancelled: the request did not finish within request_timeout_seconds "
-                f"({self.request_timeout} s).",
-                usage=usage if reported else None,
-            )
-            raise error
+            else:
+                with anyio.CancelScope(deadline=self.deadline) as scope:
+                    result, answered = await call_with_retries(stage, target, counted, self.policy, may_retry=may_retry)
+                if scope.cancelled_caught:
+                    # The deadline passed: the call (or the wait before a retry) was cancelled. A reviewer stage
+                    # may still degrade to the draft (§5), so this is the stage's failure like any other timeout.
+                    error = UpstreamError(
+                        stage=stage,
+                        target=(attempts[-1].target if attempts else target.label),
+                        kind="timeout",
+                        detail=f"was cancelled: the request did not finish within request_timeout_seconds "
+                        f"({self.request_timeout} s).",
+                        usage=usage if reported else None,
+                    )
+                    raise error
+            spent = usage_of(result)
+            if spent is not None:
+                usage.add(spent)
+                reported = True
+            output = result.content if isinstance(result, Completion | Relay) else None
+            return result
         except UpstreamError as exc:
             error = exc
             raise
         finally:
             label = answered.label if error is None else (attempts[-1].target if attempts else target.label)
             elapsed = (time.perf_counter() - began) * 1000
-            self._publish(StageFinished(stage, label, tuple(attempts), usage, elapsed, output, error, reported))
+            self._finished = StageFinished(stage, label, tuple(attempts), usage, elapsed, output, error, reported)
+            self._publish(self._finished)
 
     def _publish(self, event: Event) -> None:
         self.record.apply(event)

@@ -32,6 +32,8 @@ class Overrides(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, omit_d
     critic_model: NonEmpty | None = None
     critic_base_url: NonEmpty | None = None
     max_adapter_retries: Annotated[int, msgspec.Meta(ge=0, le=5)] | None = None
+    # Streaming only: a chunk with an empty delta and `adapter_critic.progress` as each earlier stage finishes.
+    progress: bool | None = None
 
     def base_urls(self) -> dict[str, str]:
         """Every `*_base_url` given, by field name."""
