@@ -50,6 +50,12 @@ class Reply:
     # "litellm" (LiteLLM's proxy: a last chunk whose `choices` keeps `[{"index": 0, "delta": {}}]`),
     # "every_chunk" (the running usage repeated on every chunk, the last one the total).
     stream_usage: str = "openai"
+    # Fields real servers add: top-level (`system_fingerprint`, llama.cpp's `timings`), on the choice (`logprobs`,
+    # `stop_reason`) and on the message (`reasoning_content`, `refusal`, `annotations`). Streamed: top-level ones on
+    # every chunk, choice ones on the content chunks, message ones in a delta of their own before the content.
+    extra: dict[str, Any] = field(default_factory=dict)
+    choice_extra: dict[str, Any] = field(default_factory=dict)
+    message_extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -152,12 +158,14 @@ class ScriptedUpstream:
         message: dict[str, Any] = {"role": "assistant", "content": reply.content}
         if reply.tool_calls is not None:
             message["tool_calls"] = reply.tool_calls
+        message.update(reply.message_extra)
         completion: dict[str, Any] = {
             "id": "chatcmpl-upstream",
             "object": "chat.completion",
             "created": 1700000000,
             "model": model,
-            "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason}],
+            "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason, **reply.choice_extra}],
+            **reply.extra,
         }
         if reply.usage is not None:
             completion["usage"] = reply.usage
@@ -266,14 +274,18 @@ class _Dropped(Exception):
 async def _sse(completion: dict[str, Any], reply: Reply | None = None, on_abort: Any = None):  # type: ignore[no-untyped-def]
     reply = reply or Reply()
     base = {k: completion[k] for k in ("id", "created", "model")}
+    base.update(reply.extra)
     choice = completion["choices"][0]
     text = choice["message"].get("content") or ""
     pieces = [text[i : i + 8] for i in range(0, len(text), 8)] or [""]
     events = [
         _event({**base, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"role": "assistant"}}]})
     ]
+    if reply.message_extra:
+        delta = {"index": 0, "delta": dict(reply.message_extra), "finish_reason": None}
+        events.append(_event({**base, "object": "chat.completion.chunk", "choices": [delta]}))
     for piece in pieces:
-        delta = {"index": 0, "delta": {"content": piece}, "finish_reason": None}
+        delta = {"index": 0, "delta": {"content": piece}, "finish_reason": None, **reply.choice_extra}
         events.append(_event({**base, "object": "chat.completion.chunk", "choices": [delta]}))
     for i, call in enumerate(choice["message"].get("tool_calls") or []):  # OpenAI's delta format, with `index`
         delta = {"index": 0, "delta": {"tool_calls": [{"index": i, **call}]}, "finish_reason": None}

@@ -50,11 +50,14 @@ _raw_list_decoder = msgspec.json.Decoder(list[msgspec.Raw])
 
 
 class Usage(msgspec.Struct):
-    """Token counts of one call, one stage or a whole run."""
+    """Token counts of one call, one stage or a whole run, with the details the upstream gave (cached,
+    reasoning, audio… tokens), summed per key; details nobody reported are left out, never `null`."""
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
+    prompt_tokens_details: dict[str, Any] | None | msgspec.UnsetType = msgspec.UNSET
+    completion_tokens_details: dict[str, Any] | None | msgspec.UnsetType = msgspec.UNSET
 
     def add(self, other: Usage | None) -> None:
         """Count `other` in (an upstream that reported no usage counts zeros)."""
@@ -62,11 +65,31 @@ class Usage(msgspec.Struct):
             self.prompt_tokens += other.prompt_tokens
             self.completion_tokens += other.completion_tokens
             self.total_tokens += other.total_tokens
+            if other.prompt_tokens_details:
+                self.prompt_tokens_details = _summed(self.prompt_tokens_details, other.prompt_tokens_details)
+            if other.completion_tokens_details:
+                self.completion_tokens_details = _summed(
+                    self.completion_tokens_details, other.completion_tokens_details
+                )
+
+
+def _summed(into: dict[str, Any] | None | msgspec.UnsetType, more: dict[str, Any]) -> dict[str, Any]:
+    """Detail counts added per key (numbers only: anything else an upstream puts there is kept as it came)."""
+    total = dict(into) if isinstance(into, dict) else {}
+    for key, value in more.items():
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            before = total.get(key, 0)
+            total[key] = before + value if isinstance(before, int | float) else value
+        else:
+            total.setdefault(key, value)
+    return total
 
 
 class _Message(msgspec.Struct):
     content: str | None = None
     tool_calls: list[Any] | None = None
+    reasoning_content: str | None = None  # vLLM, DeepSeek, llama.cpp: what a reasoning model thought
+    reasoning: str | None = None  # the same, as other servers name it
 
 
 class _Choice(msgspec.Struct):
@@ -74,11 +97,27 @@ class _Choice(msgspec.Struct):
     finish_reason: str | None = None
 
 
-class Completion(msgspec.Struct):
-    """The parts of an upstream `chat.completion` the workflows read."""
+class Completion(msgspec.Struct, dict=True):
+    """The parts of an upstream `chat.completion` the workflows read; `source` is the whole body as sent (the
+    response relays the rest of it untouched: see `Answer.source`)."""
 
     choices: list[_Choice]
     usage: Usage | None = None
+
+    @property
+    def source(self) -> bytes | None:
+        source: bytes | None = self.__dict__.get("source")
+        return source
+
+    def with_source(self, body: bytes) -> Completion:
+        self.__dict__["source"] = body
+        return self
+
+    @property
+    def reasoning(self) -> str | None:
+        """The first choice's reasoning text, where the upstream gave one (never part of the answer)."""
+        message = self.choices[0].message
+        return message.reasoning_content or message.reasoning
 
     @property
     def content(self) -> str | None:
@@ -100,10 +139,26 @@ class Answer:
     content: str | None = None
     tool_calls: list[Any] | None = None
     finish_reason: str | None = None
+    more: tuple[Answer, ...] = ()  # the choices after the first, when the upstream gave several (`n`)
+    # The upstream completion this answer came from, as sent: the response relays its other fields (top-level,
+    # choice and message fields such as `system_fingerprint`, `logprobs`, `reasoning_content`) untouched.
+    source: bytes | None = None
+    edited: bool = False  # the first choice's text is not the source's (an adapter's edits)
 
     @classmethod
     def of(cls, completion: Completion) -> Answer:
-        return cls(completion.content, completion.tool_calls, completion.finish_reason)
+        """The completion's first choice, with the others in `more` (only `direct` answers with them)."""
+        choices = completion.choices
+        more = tuple(cls._of(choice) for choice in choices[1:]) if len(choices) > 1 else ()
+        return cls(completion.content, completion.tool_calls, completion.finish_reason, more, completion.source)
+
+    def with_text(self, content: str) -> Answer:
+        """This answer with its first choice's text replaced (an adapter's edits); everything else kept."""
+        return Answer(content, self.tool_calls, self.finish_reason, self.more, self.source, edited=True)
+
+    @staticmethod
+    def _of(choice: _Choice) -> Answer:
+        return Answer(choice.message.content, choice.message.tool_calls or None, choice.finish_reason)
 
 
 @dataclass(frozen=True, slots=True)

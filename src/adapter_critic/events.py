@@ -153,9 +153,14 @@ class RunRecord:
         return total
 
 
-class Tokens(msgspec.Struct):
+class Tokens(msgspec.Struct, omit_defaults=True):
+    """Usage per stage and in total. `unreported` names the stages whose upstream reported no usage (they count
+    zeros, not measurements); `lower_bound` is then true: the real total is at least `total`."""
+
     stages: dict[str, Usage]
     total: Usage
+    unreported: list[str] = []
+    lower_bound: bool = False
 
 
 class Extension(msgspec.Struct, omit_defaults=True):
@@ -169,6 +174,11 @@ class Extension(msgspec.Struct, omit_defaults=True):
     targets: dict[str, str] = {}  # stage -> `model@base_url` that answered it (a fallback, after a failure)
 
 
+def _tokens(record: RunRecord, stages: dict[str, Usage]) -> Tokens:
+    unreported = [name for name, stage in record.stages.items() if not stage.reported]
+    return Tokens(stages=stages, total=record.total_usage(), unreported=unreported, lower_bound=bool(unreported))
+
+
 def extension(record: RunRecord) -> Extension:
     """The response extension of a finished (or finishing) run."""
     stages = {name: stage.usage for name, stage in record.stages.items()}
@@ -177,7 +187,7 @@ def extension(record: RunRecord) -> Extension:
     return Extension(
         mode=record.mode,
         intermediate=record.intermediate,
-        tokens=Tokens(stages=stages, total=record.total_usage()),
+        tokens=_tokens(record, stages),
         timings_ms=timings,
         degraded=record.degraded,
         targets={name: stage.target for name, stage in record.stages.items() if stage.answered},

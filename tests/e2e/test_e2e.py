@@ -6,6 +6,7 @@ The servers start once per module; each test resets the upstream's script and re
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -121,6 +122,32 @@ def test_n_above_one_is_a_bad_request_naming_n_in_a_one_answer_mode(client: Open
         client.chat.completions.create(model="e2e-critic", messages=MESSAGES, n=2)
     assert info.value.body["param"] == "n"  # type: ignore[index]
     assert up.calls() == []
+
+
+def test_n_choices_are_relayed_in_direct_mode(client: OpenAI, up: Upstream) -> None:
+    choices = [
+        {"index": i, "message": {"role": "assistant", "content": f"take {i}"}, "finish_reason": "stop"} for i in (0, 1)
+    ]
+    up.script({"body": json.dumps({"choices": choices})})
+    completion = client.chat.completions.create(model="e2e-direct", messages=MESSAGES, n=2)
+    assert [choice.message.content for choice in completion.choices] == ["take 0", "take 1"]
+
+
+def test_the_sdk_sees_logprobs_and_cached_tokens(client: OpenAI, up: Upstream) -> None:
+    logprobs = {"content": [{"token": "In", "logprob": -0.2, "bytes": [73, 110], "top_logprobs": []}]}
+    usage = {
+        "prompt_tokens": 9,
+        "completion_tokens": 3,
+        "total_tokens": 12,
+        "prompt_tokens_details": {"cached_tokens": 8},
+    }
+    up.script({"content": "In Paris.", "choice_extra": {"logprobs": logprobs}, "usage": usage})
+    completion = client.chat.completions.create(model="e2e-direct", messages=MESSAGES, logprobs=True)
+    choice_logprobs = completion.choices[0].logprobs
+    assert choice_logprobs is not None and choice_logprobs.content is not None
+    assert choice_logprobs.content[0].token == "In"
+    assert completion.usage is not None and completion.usage.prompt_tokens_details is not None
+    assert completion.usage.prompt_tokens_details.cached_tokens == 8
 
 
 def test_direct(client: OpenAI, up: Upstream) -> None:

@@ -690,3 +690,21 @@ async def test_a_4xx_body_without_a_message_is_answered_in_our_words(
         response = await post(client, chat("m-direct"))
     error = error_of(response, 400)
     assert "api stage's upstream" in error["message"] and "HTTP 400" in error["message"]
+
+
+async def test_direct_relays_every_choice_of_n(serve: AppFactory, upstream: ScriptedUpstream) -> None:
+    choices = [
+        {"index": i, "message": {"role": "assistant", "content": f"answer {i}"}, "finish_reason": "stop"}
+        for i in range(3)
+    ]
+    completion = {"choices": choices, "usage": {"prompt_tokens": 1, "completion_tokens": 6, "total_tokens": 7}}
+    upstream.script(Reply(body=json.dumps(completion)))
+    async with serve() as client:
+        response = await post(client, chat("m-direct", n=3))
+    assert response.status_code == 200
+    assert [(c["index"], c["message"]["content"]) for c in response.json()["choices"]] == [
+        (0, "answer 0"),
+        (1, "answer 1"),
+        (2, "answer 2"),
+    ]
+    assert upstream.calls[0].body["n"] == 3

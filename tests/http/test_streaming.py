@@ -875,3 +875,32 @@ async def test_without_the_flag_there_is_no_progress(serve: AppFactory, upstream
         streamed = await stream(client, chat("m-critic"))
     assert progress_of(streamed.chunks) == []
     check_sequence(streamed, "m-critic")
+
+
+async def test_a_direct_stream_of_n_choices_relays_each_choice_and_its_finish(
+    serve: AppFactory, upstream: ScriptedUpstream
+) -> None:
+    def chunk(index: int, delta: dict[str, Any], finish: str | None = None) -> str:
+        return "data: " + json.dumps({"choices": [{"index": index, "delta": delta, "finish_reason": finish}]}) + "\n\n"
+
+    events = [
+        chunk(0, {"role": "assistant", "content": ""}),
+        chunk(1, {"role": "assistant", "content": ""}),
+        chunk(0, {"content": "first"}),
+        chunk(1, {"content": "second"}),
+        chunk(0, {}, "stop"),
+        chunk(1, {}, "length"),
+        "data: [DONE]\n\n",
+    ]
+    upstream.script(Reply(body="".join(events), headers={"content-type": "text/event-stream"}))
+    async with serve(config()) as client:
+        streamed = await stream(client, chat("m-direct", n=2))
+    chunks = streamed.chunks
+    by_choice: dict[int, str] = {}
+    for c in chunks:
+        for choice in c["choices"]:
+            by_choice[choice["index"]] = by_choice.get(choice["index"], "") + (choice["delta"].get("content") or "")
+    assert by_choice == {0: "first", 1: "second"}
+    finishes = [(ch["index"], ch["finish_reason"]) for c in chunks for ch in c["choices"] if ch.get("finish_reason")]
+    assert finishes == [(0, "stop"), (1, "length")]
+    assert "adapter_critic" in chunks[-1] and chunks[-1]["choices"][0]["index"] == 1

@@ -29,7 +29,7 @@ from .admission import Admission
 from .auth import InboundAuth, client_token
 from .chunks import ChunkWriter
 from .disconnect import ClientGone, cancel_on_disconnect, guard_send, log_client_gone
-from .responses import JSON, completion, encode, error_response, new_completion_id
+from .responses import JSON, completion, error_response, new_completion_id
 from .stream import StreamResponse
 
 logger = logging.getLogger("adapter_critic")
@@ -125,7 +125,7 @@ class Service:
         except Exception:
             logger.exception("request %s failed unexpectedly", completion_id)
             return error_response(internal_error(completion_id))
-        return Response(encode(completion(record, completion_id=completion_id)), media_type=JSON)
+        return Response(completion(record, completion_id=completion_id), media_type=JSON)
 
     def _plan(self, request: ChatRequest, client_token: str | None) -> Plan:
         """`resolve`, remembered per served model for requests without overrides: then it depends only on the

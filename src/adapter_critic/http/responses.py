@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 from starlette.responses import Response
 
-from ..core import Usage
+from ..core import Answer, Usage
 from ..errors import APIError, render_error
 from ..events import Extension, RunRecord, extension
 
@@ -44,23 +44,59 @@ class ChatCompletion(msgspec.Struct):
 
 
 _encoder = msgspec.json.Encoder()
+_fields_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_list_decoder = msgspec.json.Decoder(list[dict[str, msgspec.Raw]])
+_OBJECT = msgspec.Raw(b'"chat.completion"')
 
 
 def new_completion_id() -> str:
     return f"chatcmpl-{uuid.uuid4().hex}"
 
 
-def completion(record: RunRecord, *, completion_id: str) -> ChatCompletion:
-    """A finished run as the client's `chat.completion`."""
+def completion(record: RunRecord, *, completion_id: str) -> bytes:
+    """A finished run as the client's `chat.completion`: the upstream's own answer (every top-level, choice and
+    message field as it sent them) with the run's `id`, `created` and served `model`, the total `usage` and the
+    extension — or, for an answer no upstream gave whole, one built from the answer."""
     ext = extension(record)
     answer = record.answer
-    message = ResponseMessage(role="assistant", content=answer.content, tool_calls=answer.tool_calls)
+    if answer.source is not None:
+        relayed = _relayed(answer, answer.source, record.served_model, ext, completion_id)
+        if relayed is not None:
+            return relayed
+    return _encoder.encode(_built(record, ext, completion_id))
+
+
+def _relayed(answer: Answer, source: bytes, served_model: str, ext: Extension, completion_id: str) -> bytes | None:
+    try:
+        fields: dict[str, Any] = _fields_decoder.decode(source)
+        if answer.edited:  # only then is a choice decoded (the rest stays raw JSON, as the upstream sent it)
+            choices: list[dict[str, Any]] = _list_decoder.decode(fields["choices"])
+            message: dict[str, Any] = _fields_decoder.decode(choices[0]["message"])
+            message["content"] = answer.content
+            choices[0]["message"] = message
+            fields["choices"] = choices
+    except (msgspec.DecodeError, KeyError, IndexError):  # the source was read as a completion: cannot happen
+        return None
+    fields["id"] = completion_id
+    fields["object"] = _OBJECT
+    fields["created"] = int(time.time())
+    fields["model"] = served_model
+    fields["usage"] = ext.tokens.total
+    fields["adapter_critic"] = ext
+    return _encoder.encode(fields)
+
+
+def _built(record: RunRecord, ext: Extension, completion_id: str) -> ChatCompletion:
+    answers = (record.answer, *record.answer.more)
     return ChatCompletion(
         id=completion_id,
         object="chat.completion",
         created=int(time.time()),
         model=record.served_model,
-        choices=[Choice(index=0, message=message, finish_reason=answer.finish_reason)],
+        choices=[
+            Choice(index, ResponseMessage("assistant", answer.content, answer.tool_calls), answer.finish_reason)
+            for index, answer in enumerate(answers)
+        ],
         usage=ext.tokens.total,
         adapter_critic=ext,
     )

@@ -25,9 +25,12 @@ class _Delta(msgspec.Struct):
     content: str | None = None
     tool_calls: list[msgspec.Raw] | None = None
     refusal: str | None = None
+    reasoning_content: str | None = None
+    reasoning: str | None = None
 
 
 class _ChunkChoice(msgspec.Struct):
+    index: int = 0
     delta: _Delta | None = None
     finish_reason: str | None = None
 
@@ -64,6 +67,7 @@ class Relay:
         self.usage: Usage | None = None
         self.finish_reason: str | None = None
         self._parts: list[str] = []
+        self._reasoning: list[str] = []
         self._held: list[bytes] = []
         self._finish: bytes | None = None
         self._answering = False  # answer content went to the client
@@ -71,6 +75,11 @@ class Relay:
     @property
     def content(self) -> str:
         return "".join(self._parts)
+
+    @property
+    def reasoning(self) -> str:
+        """The first choice's reasoning text, as the upstream streamed it (never part of the answer)."""
+        return "".join(self._reasoning)
 
     def answer(self) -> Answer:
         return Answer(self.content, None, self.finish_reason or "stop")
@@ -97,10 +106,18 @@ class Relay:
             return  # a usage chunk: the client's comes at the end, with the total
         choice = chunk.choices[0]
         delta = choice.delta
-        if delta is not None and delta.content:
-            self._parts.append(delta.content)
+        first = choice.index == 0  # the record keeps the first choice (`n` > 1 relays them all)
+        if first and delta is not None:
+            if delta.content:
+                self._parts.append(delta.content)
+            thought = delta.reasoning_content or delta.reasoning
+            if thought:
+                self._reasoning.append(thought)
         if choice.finish_reason is not None:
-            self.finish_reason = choice.finish_reason
+            if first:
+                self.finish_reason = choice.finish_reason
+            if self._finish is not None:  # several choices (`n`): each has its finish chunk; the last goes last
+                out.append(self._finish)
             self._finish = payload
             return
         answers = delta is not None and bool(delta.content or delta.tool_calls or delta.refusal)

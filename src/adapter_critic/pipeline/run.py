@@ -179,6 +179,8 @@ class Run:
             self._degrade_or_raise(final.stage, exc)  # no answer content went out yet: the draft can still stand
             return
         self.set_answer(relay.answer())
+        if relay.reasoning:
+            self.note(f"{final.stage}_reasoning", relay.reasoning)
 
     # -- stage calls -------------------------------------------------------------------------------
     async def _complete(self, stage: str, target: StageTarget, messages: Any, *, api: bool) -> Completion:
@@ -187,14 +189,16 @@ class Run:
         async def attempt(to: StageTarget) -> Completion:
             return await self.upstream.complete(stage, to, stage_body(to, messages, options))
 
-        if self._progress is None:
-            return await self._stage(stage, target, attempt, lambda c: c.usage)
         try:
             completion = await self._stage(stage, target, attempt, lambda c: c.usage)
         except UpstreamError:
-            await self._progress(self._last_finished())
+            if self._progress is not None:
+                await self._progress(self._last_finished())
             raise
-        await self._progress(self._last_finished())
+        if completion.choices[0].message.reasoning_content or completion.choices[0].message.reasoning:
+            self.note(f"{stage}_reasoning", completion.reasoning or "")
+        if self._progress is not None:
+            await self._progress(self._last_finished())
         return completion
 
     def _last_finished(self) -> StageFinished:

@@ -165,7 +165,7 @@ class Upstream:
             completion = None
         if completion is None or not completion.choices:
             raise bad_answer(stage, target, "did not answer with an OpenAI chat completion.")
-        return completion
+        return completion.with_source(content)
 
     @contextlib.asynccontextmanager
     async def stream(

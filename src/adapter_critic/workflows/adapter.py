@@ -53,7 +53,7 @@ class Adapter(Workflow):
                 continue
             rejection = None
             if final != draft_text:  # edits touch the text only: the draft's tool calls and finish stay
-                run.set_answer(Answer(final, draft.tool_calls, draft.finish_reason))
+                run.set_answer(run.answer.with_text(final))
             break
         if rejection is not None:
             run.note("adapter_rejection_reason", rejection)
