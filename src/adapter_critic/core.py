@@ -56,8 +56,8 @@ class Usage(msgspec.Struct):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
-    prompt_tokens_details: dict[str, Any] | None | msgspec.UnsetType = msgspec.UNSET
-    completion_tokens_details: dict[str, Any] | None | msgspec.UnsetType = msgspec.UNSET
+    prompt_tokens_details: dict[str, Any] | msgspec.UnsetType | None = msgspec.UNSET
+    completion_tokens_details: dict[str, Any] | msgspec.UnsetType | None = msgspec.UNSET
 
     def add(self, other: Usage | None) -> None:
         """Count `other` in (an upstream that reported no usage counts zeros)."""
@@ -73,7 +73,7 @@ class Usage(msgspec.Struct):
                 )
 
 
-def _summed(into: dict[str, Any] | None | msgspec.UnsetType, more: dict[str, Any]) -> dict[str, Any]:
+def _summed(into: dict[str, Any] | msgspec.UnsetType | None, more: dict[str, Any]) -> dict[str, Any]:
     """Detail counts added per key (numbers only: anything else an upstream puts there is kept as it came)."""
     total = dict(into) if isinstance(into, dict) else {}
     for key, value in more.items():
@@ -86,6 +86,7 @@ def _summed(into: dict[str, Any] | None | msgspec.UnsetType, more: dict[str, Any
 
 
 class _Message(msgspec.Struct):
+    role: str | None = None
     content: str | None = None
     tool_calls: list[Any] | None = None
     reasoning_content: str | None = None  # vLLM, DeepSeek, llama.cpp: what a reasoning model thought
@@ -150,7 +151,9 @@ class Answer:
         """The completion's first choice, with the others in `more` (only `direct` answers with them)."""
         choices = completion.choices
         more = tuple(cls._of(choice) for choice in choices[1:]) if len(choices) > 1 else ()
-        return cls(completion.content, completion.tool_calls, completion.finish_reason, more, completion.source)
+        # An upstream message without its role is not relayed as sent: the client's answer is built whole instead.
+        source = completion.source if all(choice.message.role for choice in choices) else None
+        return cls(completion.content, completion.tool_calls, completion.finish_reason, more, source)
 
     def with_text(self, content: str) -> Answer:
         """This answer with its first choice's text replaced (an adapter's edits); everything else kept."""

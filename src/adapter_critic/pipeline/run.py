@@ -11,38 +11,31 @@ Everything that happens is published as an event (`events`); the run's `RunRecor
 from __future__ import annotations
 
 import logging
-import math
-import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
 
-from ..core import Answer, ChatRequest, Completion, FinalCall, Plan, StageTarget, Usage
+from ..core import Answer, ChatRequest, Completion, FinalCall, Plan, StageTarget
 from ..errors import APIError, UpstreamError
 from ..events import (
     AnswerChunks,
-    Attempt,
     Event,
     Noted,
     RunFinished,
     RunRecord,
     RunStarted,
     StageFinished,
-    StageStarted,
     Status,
     Subscriber,
 )
 from ..upstream.client import Upstream
-from ..upstream.retry import RetryPolicy, call_with_retries
+from ..upstream.retry import RetryPolicy
 from ..workflows.base import Workflow
 from .relay import Relay
+from .stages import StageCalls, stage_body
 
 logger = logging.getLogger("adapter_critic")
-
-_T = TypeVar("_T")
-# Request fields that only make sense for the client's own connection, never for a stage call.
-_STREAM_FIELDS = ("stream", "stream_options")
 
 
 # Where a streamed final answer goes as it arrives (the client's stream writer).
@@ -67,15 +60,14 @@ class Run:
         subscribers: Sequence[Subscriber] = (),
     ) -> None:
         self.workflow, self.plan, self.request = workflow, plan, request
-        self.upstream, self.policy = upstream, policy
-        self.request_timeout = request_timeout
+        self.upstream = upstream
         self.record = RunRecord(run_id, plan.served_id, plan.mode)
         self.subscribers = subscribers
         self._degraded = False
         self._progress: ProgressSink | None = None
-        self._finished: StageFinished | None = None  # the last stage call's
-        # `request_timeout_seconds`: every stage call (retries and backoff waits included) is cancelled at this time.
-        self.deadline = math.inf if request_timeout is None else anyio.current_time() + request_timeout
+        self.calls = StageCalls(
+            upstream, policy, self._publish, request_options=request.options, request_timeout=request_timeout
+        )
 
     # -- what a workflow sees (`workflows.base.RunContext`) ----------------------------------------
     @property
@@ -170,7 +162,7 @@ class Run:
             return relay
 
         try:
-            relay = await self._stage(final.stage, final.target, attempt, lambda r: r.usage, lambda: not relayed)
+            relay = await self.calls.call(final.stage, final.target, attempt, lambda r: r.usage, lambda: not relayed)
         except UpstreamError as exc:
             if final.first:
                 raise exc.evolve(relay=True) from None
@@ -184,104 +176,20 @@ class Run:
 
     # -- stage calls -------------------------------------------------------------------------------
     async def _complete(self, stage: str, target: StageTarget, messages: Any, *, api: bool) -> Completion:
-        options = self.request.options if api else None
-
-        async def attempt(to: StageTarget) -> Completion:
-            return await self.upstream.complete(stage, to, stage_body(to, messages, options))
-
+        """A plain stage call; a streaming client that asked for progress hears of it as it ends."""
         try:
-            completion = await self._stage(stage, target, attempt, lambda c: c.usage)
+            completion = await self.calls.complete(stage, target, messages, api=api)
         except UpstreamError:
             if self._progress is not None:
-                await self._progress(self._last_finished())
+                await self._progress(self.calls.finished[stage])
             raise
         if completion.choices[0].message.reasoning_content or completion.choices[0].message.reasoning:
             self.note(f"{stage}_reasoning", completion.reasoning or "")
         if self._progress is not None:
-            await self._progress(self._last_finished())
+            await self._progress(self.calls.finished[stage])
         return completion
-
-    def _last_finished(self) -> StageFinished:
-        assert self._finished is not None
-        return self._finished
-
-    async def _stage(
-        self,
-        stage: str,
-        target: StageTarget,
-        attempt: Callable[[StageTarget], Awaitable[_T]],
-        usage_of: Callable[[_T], Usage | None],
-        may_retry: Callable[[], bool] = lambda: True,
-    ) -> _T:
-        """One stage call: `attempt` with retries and fallbacks within the request deadline, reported as
-        `StageStarted`/`StageFinished` with every attempt, and the usage of every attempt that reported any."""
-        self._publish(StageStarted(stage, target.label))
-        attempts: list[Attempt] = []
-        usage = Usage()
-        reported = False
-        output: str | None = None
-        error: UpstreamError | None = None
-        answered = target
-
-        async def counted(to: StageTarget) -> _T:
-            nonlocal reported
-            try:
-                result = await attempt(to)
-            except UpstreamError as exc:
-                attempts.append(Attempt(to.label, exc))
-                if exc.usage is not None:
-                    usage.add(exc.usage)
-                    reported = True
-                raise
-            attempts.append(Attempt(to.label))
-            return result
-
-        began = time.perf_counter()
-        try:
-            if self.deadline == math.inf:  # no request deadline: no cancel scope to pay for
-                result, answered = await call_with_retries(stage, target, counted, self.policy, may_retry=may_retry)
-            else:
-                with anyio.CancelScope(deadline=self.deadline) as scope:
-                    result, answered = await call_with_retries(stage, target, counted, self.policy, may_retry=may_retry)
-                if scope.cancelled_caught:
-                    # The deadline passed: the call (or the wait before a retry) was cancelled. A reviewer stage
-                    # may still degrade to the draft (§5), so this is the stage's failure like any other timeout.
-                    error = UpstreamError(
-                        stage=stage,
-                        target=(attempts[-1].target if attempts else target.label),
-                        kind="timeout",
-                        detail=f"was cancelled: the request did not finish within request_timeout_seconds "
-                        f"({self.request_timeout} s).",
-                        usage=usage if reported else None,
-                    )
-                    raise error
-            spent = usage_of(result)
-            if spent is not None:
-                usage.add(spent)
-                reported = True
-            output = result.content if isinstance(result, Completion | Relay) else None
-            return result
-        except UpstreamError as exc:
-            error = exc
-            raise
-        finally:
-            label = answered.label if error is None else (attempts[-1].target if attempts else target.label)
-            elapsed = (time.perf_counter() - began) * 1000
-            self._finished = StageFinished(stage, label, tuple(attempts), usage, elapsed, output, error, reported)
-            self._publish(self._finished)
 
     def _publish(self, event: Event) -> None:
         self.record.apply(event)
         for subscriber in self.subscribers:
             subscriber(event)
-
-
-def stage_body(target: StageTarget, messages: Any, request_options: dict[str, Any] | None) -> dict[str, Any]:
-    """The body of a plain call to `target`: its own options, with the request's laid over them for an API-stage
-    call (`request_options`; the request wins) — reviewers never get the client's (no tools, no response_format)."""
-    options = {**target.options, **request_options} if request_options is not None else dict(target.options)
-    for name in _STREAM_FIELDS:
-        options.pop(name, None)
-    options["model"] = target.model
-    options["messages"] = messages
-    return options

@@ -1,0 +1,134 @@
+"""`StageCalls`: every upstream call of a run, as a stage — retried and fallen back within the request deadline
+(`upstream.retry`), reported as `StageStarted`/`StageFinished` with every attempt, its error and the usage of
+every attempt that reported any."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import anyio
+
+from ..core import Completion, StageTarget, Usage
+from ..errors import UpstreamError
+from ..events import Attempt, Event, StageFinished, StageStarted
+from ..upstream.client import Upstream
+from ..upstream.retry import RetryPolicy, call_with_retries
+
+_T = TypeVar("_T")
+# Request fields that only make sense for the client's own connection, never for a stage call.
+_STREAM_FIELDS = ("stream", "stream_options")
+
+
+class StageCalls:
+    """The stage calls of one run; `finished` keeps each stage's last `StageFinished`."""
+
+    def __init__(
+        self,
+        upstream: Upstream,
+        policy: RetryPolicy,
+        publish: Callable[[Event], None],
+        *,
+        request_options: dict[str, Any],
+        request_timeout: float | None,
+    ) -> None:
+        self.upstream, self.policy, self.publish = upstream, policy, publish
+        self.request_options = request_options
+        self.request_timeout = request_timeout
+        # `request_timeout_seconds`: every stage call (retries and backoff waits included) is cancelled at this time.
+        self.deadline = math.inf if request_timeout is None else anyio.current_time() + request_timeout
+        self.finished: dict[str, StageFinished] = {}
+
+    async def complete(
+        self, stage: str, target: StageTarget, messages: Any, *, api: bool, options: dict[str, Any] | None = None
+    ) -> Completion:
+        """A plain call: `target`'s options, the request's over them for an API-stage call (`api`), and `options`
+        (a workflow's own, e.g. sampling settings) over those."""
+        request_options = self.request_options if api else None
+
+        async def attempt(to: StageTarget) -> Completion:
+            body = stage_body(to, messages, request_options)
+            if options:
+                body.update(options)
+            return await self.upstream.complete(stage, to, body)
+
+        return await self.call(stage, target, attempt, lambda c: c.usage)
+
+    async def call(
+        self,
+        stage: str,
+        target: StageTarget,
+        attempt: Callable[[StageTarget], Awaitable[_T]],
+        usage_of: Callable[[_T], Usage | None],
+        may_retry: Callable[[], bool] = lambda: True,
+    ) -> _T:
+        """One stage call: `attempt` with retries and fallbacks within the request deadline, reported as
+        `StageStarted`/`StageFinished` with every attempt, and the usage of every attempt that reported any."""
+        self.publish(StageStarted(stage, target.label))
+        attempts: list[Attempt] = []
+        usage = Usage()
+        reported = False
+        output: str | None = None
+        error: UpstreamError | None = None
+        answered = target
+
+        async def counted(to: StageTarget) -> _T:
+            nonlocal reported
+            try:
+                result = await attempt(to)
+            except UpstreamError as exc:
+                attempts.append(Attempt(to.label, exc))
+                if exc.usage is not None:
+                    usage.add(exc.usage)
+                    reported = True
+                raise
+            attempts.append(Attempt(to.label))
+            return result
+
+        began = time.perf_counter()
+        try:
+            if self.deadline == math.inf:  # no request deadline: no cancel scope to pay for
+                result, answered = await call_with_retries(stage, target, counted, self.policy, may_retry=may_retry)
+            else:
+                with anyio.CancelScope(deadline=self.deadline) as scope:
+                    result, answered = await call_with_retries(stage, target, counted, self.policy, may_retry=may_retry)
+                if scope.cancelled_caught:
+                    # The deadline passed: the call (or the wait before a retry) was cancelled. A reviewer stage
+                    # may still degrade to the draft (§5), so this is the stage's failure like any other timeout.
+                    error = UpstreamError(
+                        stage=stage,
+                        target=(attempts[-1].target if attempts else target.label),
+                        kind="timeout",
+                        detail=f"was cancelled: the request did not finish within request_timeout_seconds "
+                        f"({self.request_timeout} s).",
+                        usage=usage if reported else None,
+                    )
+                    raise error
+            spent = usage_of(result)
+            if spent is not None:
+                usage.add(spent)
+                reported = True
+            content = getattr(result, "content", None)  # a completion's or a relayed stream's answer text
+            output = content if isinstance(content, str) and content else None
+            return result
+        except UpstreamError as exc:
+            error = exc
+            raise
+        finally:
+            label = answered.label if error is None else (attempts[-1].target if attempts else target.label)
+            elapsed = (time.perf_counter() - began) * 1000
+            self.finished[stage] = StageFinished(stage, label, tuple(attempts), usage, elapsed, output, error, reported)
+            self.publish(self.finished[stage])
+
+
+def stage_body(target: StageTarget, messages: Any, request_options: dict[str, Any] | None) -> dict[str, Any]:
+    """The body of a plain call to `target`: its own options, with the request's laid over them for an API-stage
+    call (`request_options`; the request wins) — reviewers never get the client's (no tools, no response_format)."""
+    options = {**target.options, **request_options} if request_options is not None else dict(target.options)
+    for name in _STREAM_FIELDS:
+        options.pop(name, None)
+    options["model"] = target.model
+    options["messages"] = messages
+    return options
