@@ -4,11 +4,9 @@ the database matters."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import logging
-from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -18,27 +16,12 @@ import pytest
 from adapter_critic import create_app
 from adapter_critic.http.app import create_standalone_app
 from adapter_critic.store import open_store
-from adapter_critic.store.runstore import RunStore
 
 from ..conftest import UPSTREAM_URL, asgi_client, chat, make_config
 from ..scripted_upstream import Reply, ScriptedUpstream
+from .runs import recording
 
 pytestmark = pytest.mark.anyio
-
-
-@contextlib.asynccontextmanager
-async def recording(
-    upstream: ScriptedUpstream, url: str, **store: Any
-) -> AsyncIterator[tuple[httpx.AsyncClient, RunStore]]:
-    """The app recording to `url`, its upstream calls going to `upstream`; yields a client and the store."""
-    top = store.pop("top", {})
-    config = make_config(store={"url": url, **store}, **top)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=upstream.app)) as upstream_client:
-        app = create_app(config, http_client=upstream_client)
-        store_ = app.state.adapter_critic.store
-        assert store_ is not None
-        async with asgi_client(app) as client:
-            yield client, store_
 
 
 async def test_every_response_carries_its_request_id(serve: Any) -> None:
