@@ -159,7 +159,7 @@ async def test_upstream_hosts_are_recorded_never_keys(upstream: ScriptedUpstream
 
 
 async def test_a_default_store_that_cannot_open_is_given_up_an_asked_for_one_stops_start_up(
-    upstream: ScriptedUpstream, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("")
