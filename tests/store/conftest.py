@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,8 +11,6 @@ import asyncpg
 import pytest
 
 from .pgserver import missing_reason, postgres_server
-
-_databases = itertools.count()
 
 
 @pytest.fixture(scope="session")
@@ -27,10 +24,17 @@ def pg_server() -> Iterator[str]:
         yield url
 
 
-async def _create_database(server: str, name: str) -> None:
-    conn = await asyncpg.connect(f"{server}/postgres")
+@pytest.fixture(scope="session")
+def pg_database(pg_server: str) -> str:
+    """One database for every PostgreSQL test (emptied before each: creating one per test is slow)."""
+    asyncio.run(_execute(f"{pg_server}/postgres", f'CREATE DATABASE "runs_{os.getpid()}"'))
+    return f"{pg_server}/runs_{os.getpid()}"
+
+
+async def _execute(url: str, statement: str) -> None:
+    conn = await asyncpg.connect(url)
     try:
-        await conn.execute(f'CREATE DATABASE "{name}"')
+        await conn.execute(statement)
     finally:
         await conn.close()
 
@@ -40,7 +44,6 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A fresh, empty store's URL on each backend."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'runs.sqlite3'}"
-    server: str = request.getfixturevalue("pg_server")
-    name = f"runs_{os.getpid()}_{next(_databases)}"
-    asyncio.run(_create_database(server, name))
-    return f"{server}/{name}"
+    url: str = request.getfixturevalue("pg_database")
+    asyncio.run(_execute(url, "DROP TABLE IF EXISTS runs, stages, instances, schema_version"))
+    return url
