@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 import anyio
@@ -33,8 +33,12 @@ class StageCalls:
         *,
         request_options: dict[str, Any],
         request_timeout: float | None,
+        max_concurrent_calls: int | None = None,
     ) -> None:
         self.upstream, self.policy, self.publish = upstream, policy, publish
+        # `max_concurrent_calls_per_run`: stage calls made at once (a panel's lenses, best-of-n's candidates) wait
+        # for a slot; a wait before a retry holds none.
+        self.limiter = anyio.CapacityLimiter(max_concurrent_calls) if max_concurrent_calls else None
         self.request_options = request_options
         self.request_timeout = request_timeout
         # `request_timeout_seconds`: every stage call (retries and backoff waits included) is cancelled at this time.
@@ -42,7 +46,7 @@ class StageCalls:
         self.finished: dict[str, StageFinished] = {}
 
     async def complete(
-        self, stage: str, target: StageTarget, messages: Any, *, api: bool, options: dict[str, Any] | None = None
+        self, stage: str, target: StageTarget, messages: Any, *, api: bool, options: Mapping[str, Any] | None = None
     ) -> Completion:
         """A plain call: `target`'s options, the request's over them for an API-stage call (`api`), and `options`
         (a workflow's own, e.g. sampling settings) over those."""
@@ -77,7 +81,11 @@ class StageCalls:
         async def counted(to: StageTarget) -> _T:
             nonlocal reported
             try:
-                result = await attempt(to)
+                if self.limiter is None:
+                    result = await attempt(to)
+                else:
+                    async with self.limiter:
+                        result = await attempt(to)
             except UpstreamError as exc:
                 attempts.append(Attempt(to.label, exc))
                 if exc.usage is not None:
