@@ -119,3 +119,21 @@ async def test_the_answer_streams_live_with_the_extension_last(serve: AppFactory
     ext = chunks[-1]["adapter_critic"]
     assert ext["intermediate"]["advisor"] == "Hint." and ext["intermediate"]["final"] == "A longer streamed answer."
     assert response.text.endswith("data: [DONE]\n\n")
+
+
+async def test_requests_override_the_mode_and_the_new_stage_targets(
+    serve: AppFactory, upstream: ScriptedUpstream
+) -> None:
+    critic = {"mode": "critic", "api": API, "critic": {"model": "critic-model", "base_url": UPSTREAM_URL}}
+    config = make_config(served_models={"m": {"mode": "advisor", "api": API, "advisor": ADVISOR}, "c": critic})
+    async with serve(config) as client:
+        await post(client, chat("m", x_adapter_critic={"advisor_model": "other-advisor"}))
+        await post(client, chat("c", x_adapter_critic={"mode": "advisor"}))
+        await post(
+            client,
+            chat("m", x_adapter_critic={"mode": "best_of_n", "judge_model": "judge-2", "judge_base_url": UPSTREAM_URL}),
+        )
+        error = await post(client, chat("m", x_adapter_critic={"coordinator_base_url": "http://evil.test/v1"}), 400)
+    assert [call.model for call in upstream.calls[:4]] == ["other-advisor", "api-model", "api-model", "api-model"]
+    assert [call.model for call in upstream.calls[4:]] == ["api-model"] * 3 + ["judge-2"] * 4
+    assert error["error"]["param"] == "x_adapter_critic.coordinator_base_url"
