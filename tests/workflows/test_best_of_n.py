@@ -6,8 +6,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import anyio
+import httpx
 import pytest
+from asgi_lifespan import LifespanManager
+from starlette.types import Message
 
+from adapter_critic import ConfigError, create_app
 from adapter_critic.workflows.judging import (
     DEFAULT_POINTWISE_SYSTEM_PROMPT,
     RETRY_INSTRUCTION,
@@ -16,6 +21,7 @@ from adapter_critic.workflows.judging import (
 )
 
 from ..conftest import UPSTREAM_URL, AppFactory, chat, make_config
+from ..http.test_disconnect import post as raw_post
 from ..scripted_upstream import Reply, ScriptedUpstream
 
 pytestmark = pytest.mark.anyio
@@ -246,9 +252,26 @@ def test_scores_are_read_tolerantly(reply: str, score: float | None) -> None:
 
 
 def test_best_of_n_settings_are_validated() -> None:
-    from adapter_critic import ConfigError
-
     with pytest.raises(ConfigError, match="n"):
         best_of(n=0)
     with pytest.raises(ConfigError, match="judging"):
         best_of(judging="ranked")
+
+
+async def test_leaving_client_cancels_every_candidate_call(upstream: ScriptedUpstream) -> None:
+    upstream.script(*(Reply(f"c{i}", delay=60, model="api-model") for i in range(3)))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=upstream.app)) as upstream_client:
+        app = create_app(best_of(), http_client=upstream_client)
+        async with LifespanManager(app) as manager:
+
+            async def receive() -> Message:
+                with anyio.fail_after(10):
+                    await upstream.until_holding(3)  # every candidate call is in flight
+                return {"type": "http.disconnect"}
+
+            async def send(message: Message) -> None:
+                pass
+
+            await raw_post(manager.app, chat("m"), receive, send)
+    assert len(upstream.aborted) == 3 and upstream.holding == 0
+    assert all(call.model == "api-model" for call in upstream.aborted)

@@ -238,3 +238,16 @@ def test_panel_config_is_validated() -> None:
     config = make_config(served_models={"m": panel(coordinator=False)})
     assert "coordinator" not in config.served_models["m"].targets
     assert "lens:tone" in config.served_models["m"].targets  # its credentials are bound like any target's
+
+
+async def test_progress_tells_of_each_lens_as_it_finishes(serve: AppFactory, upstream: ScriptedUpstream) -> None:
+    upstream.script(Reply("Draft.", model="api-model"), *lens_replies(facts="- A", tone="- B", format="- C"))
+    body = chat("m", stream=True, x_adapter_critic={"progress": True})
+    async with serve(make_config(served_models={"m": panel()})) as client:
+        response = await client.post("/chat/completions", json=body)
+    chunks = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: {")]
+    progress = [c["adapter_critic"]["progress"] for c in chunks if "progress" in c.get("adapter_critic", {})]
+    stages = [p["stage"] for p in progress]
+    assert stages[0] == "api_draft" and stages[-1] == "coordinator"
+    assert sorted(stages[1:4]) == ["lens:facts", "lens:format", "lens:tone"]
+    assert all(p["status"] == "ok" for p in progress)

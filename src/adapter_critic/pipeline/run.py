@@ -121,6 +121,7 @@ class Run:
         fail_fast = self.plan.on_review_error == "fail"
         if self._progress is not None and self._progress_lock is None:
             self._progress_lock = anyio.Lock()
+        self.calls.at_once()
 
         async def one(index: int, call: StageCall, scope: anyio.CancelScope) -> None:
             try:

@@ -37,13 +37,20 @@ class StageCalls:
     ) -> None:
         self.upstream, self.policy, self.publish = upstream, policy, publish
         # `max_concurrent_calls_per_run`: stage calls made at once (a panel's lenses, best-of-n's candidates) wait
-        # for a slot; a wait before a retry holds none.
-        self.limiter = anyio.CapacityLimiter(max_concurrent_calls) if max_concurrent_calls else None
+        # for a slot; a wait before a retry holds none. Made by the first such calls (`at_once`): a run whose calls
+        # all come one after another pays nothing for it.
+        self.max_concurrent_calls = max_concurrent_calls
+        self.limiter: anyio.CapacityLimiter | None = None
         self.request_options = request_options
         self.request_timeout = request_timeout
         # `request_timeout_seconds`: every stage call (retries and backoff waits included) is cancelled at this time.
         self.deadline = math.inf if request_timeout is None else anyio.current_time() + request_timeout
         self.finished: dict[str, StageFinished] = {}
+
+    def at_once(self) -> None:
+        """Stage calls are about to be made at once: from now on they share the run's cap."""
+        if self.limiter is None and self.max_concurrent_calls:
+            self.limiter = anyio.CapacityLimiter(self.max_concurrent_calls)
 
     async def complete(
         self, stage: str, target: StageTarget, messages: Any, *, api: bool, options: Mapping[str, Any] | None = None
