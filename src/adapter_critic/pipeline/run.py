@@ -117,7 +117,7 @@ class Run:
         run degraded, or (`on_review_error = "fail"`) ends the others and fails the request; API calls that all
         fail are the request's failure, an upstream 4xx relayed as is."""
         results: list[Completion | StageFailed] = [StageFailed(call.stage, "not run") for call in calls]
-        errors: list[UpstreamError] = []
+        errors: dict[int, UpstreamError] = {}
         fail_fast = self.plan.on_review_error == "fail"
         if self._progress is not None and self._progress_lock is None:
             self._progress_lock = anyio.Lock()
@@ -129,7 +129,7 @@ class Run:
                     call.stage, call.target, call.messages, api=api, options=call.options
                 )
             except UpstreamError as exc:
-                errors.append(exc)
+                errors[index] = exc
                 results[index] = StageFailed(call.stage, exc.message)
                 if fail_fast:
                     scope.cancel()  # the request fails with this error: the other calls are not needed
@@ -139,7 +139,8 @@ class Run:
                 group.start_soon(one, index, call, group.cancel_scope)
         failed = [result for result in results if isinstance(result, StageFailed)]
         if errors and (fail_fast or (api and len(failed) == len(results))):
-            raise errors[0].evolve(relay=True) if api else errors[0]
+            first = errors[min(errors)]  # the earliest call's (with fail_fast: the one that failed; the rest ended)
+            raise first.evolve(relay=True) if api else first
         for failure in failed:
             logger.warning("%s stage failed and is left out: %s", failure.stage, failure.reason)
             self._degraded = True
