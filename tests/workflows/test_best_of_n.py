@@ -10,6 +10,8 @@ import anyio
 import httpx
 import pytest
 from asgi_lifespan import LifespanManager
+from hypothesis import given
+from hypothesis import strategies as st
 from starlette.types import Message
 
 from adapter_critic import ConfigError, create_app
@@ -275,3 +277,16 @@ async def test_leaving_client_cancels_every_candidate_call(upstream: ScriptedUps
             await raw_post(manager.app, chat("m"), receive, send)
     assert len(upstream.aborted) == 3 and upstream.holding == 0
     assert all(call.model == "api-model" for call in upstream.aborted)
+
+
+@given(st.text(max_size=300))
+def test_reading_any_judge_reply_is_total(reply: str) -> None:
+    assert parse_vote(reply) in ("A", "B", "tie", None)
+    score = parse_score(reply)
+    assert score is None or 0 <= score <= 10
+
+
+def test_reading_a_huge_hostile_reply_finishes() -> None:
+    # Bounded repetitions: a megabyte of near-misses is read in one pass, not a quadratic backtrack.
+    hostile = ("winner " + " " * 50 + "*" * 50) * 10_000 + "score " + "\t" * 100_000
+    assert parse_vote(hostile) is None and parse_score(hostile) is None

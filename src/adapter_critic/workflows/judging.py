@@ -39,14 +39,19 @@ Score: 7\
 
 RETRY_INSTRUCTION = "Your reply did not end with the verdict line. Reply again, ending with the line {form}."
 
+# Each pattern has one bounded run of separators (whitespace, `:`, markdown) between its parts, so that reading a
+# long or hostile reply stays linear in its length (no nested or adjacent repetitions to backtrack through).
+_SEP = r"[\s:=\-*_`\"'\[(]"
 _WINNER = re.compile(
-    r"(?:winner|verdict|better(?:\s+reply)?|choice|answer)\s*(?:is)?\s*[:=\-]?\s*[*_`\"'\[(]*\s*"
-    r"(?:reply|candidate|response|option)?\s*[*_`\"'\[(]*\s*(A|B|tie)\b",
+    rf"(?:winner|verdict|better(?:\s{{1,3}}reply)?|choice|answer)(?:\s{{1,3}}is)?{_SEP}{{0,12}}"
+    rf"(?:(?:reply|candidate|response|option)[\s*_`\"'\[(]{{0,6}})?(A|B|tie)\b",
     re.IGNORECASE,
 )
-_SCORE = re.compile(r"score\s*(?:is)?\s*[:=\-]?\s*[*_`\"'\[(]*\s*(\d+(?:\.\d+)?)(?:\s*/\s*10)?", re.IGNORECASE)
-_OUT_OF_TEN = re.compile(r"(\d+(?:\.\d+)?)\s*/\s*10\b")
-_BARE = re.compile(r"^[\s*_`\"'\[(]*(?:reply|candidate|response)?\s*(A|B|tie|\d+(?:\.\d+)?)[\s*_`\"'\])!.]*$", re.I)
+_SCORE = re.compile(rf"score(?:\s{{1,3}}is)?{_SEP}{{0,12}}(\d{{1,3}}(?:\.\d{{1,3}})?)", re.IGNORECASE)
+_OUT_OF_TEN = re.compile(r"(\d{1,3}(?:\.\d{1,3})?) ?/ ?10\b")
+_BARE = re.compile(
+    r"^[*_`\"'\[(]{0,4}(?:(?:reply|candidate|response) )?(A|B|tie|\d{1,3}(?:\.\d{1,3})?)[*_`\"'\])!.]{0,4}$", re.I
+)
 
 
 def pairwise_messages(system_prompt: str, messages: list[Message], first: str, second: str) -> list[dict[str, Any]]:
