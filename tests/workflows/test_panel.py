@@ -15,7 +15,7 @@ from starlette.types import Message
 from adapter_critic import ConfigError, create_app
 from adapter_critic.workflows.lenses import DEFAULT_COORDINATOR_SYSTEM_PROMPT, DEFAULT_LENSES
 
-from ..conftest import UPSTREAM_URL, AppFactory, chat, make_config
+from ..conftest import OTHER_URL, UPSTREAM_URL, AppFactory, chat, make_config
 from ..http.test_disconnect import post as raw_post
 from ..scripted_upstream import Reply, ScriptedUpstream
 
@@ -251,3 +251,20 @@ async def test_progress_tells_of_each_lens_as_it_finishes(serve: AppFactory, ups
     assert stages[0] == "api_draft" and stages[-1] == "coordinator"
     assert sorted(stages[1:4]) == ["lens:facts", "lens:format", "lens:tone"]
     assert all(p["status"] == "ok" for p in progress)
+
+
+async def test_a_lens_target_gets_its_own_key_only(
+    serve: AppFactory, upstream: ScriptedUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-main")
+    monkeypatch.setenv("LENS_KEY", "sk-lens")
+    own = {"model": "tone-model", "base_url": OTHER_URL, "api_key_env": "LENS_KEY"}
+    lenses = [LENSES[0], {**LENSES[1], "target": own}]
+    async with serve(make_config(served_models={"m": panel(lenses=lenses, coordinator=False)})) as client:
+        await post(client, chat("m"))
+    by_model = {call.model: call for call in upstream.calls}
+    assert by_model["tone-model"].host == "other.test"
+    assert by_model["tone-model"].headers["authorization"] == "Bearer sk-lens"
+    assert all(
+        call.headers["authorization"] == "Bearer sk-main" for call in upstream.calls if call.model != "tone-model"
+    )
