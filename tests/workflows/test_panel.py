@@ -268,3 +268,18 @@ async def test_a_lens_target_gets_its_own_key_only(
     assert all(
         call.headers["authorization"] == "Bearer sk-main" for call in upstream.calls if call.model != "tone-model"
     )
+
+
+async def test_lens_calls_are_retried_like_any_stage_call(serve: AppFactory, upstream: ScriptedUpstream) -> None:
+    upstream.script(
+        Reply("Draft.", model="api-model"),
+        Reply(status=503, body="{}", model="tone-model", usage=None),
+        Reply("- fine after all", model="tone-model"),
+    )
+    config = make_config(served_models={"m": panel(coordinator=False)}, retries=1, retry_backoff_seconds=0)
+    async with serve(config) as client:
+        data = await post(client, chat("m"))
+    ext = data["adapter_critic"]
+    assert ext["intermediate"]["lenses"]["tone"] == "- fine after all"
+    assert "degraded" not in ext and "lens_errors" not in ext["intermediate"]
+    assert [call.model for call in upstream.calls].count("tone-model") == 2
