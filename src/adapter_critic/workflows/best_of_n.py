@@ -72,16 +72,9 @@ class _Judge:
         """Pairwise: the leader meets each next candidate in both orders; it keeps its place unless both agree."""
         leader = alive[0]
         for challenger in alive[1:]:
-            a, b = self.texts[leader], self.texts[challenger]
-            prompt = self.prompt
-            replies = await self.ask(
-                [
-                    pairwise_messages(prompt, self._conversation, a, b),
-                    pairwise_messages(prompt, self._conversation, b, a),
-                ],
-                pairwise=True,
-            )
-            shown = [(leader, challenger), (challenger, leader)]
+            shown = [(leader, challenger), (challenger, leader)]  # who is reply A and who B, in each order
+            asks = [pairwise_messages(self.prompt, self._conversation, self.texts[a], self.texts[b]) for a, b in shown]
+            replies = await self.ask(asks, pairwise=True)
             votes = [_voted(parse_vote(reply), order) for reply, order in zip(replies, shown, strict=True)]
             won = votes[0] if votes[0] is not None and votes[0] == votes[1] else None
             self.judgments.append(
