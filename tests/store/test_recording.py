@@ -32,8 +32,9 @@ async def test_every_response_carries_its_request_id(serve: Any) -> None:
         kept = await client.post("/chat/completions", json=chat("m-direct"), headers={"x-request-id": "trace-42.a"})
         assert kept.headers["x-request-id"] == "trace-42.a"
         assert kept.json()["adapter_critic"]["run_id"] == kept.json()["id"] != "trace-42.a"
-        odd = await client.post("/chat/completions", json=chat("m-direct"), headers={"x-request-id": "x" * 129})
-        assert odd.headers["x-request-id"] == odd.json()["id"]  # too long: replaced by the run id
+        for odd_id in ("x" * 129, "two words", "<script>", "-starts-with-dash"):
+            odd = await client.post("/chat/completions", json=chat("m-direct"), headers={"x-request-id": odd_id})
+            assert odd.headers["x-request-id"] == odd.json()["id"]  # not sane: replaced by the run id
         streamed = await client.post("/chat/completions", json=chat("m-direct", stream=True))
         events = [json.loads(line[6:]) for line in streamed.text.splitlines() if line.startswith("data: {")]
         assert streamed.headers["x-request-id"] == events[0]["id"] == events[-1]["adapter_critic"]["run_id"]
