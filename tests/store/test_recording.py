@@ -74,7 +74,7 @@ async def test_a_run_is_visible_while_it_runs_and_finalised_when_it_ends(
     assert [(s.stage, s.status, s.output) for s in mid.stages] == [("api_draft", "ok", "the draft")]
     assert mid.request is not None and mid.request.messages == [{"role": "user", "content": "secret plan"}]
     assert end is not None and end.status == "cancelled" and end.finished_at is not None
-    assert [s.stage for s in end.stages][:1] == ["api_draft"]
+    assert [(s.stage, s.status) for s in end.stages] == [("api_draft", "ok"), ("critic", "cancelled")]
 
 
 async def test_a_failed_run_keeps_its_error_and_every_attempt(upstream: ScriptedUpstream, store_url: str) -> None:

@@ -39,7 +39,7 @@ client got) — null where not known yet.
 RunDetail adds: `capture` (`full | metadata`), `request` (`options`: every request field but `model` and
 `messages`; `messages` under `full`), `intermediate` (the extension's; values null under `metadata`), `answer`
 (`finish_reason`, and `content`, `tool_calls` under `full`), `stages`.
-StoredStage: `index`, `stage`, `status` (`ok | error`), `target_model`, `target_host` (never a key),
+StoredStage: `index`, `stage`, `status` (`ok | error | cancelled`), `target_model`, `target_host` (never a key),
 `started_offset_ms` (after the run's start), `elapsed_ms`, `attempts` (`target_model`, `target_host`,
 `error`: `kind`, `message`, `status`), `usage` (as the upstream reported it, summed over attempts),
 `usage_reported`, `messages` and `output` (under `full`), `error`.

@@ -64,7 +64,7 @@ class StoredStage(msgspec.Struct):
 
     index: int
     stage: str
-    status: Literal["ok", "error"]
+    status: Literal["ok", "error", "cancelled"]  # cancelled: the run was cancelled (the client left) during the call
     target_model: str
     target_host: str
     started_offset_ms: float

@@ -17,6 +17,7 @@ import msgspec
 
 from ..core import Usage
 from ..errors import APIError, UpstreamError, render_error
+from ..events import StageFinished
 from ..redact import redact, secret_values
 from .recorder import RunClosed, RunOpened, StageDone
 from .records import (
@@ -124,6 +125,14 @@ def opened_row(record: RunOpened, instance: str, clean: Cleaner) -> dict[str, An
     }
 
 
+def _stage_status(finished: StageFinished) -> str:
+    if finished.error is not None:
+        return "error"
+    # No error, yet no attempt answered: the call was cancelled while an attempt was under way.
+    answered = finished.attempts and finished.attempts[-1].error is None
+    return "ok" if answered else "cancelled"
+
+
 def stage_row(record: StageDone, clean: Cleaner) -> dict[str, Any]:
     finished = record.finished
     model, host = target_parts(finished.target)
@@ -133,7 +142,7 @@ def stage_row(record: StageDone, clean: Cleaner) -> dict[str, Any]:
         "run_id": record.run_id,
         "idx": record.index,
         "stage": finished.stage,
-        "status": "ok" if finished.error is None else "error",
+        "status": _stage_status(finished),
         "target_model": clean.text(model),
         "target_host": clean.text(host),
         "started_offset_ms": record.started_offset_ms,
