@@ -46,7 +46,9 @@ StoredStage: `index`, `stage`, `status` (`ok | error | cancelled`), `target_mode
 
 Writing is the server's: a `RunRecorder` (a run-event subscriber per run) queues records into a bounded in-memory
 queue that a background task flushes in batches (`RunStore.start` / `RunStore.aclose`, which drains it). Secrets
-are redacted before anything is written, whatever the capture level.
+are redacted before anything is written, whatever the capture level. A server's store is `service.store` (None when
+not recording); `store.queue_depth` (records waiting) and `store.dropped` (records dropped because the queue was
+full, a running count) are plain attributes for metrics.
 """
 
 from __future__ import annotations
