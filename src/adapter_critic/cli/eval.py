@@ -1,0 +1,188 @@
+"""`adapter-critic eval DATASET --models A,B`: run a dataset through served models, score, and compare them.
+
+In-process against a config (`--config`, or the built-in demo; no server needed) or against any
+OpenAI-compatible server (`--base-url`). Everything is checked before the first request: the dataset line by line,
+the scorers, the models the endpoint serves. Ctrl-C stops at once: the results so far are in `results.jsonl`, the
+statistics of them in `summary.json`, and `--resume` continues.
+"""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import Any
+
+import anyio
+import click
+
+from ..evals import endpoint as endpoints
+from ..evals.dataset import DatasetError, Item, load_dataset
+from ..evals.endpoint import Endpoint, EndpointError
+from ..evals.results import ResultsFile, summarize, write_summary
+from ..evals.runner import jobs, judge_with, run_jobs
+from ..evals.scorers import Scorer, ScorerError, make_scorer
+from .console import stderr, stdout
+from .errors import CliError, Interrupted
+from .eval_report import Progress, model_table, paired_table
+from .options import config_option, load_served, require_file
+
+
+@click.command("eval")
+@click.argument("dataset", metavar="DATASET")
+@click.option("--models", "-m", required=True, help="models to compare, comma-separated; the first is the baseline")
+@config_option
+@click.option("--base-url", metavar="URL", help="a running OpenAI-compatible server (…/v1) instead of in-process")
+@click.option("--api-key-env", metavar="VAR", help="with --base-url: the env var holding its API key")
+@click.option(
+    "--scorer",
+    "-s",
+    default="exact",
+    show_default=True,
+    help="exact, contains, regex:P, json, judge:MODEL, module:fn",
+)
+@click.option("--output-dir", "-o", default="eval-results", show_default=True, type=click.Path(file_okay=False))
+@click.option("--concurrency", "-j", default=4, show_default=True, type=click.IntRange(1, 256), help="requests at once")
+@click.option(
+    "--timeout",
+    default=300.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="per request",
+)
+@click.option(
+    "--retries",
+    default=2,
+    show_default=True,
+    type=click.IntRange(0, 10),
+    help="with --base-url: per request",
+)
+@click.option("--limit", type=click.IntRange(1), help="only the first N items")
+@click.option("--resume", is_flag=True, help="keep the results already in --output-dir and run only the rest")
+def eval_command(
+    dataset: str,
+    models: str,
+    config_path: str | None,
+    base_url: str | None,
+    api_key_env: str | None,
+    scorer: str,
+    output_dir: str,
+    concurrency: int,
+    timeout: float,
+    retries: int,
+    limit: int | None,
+    resume: bool,
+) -> None:
+    """Run DATASET (JSONL: id, messages or prompt, expected…) through each model, score the answers, and print
+    each model's mean score with a 95% CI, tokens per stage, latency and errors, and paired comparisons."""
+    path = require_file(dataset, "dataset")
+    try:
+        items = load_dataset(path)[:limit]
+    except DatasetError as exc:
+        raise CliError(str(exc)) from None
+    names = [name.strip() for name in models.split(",") if name.strip()]
+    if not names:
+        raise CliError("--models names no model")
+    if len(set(names)) != len(names):
+        raise CliError(f"--models names a model twice: {models}")
+    if base_url and config_path:
+        raise CliError("give --config (run in-process) or --base-url (a running server), not both")
+    holder: list[Endpoint] = []
+
+    async def judge(model: str, messages: list[dict[str, Any]]) -> str:
+        text: str = await judge_with(holder[0])(model, messages)
+        return text
+
+    scorers = _scorers(items, scorer, judge, path)
+    judges = sorted({spec.spec.partition(":")[2] for spec in scorers.values() if spec.spec.startswith("judge:")})
+    out = Path(output_dir)
+
+    async def run() -> None:
+        if base_url:
+            opened = endpoints.remote(base_url, api_key_env, timeout, retries)
+        else:
+            served = load_served(config_path)
+            opened = endpoints.in_process(served.config, served.in_process_app, timeout, served.name)
+        async with opened as endpoint:
+            holder.append(endpoint)
+            try:
+                await endpoint.require([*names, *(j for j in judges if j not in names)])
+            except EndpointError as exc:
+                raise CliError(str(exc)) from None
+            await _evaluate(
+                endpoint, items, names, lambda item: scorers[item.scorer or scorer], out, resume, concurrency
+            )
+
+    anyio.run(run)
+
+
+def _scorers(items: list[Item], default: str, judge: Any, path: Path) -> dict[str, Scorer]:
+    """Every scorer the run uses, built and checked against the items that use it, before anything runs."""
+    scorers: dict[str, Scorer] = {}
+    for item in items:
+        spec = item.scorer or default
+        if spec not in scorers:
+            try:
+                scorers[spec] = make_scorer(spec, judge)
+            except ScorerError as exc:
+                raise CliError(f"{path}:{item.line}: {exc}" if item.scorer else f"--scorer: {exc}") from None
+        missing = scorers[spec].misses(item)
+        if missing:
+            raise CliError(f"{path}:{item.line}: {missing}")
+    return scorers
+
+
+async def _evaluate(
+    endpoint: Endpoint,
+    items: list[Item],
+    models: list[str],
+    scorer_of: Any,
+    out: Path,
+    resume: bool,
+    concurrency: int,
+) -> None:
+    results = ResultsFile(out, resume=resume)
+    todo = jobs(items, models, results.done())
+    progress = Progress(stderr(), total=len(items) * len(models), done=len(items) * len(models) - len(todo))
+    if results.unreadable:
+        progress.notice(f"{results.unreadable} unreadable line(s) in {results.path} were skipped")
+    interrupted = False
+
+    def finished(result: Any) -> None:
+        results.write(result)
+        progress.advance(result)
+
+    try:
+        with progress:
+            async with anyio.create_task_group() as tg:
+
+                async def on_interrupt() -> None:
+                    nonlocal interrupted
+                    with anyio.open_signal_receiver(signal.SIGINT) as signals:
+                        async for _ in signals:
+                            interrupted = True
+                            tg.cancel_scope.cancel()
+
+                tg.start_soon(on_interrupt)
+                await run_jobs(endpoint, todo, scorer_of, finished, concurrency=concurrency)
+                tg.cancel_scope.cancel()
+    finally:
+        results.close()
+    item_ids = [item.id for item in items]
+    summary = summarize(results.results, item_ids, models)
+    summary["complete"] = all((i, m) in results.results for i in item_ids for m in models)
+    summary["interrupted"] = interrupted
+    summary_path = write_summary(out, summary)
+    console = stdout()
+    console.print(model_table(summary))
+    if len(models) > 1:
+        console.print(paired_table(summary))
+    console.print(f"results: {results.path}  summary: {summary_path}")
+    done = sum(1 for i in item_ids for m in models if (i, m) in results.results)
+    if interrupted:
+        raise Interrupted(f"interrupted: {done} of {len(item_ids) * len(models)} done; --resume continues")
+    wanted = {(i, m) for i in item_ids for m in models}
+    errors = [r for r in results.results.values() if r.error is not None and r.key in wanted]
+    if errors:
+        raise CliError(
+            f"{len(errors)} of {done} requests failed (first: {errors[0].model} on {errors[0].id}: {errors[0].error})"
+        )
