@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 import click
 
 from ..evals import endpoint as endpoints
@@ -155,14 +156,15 @@ async def _evaluate(
         with progress:
             async with anyio.create_task_group() as tg:
 
-                async def on_interrupt() -> None:
+                async def on_interrupt(*, task_status: anyio.abc.TaskStatus[None]) -> None:
                     nonlocal interrupted
                     with anyio.open_signal_receiver(signal.SIGINT) as signals:
+                        task_status.started()  # Ctrl-C is ours before the first request goes out
                         async for _ in signals:
                             interrupted = True
                             tg.cancel_scope.cancel()
 
-                tg.start_soon(on_interrupt)
+                await tg.start(on_interrupt)
                 await run_jobs(endpoint, todo, scorer_of, finished, concurrency=concurrency)
                 tg.cancel_scope.cancel()
     finally:
