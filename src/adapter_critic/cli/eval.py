@@ -16,7 +16,6 @@ import anyio
 import anyio.abc
 import click
 
-from ..evals import endpoint as endpoints
 from ..evals.dataset import DatasetError, Item, load_dataset
 from ..evals.endpoint import Endpoint, EndpointError
 from ..evals.results import ResultsFile, summarize, write_summary
@@ -25,15 +24,13 @@ from ..evals.scorers import Scorer, ScorerError, make_scorer
 from .console import stderr, stdout
 from .errors import CliError, Interrupted
 from .eval_report import Progress, model_table, paired_table
-from .options import config_option, load_served, require_file
+from .options import endpoint_options, open_endpoint, require_file
 
 
 @click.command("eval")
 @click.argument("dataset", metavar="DATASET")
 @click.option("--models", "-m", required=True, help="models to compare, comma-separated; the first is the baseline")
-@config_option
-@click.option("--base-url", metavar="URL", help="a running OpenAI-compatible server (…/v1) instead of in-process")
-@click.option("--api-key-env", metavar="VAR", help="with --base-url: the env var holding its API key")
+@endpoint_options
 @click.option(
     "--scorer",
     "-s",
@@ -85,8 +82,6 @@ def eval_command(
         raise CliError("--models names no model")
     if len(set(names)) != len(names):
         raise CliError(f"--models names a model twice: {models}")
-    if base_url and config_path:
-        raise CliError("give --config (run in-process) or --base-url (a running server), not both")
     holder: list[Endpoint] = []
 
     async def judge(model: str, messages: list[dict[str, Any]]) -> str:
@@ -97,12 +92,9 @@ def eval_command(
     judges = sorted({spec.spec.partition(":")[2] for spec in scorers.values() if spec.spec.startswith("judge:")})
     out = Path(output_dir)
 
+    opened = open_endpoint(config_path, base_url, api_key_env, seconds=timeout, retries=retries)
+
     async def run() -> None:
-        if base_url:
-            opened = endpoints.remote(base_url, api_key_env, timeout, retries)
-        else:
-            served = load_served(config_path)
-            opened = endpoints.in_process(served.config, served.in_process_app, timeout, served.name)
         async with opened as endpoint:
             holder.append(endpoint)
             try:

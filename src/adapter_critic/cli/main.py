@@ -10,6 +10,8 @@ import click
 from .. import __version__
 from .check import check
 from .eval import eval_command
+from .replay import replay
+from .runs import runs
 from .serve import serve
 
 
@@ -26,6 +28,8 @@ def cli() -> None:
 cli.add_command(serve)
 cli.add_command(check)
 cli.add_command(eval_command)
+cli.add_command(runs)
+cli.add_command(replay)
 
 
 def main() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,8 @@ from starlette.types import ASGIApp
 from ..config import Config, load_config, require_absolute_urls
 from ..demo import demo_config, demo_model_app
 from ..errors import ConfigError
+from ..evals import endpoint as endpoints
+from ..evals.endpoint import Endpoint
 from .errors import CliError
 
 # The env var the standalone server reads (not imported from `asgi`, which builds its app on import).
@@ -63,3 +66,25 @@ def require_file(path: str, what: str) -> Path:
     if not found.is_file():
         raise CliError(f"{path}: no such {what}" if not found.exists() else f"{path}: not a file")
     return found
+
+
+def endpoint_options(function: _F) -> _F:
+    """`--config`, `--base-url`, `--api-key-env`: where chat requests go (in-process by default)."""
+    for option in (
+        click.option("--api-key-env", metavar="VAR", help="with --base-url: the env var holding its API key"),
+        click.option("--base-url", metavar="URL", help="a running OpenAI-compatible server (…/v1), not in-process"),
+    ):
+        function = option(function)
+    return config_option(function)
+
+
+def open_endpoint(
+    config_path: str | None, base_url: str | None, api_key_env: str | None, *, seconds: float, retries: int
+) -> contextlib.AbstractAsyncContextManager[Endpoint]:
+    """The app in-process (the config, else the demo) or the server at `base_url`; not both."""
+    if base_url and config_path:
+        raise CliError("give --config (run in-process) or --base-url (a running server), not both")
+    if base_url:
+        return endpoints.remote(base_url, api_key_env, seconds, retries)
+    served = load_served(config_path)
+    return endpoints.in_process(served.config, served.in_process_app, seconds, served.name)

@@ -56,7 +56,7 @@ async def run_one(endpoint: Endpoint, item: Item, model: str, scorer: Scorer) ->
     total = tokens.get("total") or reply.body.get("usage") or {}
     base.answer = reply.text
     base.latency_ms = round(reply.latency_ms, 3)
-    base.run_id = reply.body.get("id")
+    base.run_id = extension.get("run_id") or reply.body.get("id")
     base.degraded = bool(extension.get("degraded"))
     base.usage = tokens.get("stages") or ({"total": total} if total else {})
     base.total_usage = total
