@@ -86,6 +86,12 @@ def test_bad_inputs_are_one_clear_line(tmp_path: Path) -> None:
         assert result.returncode == 1
 
 
+def test_a_wrong_option_is_one_line_too() -> None:
+    result = run("eval", "data.jsonl")
+    assert result.returncode == 2
+    assert one_error_line(result) == "Error: Missing option '--models' / '-m'. (see adapter-critic eval --help)"
+
+
 def test_serve_answers_the_sdk_and_eval_through_a_base_url(tmp_path: Path) -> None:
     sock = listening_socket()
     url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"

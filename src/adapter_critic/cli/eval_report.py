@@ -85,7 +85,7 @@ def model_table(summary: dict[str, Any]) -> Table:
             str(stats["items"]),
             _number(stats["mean_score"]),
             f"[{_number(stats['ci95'][0])}, {_number(stats['ci95'][1])}]",
-            f"{stages} (= {total:.0f})" if stages and not math.isnan(total) else stages or "-",
+            f"{stages} (= {total:.0f})" if len(stats["tokens_per_item"]) > 1 else stages or "-",
             _number(stats["latency_ms"]["p50"], 0),
             _number(stats["latency_ms"]["p95"], 0),
             str(stats["degraded"]),
