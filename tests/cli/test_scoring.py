@@ -74,3 +74,30 @@ def test_dataset_lines(tmp_path: Path) -> None:
     (tmp_path / "empty.jsonl").write_text("\n")
     with pytest.raises(DatasetError, match="has no items"):
         load_dataset(tmp_path / "empty.jsonl")
+
+
+def test_progress_is_a_bar_on_a_terminal_and_lines_otherwise() -> None:
+    import io
+
+    from rich.console import Console
+
+    from adapter_critic.cli.eval_report import Progress
+    from adapter_critic.evals.results import Result
+
+    results = [Result(id="q1", model="m", scorer="exact", score=1.0, latency_ms=12.0)]
+    results.append(Result(id="q2", model="m", scorer="exact", error="the server answered HTTP 500"))
+    terminal = io.StringIO()
+    with Progress(Console(file=terminal, force_terminal=True, width=100), total=4, done=1) as progress:
+        for result in results:
+            progress.advance(result)
+    drawn = terminal.getvalue()
+    assert "3/4" in drawn and "1 errors" in drawn and "━" in drawn  # items done, errors, the bar
+    plain = io.StringIO()
+    with Progress(Console(file=plain, force_terminal=False, width=100), total=4, done=1) as progress:
+        for result in results:
+            progress.advance(result)
+    assert plain.getvalue().splitlines() == [
+        "resuming: 1 of 4 already done",
+        "[2/4] m q1: score 1 (12 ms)",
+        "[3/4] m q2: error: the server answered HTTP 500",
+    ]
