@@ -18,7 +18,7 @@ import pytest
 from adapter_critic import __version__
 
 from ..conftest import RemoteUpstream, listening_socket
-from .conftest import EXAMPLES, SCRIPT, Lines, one_error_line, run, script_env, write_jsonl
+from .conftest import EXAMPLES, SCRIPT, Lines, config_file, one_error_line, run, script_env, write_jsonl
 
 
 @pytest.fixture
@@ -113,6 +113,24 @@ def test_serve_answers_the_sdk_and_eval_through_a_base_url(tmp_path: Path) -> No
         server.send_signal(signal.SIGINT)
         _, err = server.communicate(timeout=20)
     assert server.returncode == 0 and "Traceback" not in err
+
+
+def test_serve_takes_its_config_and_workers(tmp_path: Path, upstream: RemoteUpstream) -> None:
+    config = config_file(tmp_path, upstream.url, mine={"mode": "direct", "model": "model-a"})
+    sock = listening_socket()
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    args = [str(SCRIPT), "serve", "-c", str(config), "--workers", "2", "--fd", str(sock.fileno())]
+    server = subprocess.Popen(args, pass_fds=(sock.fileno(),), env=script_env(), stderr=subprocess.PIPE, text=True)
+    sock.close()
+    try:
+        client = openai.OpenAI(base_url=url, api_key="unused", max_retries=0)
+        assert [model.id for model in client.models.list()] == ["mine"]
+        reply = client.chat.completions.create(model="mine", messages=[{"role": "user", "content": "Hi"}])
+        assert reply.choices[0].message.content == "echo model-a: Hi"
+    finally:
+        server.send_signal(signal.SIGINT)
+        _, err = server.communicate(timeout=30)
+    assert "Traceback" not in err
 
 
 def test_base_url_requests_follow_the_retry_rules(tmp_path: Path, upstream: RemoteUpstream) -> None:
