@@ -9,8 +9,8 @@ statistics of them in `summary.json`, and `--resume` continues.
 from __future__ import annotations
 
 import signal
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import anyio
 import anyio.abc
@@ -18,9 +18,9 @@ import click
 
 from ..evals.dataset import DatasetError, Item, load_dataset
 from ..evals.endpoint import Endpoint, EndpointError
-from ..evals.results import ResultsFile, summarize, write_summary
-from ..evals.runner import jobs, judge_with, run_jobs
-from ..evals.scorers import Scorer, ScorerError, make_scorer
+from ..evals.results import Result, ResultsFile, summarize, write_summary
+from ..evals.runner import EndpointJudge, jobs, run_jobs
+from ..evals.scorers import Judge, Scorer, ScorerError, make_scorer
 from .console import stderr, stdout
 from .errors import CliError, Interrupted
 from .eval_report import Progress, model_table, paired_table
@@ -82,12 +82,7 @@ def eval_command(
         raise CliError("--models names no model")
     if len(set(names)) != len(names):
         raise CliError(f"--models names a model twice: {models}")
-    holder: list[Endpoint] = []
-
-    async def judge(model: str, messages: list[dict[str, Any]]) -> str:
-        text: str = await judge_with(holder[0])(model, messages)
-        return text
-
+    judge = EndpointJudge()
     scorers = _scorers(items, scorer, judge, path)
     judges = sorted({spec.spec.partition(":")[2] for spec in scorers.values() if spec.spec.startswith("judge:")})
     out = Path(output_dir)
@@ -96,19 +91,18 @@ def eval_command(
 
     async def run() -> None:
         async with opened as endpoint:
-            holder.append(endpoint)
+            judge.bind(endpoint)
             try:
                 await endpoint.require([*names, *(j for j in judges if j not in names)])
             except EndpointError as exc:
                 raise CliError(str(exc)) from None
-            await _evaluate(
-                endpoint, items, names, lambda item: scorers[item.scorer or scorer], out, resume, concurrency
-            )
+            scorer_of: Callable[[Item], Scorer] = lambda item: scorers[item.scorer or scorer]  # noqa: E731
+            await _evaluate(endpoint, items, names, scorer_of, out, resume, concurrency)
 
     anyio.run(run)
 
 
-def _scorers(items: list[Item], default: str, judge: Any, path: Path) -> dict[str, Scorer]:
+def _scorers(items: list[Item], default: str, judge: Judge, path: Path) -> dict[str, Scorer]:
     """Every scorer the run uses, built and checked against the items that use it, before anything runs."""
     scorers: dict[str, Scorer] = {}
     for item in items:
@@ -128,7 +122,7 @@ async def _evaluate(
     endpoint: Endpoint,
     items: list[Item],
     models: list[str],
-    scorer_of: Any,
+    scorer_of: Callable[[Item], Scorer],
     out: Path,
     resume: bool,
     concurrency: int,
@@ -140,7 +134,7 @@ async def _evaluate(
         progress.notice(f"{results.unreadable} unreadable line(s) in {results.path} were skipped")
     interrupted = False
 
-    def finished(result: Any) -> None:
+    def finished(result: Result) -> None:
         results.write(result)
         progress.advance(result)
 

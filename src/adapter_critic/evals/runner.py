@@ -73,11 +73,19 @@ def _object(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def judge_with(endpoint: Endpoint) -> Callable[[str, list[dict[str, Any]]], Any]:
-    """The judge of `judge:MODEL` scorers: the model asked through the same endpoint, at temperature 0."""
+class EndpointJudge:
+    """The judge of `judge:MODEL` scorers: MODEL asked at temperature 0 through the endpoint the eval runs against.
 
-    async def judge(model: str, messages: list[dict[str, Any]]) -> str:
-        reply = await endpoint.chat({"model": model, "messages": messages, "temperature": 0})
+    Scorers are built (and checked) before the endpoint opens; `bind` gives it the endpoint once it is open."""
+
+    def __init__(self) -> None:
+        self._endpoint: Endpoint | None = None
+
+    def bind(self, endpoint: Endpoint) -> None:
+        self._endpoint = endpoint
+
+    async def __call__(self, model: str, messages: list[dict[str, Any]]) -> str:
+        if self._endpoint is None:
+            raise RuntimeError("EndpointJudge used before bind(endpoint)")
+        reply = await self._endpoint.chat({"model": model, "messages": messages, "temperature": 0})
         return reply.text
-
-    return judge
