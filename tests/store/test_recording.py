@@ -156,3 +156,21 @@ async def test_upstream_hosts_are_recorded_never_keys(upstream: ScriptedUpstream
     assert run is not None and run.stages[0].target_host == "upstream.test"
     assert "pw" not in json.dumps([s.target_host for s in run.stages])
     assert UPSTREAM_URL.startswith("http://upstream.test")
+
+
+async def test_a_default_store_that_cannot_open_is_given_up_an_asked_for_one_stops_start_up(
+    upstream: ScriptedUpstream, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    monkeypatch.setenv("XDG_DATA_HOME", str(blocker))  # the data dir cannot be made
+    async with asgi_client(create_standalone_app(make_config())) as client:  # it starts all the same
+        models = await client.get("/v1/models")
+        runs = await client.get("/v1/runs")
+    assert "not recording runs: the run store at" in caplog.text
+    assert models.status_code == 200
+    assert runs.status_code == 404 and runs.json()["error"]["code"] == "store_off"
+    asked = create_app(make_config(store={"url": f"sqlite:///{blocker}/runs.db"}))
+    with pytest.raises(Exception, match="not-a-dir"):
+        async with asgi_client(asked):
+            pass
