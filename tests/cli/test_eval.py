@@ -194,3 +194,15 @@ def test_bad_inputs_are_one_line(tmp_path: Path, upstream: RemoteUpstream) -> No
     both = invoke("eval", str(good), "-m", "a", "-c", str(config), "--base-url", upstream.url)
     assert "not both" in both.stderr and both.exit_code == 1
     assert upstream.calls() == []
+
+
+def test_the_example_custom_scorer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(Path(__file__).parents[2])  # the repository's root, as the example says
+    dataset = write_jsonl(tmp_path / "d.jsonl", {"id": "short", "prompt": "Hi", "metadata": {"max_words": 12}})
+    out = tmp_path / "out"
+    scorer = "examples.eval.scorers:brevity"
+    result = invoke("eval", str(dataset), "-m", "demo-direct,demo-critic", "-s", scorer, "-o", str(out))
+    assert result.exit_code == 0, result.stderr
+    direct, critic = read_results(out)[("short", "demo-direct")], read_results(out)[("short", "demo-critic")]
+    assert (direct["score"], direct["note"]) == (1.0, "12 words (limit 12)")
+    assert (critic["score"], critic["note"]) == (pytest.approx(2 - 17 / 12), "17 words (limit 12)")  # revised: longer
