@@ -56,6 +56,7 @@ def test_scores_and_statistics_of_two_models(tmp_path: Path, upstream: RemoteUps
     assert paired["mean_difference"] == -0.5
     assert paired["p_sign"] == 0.625  # 2 * (C(4,0) + C(4,1)) / 2**4
     assert summary["complete"] is True and summary["interrupted"] is False
+    assert (summary["endpoint"], summary["scorer"], summary["models"]) == (str(config), "exact", ["a", "b"])
     # The terminal table says the same.
     assert "0.75" in result.stdout and "0.25" in result.stdout and "1/0/3" in result.stdout
     assert "0.625" in result.stdout

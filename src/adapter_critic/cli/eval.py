@@ -97,7 +97,8 @@ def eval_command(
             except EndpointError as exc:
                 raise CliError(str(exc)) from None
             scorer_of: Callable[[Item], Scorer] = lambda item: scorers[item.scorer or scorer]  # noqa: E731
-            await _evaluate(endpoint, items, names, scorer_of, out, resume, concurrency)
+            about = {"dataset": str(path), "endpoint": endpoint.describe, "scorer": scorer}
+            await _evaluate(endpoint, items, names, scorer_of, out, resume, concurrency, about)
 
     anyio.run(run)
 
@@ -126,6 +127,7 @@ async def _evaluate(
     out: Path,
     resume: bool,
     concurrency: int,
+    about: dict[str, str],
 ) -> None:
     results = ResultsFile(out, resume=resume)
     todo = jobs(items, models, results.done())
@@ -156,7 +158,7 @@ async def _evaluate(
     finally:
         results.close()
     item_ids = [item.id for item in items]
-    summary = summarize(results.results, item_ids, models)
+    summary = {**about, **summarize(results.results, item_ids, models)}
     summary["complete"] = all((i, m) in results.results for i in item_ids for m in models)
     summary["interrupted"] = interrupted
     summary_path = write_summary(out, summary)
