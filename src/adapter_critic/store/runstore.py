@@ -29,6 +29,7 @@ from .rows import Cleaner
 logger = logging.getLogger("adapter_critic")
 
 DROP_LOG_SECONDS = 60.0
+GATHER_SECONDS = 0.1  # how long the writer lets records gather before a batch (unless a flush is waited for)
 FOLLOW_POLL_SECONDS = 1.0  # how often `follow` looks for stages written by another process
 
 FollowEvent = tuple[Literal["run", "stage", "end"], RunSummary | StoredStage]
@@ -62,6 +63,7 @@ class RunStore:
         self._enqueued = 0
         self._handled = 0
         self._wake = asyncio.Event()
+        self._urgent = asyncio.Event()  # someone waits for the queue to be written: write without gathering
         self._written = asyncio.Event()  # set (and replaced) after each batch
         self._tasks: list[asyncio.Task[None]] = []
         self._dropped_logged = 0
@@ -158,6 +160,7 @@ class RunStore:
     async def flush(self) -> None:
         """Wait until every record queued so far is written (or its batch failed)."""
         target = self._enqueued
+        self._urgent.set()
         if not self._tasks:
             while self._handled < target:
                 await self._write_batch()
@@ -190,7 +193,12 @@ class RunStore:
     async def _writer(self) -> None:
         while True:
             await self._wake.wait()
+            if len(self._queue) < self.batch_size:
+                # Let a batch gather: one transaction for many runs costs far less than one per record.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._urgent.wait(), GATHER_SECONDS)
             self._wake.clear()
+            self._urgent.clear()
             while self._queue:
                 await self._write_batch()
 
