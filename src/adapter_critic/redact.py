@@ -64,7 +64,9 @@ def redact(text: str, values: Iterable[str]) -> str:
     for value in values:
         if value in text:
             text = text.replace(value, MASK)
-    return redact_userinfo(_BEARER.sub(rf"\g<1>{MASK}", text))
+    if "bearer" in text.lower():  # the patterns only where they can match: a text without them is scanned once
+        text = _BEARER.sub(rf"\g<1>{MASK}", text)
+    return redact_userinfo(text)
 
 
 def redact_bytes(data: bytes, values: Iterable[str]) -> bytes:
@@ -74,6 +76,8 @@ def redact_bytes(data: bytes, values: Iterable[str]) -> bytes:
 
 def redact_userinfo(text: str) -> str:
     """`http://user:pass@host` -> `http://***@host`, anywhere in `text`."""
+    if "://" not in text or "@" not in text:
+        return text
     return _USERINFO.sub(rf"\g<1>{MASK}@", text)
 
 
