@@ -126,7 +126,7 @@ def build_app(service: Service, *, prefix: str = "") -> Starlette:
         routes=[
             Route(f"{prefix}/chat/completions", service, methods=["POST"]),
             *(
-                Route(f"{prefix}{path}", service.endpoint(inbound), methods=["POST"])
+                Route(f"{prefix}{path}", _ASGIEndpoint(service.endpoint(inbound)), methods=["POST"])
                 for path, inbound in service.protocols.inbound.items()
                 if path != "/chat/completions"
             ),
@@ -195,7 +195,7 @@ def error_handlers(prefix: str | None = None) -> dict[Any, Any]:
             root = request.scope.get("root_path", "") if prefix is None else prefix
             message = (
                 f"Unknown path {request.url.path!r}. This server serves POST {root}/chat/completions, "
-                f"GET {root}/models and GET {root}/health."
+                f"POST {root}/messages, GET {root}/models and GET {root}/health."
             )
         elif exc.status_code == 405:
             message = f"Method {request.method} is not allowed on {request.url.path!r}."
