@@ -143,6 +143,7 @@ class StreamTranslator:
             self.done = True
             return []
         if kind == "error":
+            self.done = True  # the API ends the stream after it
             detail = event.error or wire.ErrorDetail()
             said = f"{detail.type}: {detail.message}" if detail.type else detail.message or "no message"
             return [_encoder.encode({"error": {"message": said, "type": detail.type}})]

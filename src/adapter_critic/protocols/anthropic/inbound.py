@@ -15,6 +15,7 @@ overrides (`x_adapter_critic`) and workflows apply:
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import msgspec
@@ -34,8 +35,12 @@ def decode_messages(body: bytes, *, max_messages: int | None) -> ChatRequest:
         request = _decoder.decode(body)
     except msgspec.ValidationError as exc:
         message, _, where = str(exc).rpartition(" - at `$")
-        param = where.rstrip("`").lstrip(".") if where else None
-        raise RequestError(f"{message or exc}." + (f" (at `{param}`)" if param else ""), param=param) from None
+        param = where.rstrip("`").lstrip(".") if message else None
+        missing = re.fullmatch(r"Object missing required field `(\w+)`", message or str(exc))
+        if missing is not None:
+            param = f"{param}.{missing.group(1)}" if param else missing.group(1)
+        said = f"`{param}`: {message}" if param and message else str(exc)
+        raise RequestError(f"{said}.", param=param) from None
     except msgspec.DecodeError:
         raise RequestError("The request body is not a valid JSON object.") from None
     except RecursionError:

@@ -21,7 +21,7 @@ from typing import Any
 import msgspec
 
 from ...core import Answer, Usage
-from ...errors import APIError, Rendered, render_error
+from ...errors import APIError, Rendered, UpstreamError, render_error
 from ...events import RunRecord, extension
 from ..base import Redact
 from . import wire
@@ -114,14 +114,15 @@ def render_messages_error(error: APIError, redact: Redact | None = None) -> Rend
     rendered = render_error(error, redact)
     message = error.message if redact is None else redact(error.message)
     kind = wire.error_type(rendered.status)
-    try:
-        relayed = _error_decoder.decode(rendered.body).get("error")
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        relayed = None
-    if relayed is not None and relayed.message:
-        message = relayed.message
-        if relayed.type is not None and relayed.type in wire.ERROR_TYPES.values():
-            kind = relayed.type
+    if isinstance(error, UpstreamError) and error.relays_body:
+        try:
+            relayed = _error_decoder.decode(rendered.body).get("error")
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            relayed = None
+        if relayed is not None and relayed.message:
+            message = relayed.message
+            if relayed.type is not None and relayed.type in wire.ERROR_TYPES.values():
+                kind = relayed.type
     envelope = wire.ErrorEnvelope(wire.ErrorDetail(type=kind, message=message))
     return Rendered(rendered.status, rendered.headers, _encoder.encode(envelope))
 

@@ -96,7 +96,7 @@ class MessagesRequest(msgspec.Struct, kw_only=True, omit_defaults=True):
     tools: list[Tool] | None = None
     tool_choice: ToolChoice | None = None
     metadata: Metadata | None = None
-    x_adapter_critic: msgspec.Raw | None = None
+    x_adapter_critic: Any = None
 
 
 # -- answer and stream events (views) ----------------------------------------------------------------
