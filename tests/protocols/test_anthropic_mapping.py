@@ -1,3 +1,5 @@
+# Recorded payloads stay as the API sends them, one event or block per line.
+# ruff: noqa: E501
 """Anthropic Messages mapping both ways, on payloads shaped as the API documents and records them: chat bodies
 to Messages requests and Messages answers and event streams back (upstream side); Messages requests to chat
 requests and run answers to messages and event streams (inbound side); error envelopes."""

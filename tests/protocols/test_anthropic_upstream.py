@@ -67,11 +67,12 @@ def sse_chunks(text: str) -> list[dict[str, Any]]:
 
 
 async def test_a_claude_critic_reviews_the_local_draft(upstream: ScriptedUpstream) -> None:
+    usage = {"input_tokens": 30, "cache_read_input_tokens": 70, "output_tokens": 6}
     upstream.script(
         Reply(content="Paris.", model="local-model"),
-        Reply(content="Say which country.", model="claude-sonnet-4-5", anthropic_usage={"input_tokens": 30, "cache_read_input_tokens": 70, "output_tokens": 6}),
+        Reply(content="Say which country.", model="claude-sonnet-4-5", anthropic_usage=usage),
         Reply(content="Paris, France.", model="local-model"),
-    )  # fmt: skip
+    )
     async with serving(upstream) as client:
         response = await client.post("/chat/completions", json=chat("m-critic", "Where is the Eiffel Tower?"))
     assert response.status_code == 200, response.text
@@ -161,7 +162,8 @@ async def test_a_claude_adapter_edits_the_local_draft(upstream: ScriptedUpstream
 
 
 async def test_a_rate_limited_claude_api_call_is_a_429_with_its_retry_after(upstream: ScriptedUpstream) -> None:
-    envelope = '{"type": "error", "error": {"type": "rate_limit_error", "message": "Number of request tokens has exceeded your per-minute rate limit"}}'
+    said = "Number of request tokens has exceeded your per-minute rate limit"
+    envelope = json.dumps({"type": "error", "error": {"type": "rate_limit_error", "message": said}})
     upstream.script(Reply(status=429, body=envelope, headers={"retry-after": "17"}))
     async with serving(upstream) as client:
         response = await client.post("/chat/completions", json=chat("m-claude"))
@@ -193,10 +195,10 @@ async def test_a_claude_4xx_on_the_first_call_is_relayed_with_its_message(upstre
 
 
 async def test_a_failing_claude_critic_degrades_to_the_draft(upstream: ScriptedUpstream) -> None:
+    failed = '{"type": "error", "error": {"type": "api_error", "message": "Internal"}}'
     upstream.script(
-        Reply(content="Draft.", model="local-model"),
-        Reply(status=500, body='{"type": "error", "error": {"type": "api_error", "message": "Internal"}}', model="claude-sonnet-4-5"),
-    )  # fmt: skip
+        Reply(content="Draft.", model="local-model"), Reply(status=500, body=failed, model="claude-sonnet-4-5")
+    )
     async with serving(upstream) as client:
         response = await client.post("/chat/completions", json=chat("m-critic"))
     body = response.json()
@@ -235,5 +237,5 @@ async def test_protocol_settings_set_the_default_max_tokens_and_version(upstream
 def test_unknown_protocol_settings_are_refused_at_load() -> None:
     from adapter_critic.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="protocols.anthropic"):
+    with pytest.raises(ConfigError, match=r"protocols\.anthropic"):
         config(protocols={"anthropic": {"max_tokenz": 1}})
