@@ -48,7 +48,7 @@ class MessagesInbound(Inbound):
     def decode(self, body: bytes, *, max_messages: int | None) -> ChatRequest:
         return decode_messages(body, max_messages=max_messages)
 
-    def response(self, record: RunRecord, *, response_id: str) -> bytes:
+    def response(self, record: RunRecord, *, response_id: str, request: ChatRequest) -> bytes:
         return message(record, response_id=response_id)
 
     def stream(self, request: ChatRequest, *, response_id: str, served_model: str) -> StreamRenderer:
