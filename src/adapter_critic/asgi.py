@@ -17,6 +17,7 @@ from .errors import ConfigError
 from .http.app import build_app, create_standalone_app
 from .http.chat import Service
 from .observe.logs import configure_standalone_logging
+from .observe.workers import prepare_multiprocess_dir
 
 CONFIG_ENV = "ADAPTER_CRITIC_CONFIG"
 
@@ -26,6 +27,7 @@ logger = logging.getLogger("adapter_critic")
 def standalone_app() -> Starlette:
     """The app `uvicorn adapter_critic.asgi:app` serves, built from the environment, under `/v1` (SPEC §3)."""
     configure_standalone_logging()
+    prepare_multiprocess_dir()  # `--workers N`: metrics summed over the workers
     path = os.environ.get(CONFIG_ENV, "").strip()
     if path:
         return create_standalone_app(path)
@@ -34,7 +36,7 @@ def standalone_app() -> Starlette:
         "demo-critic, answered by a small deterministic demo model, not a real LLM). To serve real models, set "
         f"{CONFIG_ENV}=/path/to/config.toml (see examples/)."
     )
-    return build_app(Service(demo_config(), in_process_app=demo_model_app()), prefix="/v1")
+    return build_app(Service(demo_config(), in_process_app=demo_model_app()), prefix="/v1", standalone=True)
 
 
 def _say(message: str) -> None:

@@ -10,6 +10,7 @@ import msgspec
 from ..errors import ConfigError
 from ..workflows import registry
 from .describe import convert
+from .telemetry import TelemetryConfig
 
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 DEFAULT_MAX_MESSAGES = 2048
@@ -99,6 +100,8 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
     cors_allowed_origins: list[str] = []
     # Where every other request under the mount goes (`/embeddings`, `/completions`, …); None: those are 404s.
     passthrough: Target | None = None
+    # Prometheus metrics and OpenTelemetry tracing (`[telemetry]`).
+    telemetry: TelemetryConfig = TelemetryConfig()
 
     def __post_init__(self) -> None:
         if self.auth_api_keys_env is None:

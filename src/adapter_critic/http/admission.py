@@ -15,12 +15,18 @@ import contextlib
 import logging
 import math
 from collections.abc import AsyncIterator
+from typing import Protocol
 
 import anyio
 
 from ..errors import Overloaded
 
 logger = logging.getLogger("adapter_critic")
+
+
+class Gauge(Protocol):
+    def inc(self, amount: float = 1) -> None: ...
+    def dec(self, amount: float = 1) -> None: ...
 
 
 class Admission:
@@ -35,6 +41,7 @@ class Admission:
         self._idle: anyio.Event | None = None
         retry_after = str(max(1, math.ceil(queue_timeout)))
         self._busy_headers = {"retry-after": retry_after}
+        self.gauge: Gauge | None = None  # told of every request admitted and finished (the in-flight metric)
 
     def open(self) -> None:
         """Admit requests again (a lifespan that starts after an earlier shutdown)."""
@@ -66,10 +73,15 @@ class Admission:
                         headers=self._busy_headers,
                     ) from None
         self.in_flight += 1
+        gauge = self.gauge
+        if gauge is not None:
+            gauge.inc()
         try:
             yield
         finally:
             self.in_flight -= 1
+            if gauge is not None:
+                gauge.dec()
             if semaphore is not None:
                 semaphore.release()
             if self.in_flight == 0 and self._idle is not None:

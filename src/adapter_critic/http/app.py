@@ -26,6 +26,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..config import Config, load_config, require_absolute_urls
 from ..errors import RequestError, ServerError
+from ..observe import telemetry
 from ..observe.logs import served_line
 from ..request.resolve import unknown_model
 from ..upstream.retry import Sleep
@@ -60,7 +61,7 @@ def create_app(
 
 def create_standalone_app(config: Config | str | Path) -> Starlette:
     """`create_app` with its routes under `/v1`, as `uvicorn adapter_critic.asgi:app` serves them."""
-    return build_app(Service(_absolute(config)), prefix="/v1")
+    return build_app(Service(_absolute(config)), prefix="/v1", standalone=True)
 
 
 def _absolute(config: Config | str | Path) -> Config:
@@ -71,8 +72,9 @@ def _absolute(config: Config | str | Path) -> Config:
     return config
 
 
-def build_app(service: Service, *, prefix: str = "") -> Starlette:
-    """The Starlette app around a service, its routes under `prefix` (the standalone server uses `/v1`).
+def build_app(service: Service, *, prefix: str = "", standalone: bool = False) -> Starlette:
+    """The Starlette app around a service, its routes under `prefix` (the standalone server uses `/v1`, and serves
+    `/metrics` beside it).
 
     One flat app rather than a `Mount`: every response passes through fewer wrappers.
     """
@@ -102,6 +104,8 @@ def build_app(service: Service, *, prefix: str = "") -> Starlette:
             await error_response(error, redact=service.secrets.redact)(scope, receive, send)
 
     deep_health = DeepHealth(config, service.upstream)
+    metrics = telemetry.install(service, standalone=standalone)
+    metrics_path = f"{'' if standalone else prefix}{config.telemetry.metrics_path}"
 
     async def health(request: Request) -> Response:
         if request.query_params.get("deep", "") in ("", "0", "false"):
@@ -127,6 +131,7 @@ def build_app(service: Service, *, prefix: str = "") -> Starlette:
             Route(f"{prefix}/models", models, methods=["GET"]),
             Route(f"{prefix}/models/{{model:path}}", _ASGIEndpoint(model), methods=["GET"]),
             Route(f"{prefix}/health", health, methods=["GET"]),
+            *([Route(metrics_path, _ASGIEndpoint(metrics), methods=["GET"])] if metrics is not None else []),
             *([Route(f"{prefix}/{{path:path}}", passthrough)] if passthrough is not None else []),
         ],
         exception_handlers=error_handlers(prefix or None),

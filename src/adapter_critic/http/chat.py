@@ -6,7 +6,9 @@ then resolution (400); and it turns every failure into the §7 envelope — no t
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from typing import TYPE_CHECKING
 
 import httpx
 import msgspec
@@ -32,7 +34,12 @@ from .disconnect import ClientGone, cancel_on_disconnect, guard_send, log_client
 from .responses import JSON, completion, error_response, new_completion_id
 from .stream import StreamResponse
 
+if TYPE_CHECKING:
+    from ..observe.metrics import Metrics
+    from ..observe.tracing import Tracing
+
 logger = logging.getLogger("adapter_critic")
+_NOT_TRACED = contextlib.nullcontext()
 
 
 class Service:
@@ -71,6 +78,8 @@ class Service:
         self.admission = Admission(config.max_concurrent_requests, config.queue_timeout_seconds)
         self._plans: dict[str, Plan] = {}
         self._per_request_plans: set[str] = set()
+        self.metrics: Metrics | None = None  # set by `observe.telemetry.install`, as are these
+        self.tracing: Tracing | None = None
 
     def start(self) -> None:
         """Lifespan start-up: open the upstream client, admit requests."""
@@ -164,7 +173,8 @@ class Service:
         request_id = new_completion_id()
         send = guard_send(send)
         token = client_token(scope)
-        with request_scope(request_id):
+        traced = self.tracing.inbound(scope) if self.tracing is not None else _NOT_TRACED
+        with request_scope(request_id), traced:
             try:
                 try:
                     async with self.admission.slot():

@@ -15,6 +15,7 @@ import msgspec
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..config import Config, load_config
+from ..observe import telemetry
 from ..observe.logs import served_line
 from ..upstream.retry import Sleep
 from .chat import Service
@@ -65,15 +66,21 @@ class AdapterCriticMiddleware:
         self.path = path
         self.service = Service(config, http_client=http_client, in_process_app=app, sleep=sleep)
         self.models = ServedModels(app, config, models_path(path))
+        self.metrics = telemetry.install(self.service, standalone=False)
+        self._metrics_path = config.telemetry.metrics_path
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
             await self._lifespan(scope, receive, send)
             return
         if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != self.path:
-            if scope["type"] == "http" and scope["method"] == "GET" and self.models.handles(scope["path"]):
-                await self.models(scope, receive, send)
-                return
+            if scope["type"] == "http" and scope["method"] == "GET":
+                if self.models.handles(scope["path"]):
+                    await self.models(scope, receive, send)
+                    return
+                if self.metrics is not None and scope["path"] == self._metrics_path:
+                    await self._serve_metrics(self.metrics, scope, receive, send)
+                    return
             await self.app(scope, receive, send)
             return
 
@@ -87,6 +94,10 @@ class AdapterCriticMiddleware:
             await error_response(refused)(scope, receive, send)
             return
         await self.service.respond(body, scope, receive, send)
+
+    async def _serve_metrics(self, metrics: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
+        refused = self.service.auth.check(scope)
+        await (error_response(refused) if refused is not None else metrics)(scope, receive, send)
 
     def _serves(self, body: bytes) -> bool:
         try:

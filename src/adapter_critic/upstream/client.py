@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
@@ -65,6 +65,8 @@ class Upstream:
         self._client: httpx.AsyncClient | None = None
         self._in_process: httpx.AsyncClient | None = None
         self._opened_lazily = False
+        # Adds the current trace context (`traceparent`) to a call's headers, when tracing is on.
+        self.inject: Callable[[dict[str, str]], None] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------
     def open(self) -> None:
@@ -114,10 +116,12 @@ class Upstream:
             # The caller's own token, and never the server's key (`forward_client_authorization`).
             if target.client_token:
                 headers["authorization"] = f"Bearer {target.client_token}"
-            return headers
-        key = os.environ.get(target.key_env, "").strip() if target.key_env else ""
-        if key:
-            headers["authorization"] = f"Bearer {key}"
+        else:
+            key = os.environ.get(target.key_env, "").strip() if target.key_env else ""
+            if key:
+                headers["authorization"] = f"Bearer {key}"
+        if self.inject is not None:
+            self.inject(headers)
         return headers
 
     async def probe(self, target: StageTarget, seconds: float) -> int:
