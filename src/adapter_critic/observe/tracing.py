@@ -116,14 +116,14 @@ class Tracing:
             return
         span = opened.span
         if span.is_recording():
+            attributes: dict[str, Any] = {"adapter_critic.attempts": len(event.attempts)}
             if event.reported:
-                span.set_attribute("gen_ai.usage.input_tokens", event.usage.prompt_tokens)
-                span.set_attribute("gen_ai.usage.output_tokens", event.usage.completion_tokens)
+                attributes["gen_ai.usage.input_tokens"] = event.usage.prompt_tokens
+                attributes["gen_ai.usage.output_tokens"] = event.usage.completion_tokens
             if event.finish_reason is not None:
-                span.set_attribute("gen_ai.response.finish_reasons", [event.finish_reason])
-            span.set_attribute("adapter_critic.attempts", len(event.attempts))
+                attributes["gen_ai.response.finish_reasons"] = [event.finish_reason]
             if event.attempts and event.target != event.attempts[0].target:
-                span.set_attribute("adapter_critic.answered_by", target_name(event.target).model)
+                attributes["adapter_critic.answered_by"] = target_name(event.target).model
             for attempt in event.attempts:
                 if attempt.error is not None:
                     span.add_event(
@@ -131,8 +131,9 @@ class Tracing:
                         {"gen_ai.request.model": target_name(attempt.target).model, "error.type": _kind(attempt.error)},
                     )
             if event.error is not None:
-                span.set_attribute("error.type", _kind(event.error))
+                attributes["error.type"] = _kind(event.error)
                 span.set_status(Status(StatusCode.ERROR, f"{event.error.kind} ({event.stage})"))
+            span.set_attributes(attributes)
         opened.close(_stage)
 
     def _run_finished(self, event: RunFinished) -> None:
@@ -143,17 +144,20 @@ class Tracing:
         if span.is_recording():
             record = event.record
             total = record.total_usage()
-            span.set_attribute("adapter_critic.status", event.status)
-            span.set_attribute("adapter_critic.degraded", record.degraded)
-            span.set_attribute("gen_ai.usage.input_tokens", total.prompt_tokens)
-            span.set_attribute("gen_ai.usage.output_tokens", total.completion_tokens)
+            attributes: dict[str, Any] = {
+                "adapter_critic.status": event.status,
+                "adapter_critic.degraded": record.degraded,
+                "gen_ai.usage.input_tokens": total.prompt_tokens,
+                "gen_ai.usage.output_tokens": total.completion_tokens,
+            }
             if record.answer.finish_reason is not None:
-                span.set_attribute("gen_ai.response.finish_reasons", [record.answer.finish_reason])
+                attributes["gen_ai.response.finish_reasons"] = [record.answer.finish_reason]
             if event.error is not None:
                 error = event.error
                 error_type = _kind(error) if isinstance(error, UpstreamError) else error.error_type
-                span.set_attribute("error.type", error_type)
+                attributes["error.type"] = error_type
                 span.set_status(Status(StatusCode.ERROR, error_type))
+            span.set_attributes(attributes)
         opened.close(_run)
 
 
