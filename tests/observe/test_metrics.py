@@ -249,14 +249,19 @@ class FakeStore:
 
 def test_a_watched_store_exports_its_queue_depth_and_drops() -> None:
     metrics = Metrics()
+    stores: list[FakeStore] = []
+    metrics.watch_store(lambda: stores[-1] if stores else None)  # no store yet: nothing to read
+    assert value(parse(metrics.render()[0].decode()), "adapter_critic_store_queue_depth") == 0
     store = FakeStore()
-    store.dropped = 5  # dropped before it was watched: not this server's to count
-    metrics.watch_store(store)
-    store.queue_depth, store.dropped = 7, 8
+    stores.append(store)
+    store.queue_depth, store.dropped = 7, 3
     got = parse(metrics.render()[0].decode())
     assert value(got, "adapter_critic_store_queue_depth") == 7
     assert value(got, "adapter_critic_store_dropped_records_total") == 3
-    store.queue_depth, store.dropped = 0, 9
+    store.queue_depth, store.dropped = 0, 5
     got = parse(metrics.render()[0].decode())
     assert value(got, "adapter_critic_store_queue_depth") == 0
-    assert value(got, "adapter_critic_store_dropped_records_total") == 4
+    assert value(got, "adapter_critic_store_dropped_records_total") == 5
+    stores.append(FakeStore())  # a new store (a restarted lifespan) counts from zero
+    stores[-1].dropped = 2
+    assert value(parse(metrics.render()[0].decode()), "adapter_critic_store_dropped_records_total") == 7

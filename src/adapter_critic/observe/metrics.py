@@ -16,8 +16,9 @@ import atexit
 import contextvars
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from ..events import AnswerChunks, Event, RunFinished, RunStarted, StageFinished
 from .targets import target_name
@@ -31,14 +32,10 @@ MAX_TARGET_MODELS = 100
 _now = time.perf_counter
 
 
-class StoreStats(Protocol):
-    """What the metrics read from a run store: records waiting in its write queue, and records dropped so far."""
-
-    @property
-    def queue_depth(self) -> int: ...
-
-    @property
-    def dropped(self) -> int: ...
+# Where the run store is, when there is one: read at every scrape and as runs finish, so a store made later (at
+# start-up) is found. Its `queue_depth` (records waiting to be written) and `dropped` (records dropped so far, a
+# count that only grows) are exported.
+StoreSource = Callable[[], object | None]
 
 
 @dataclass(slots=True)
@@ -67,7 +64,7 @@ _stream: contextvars.ContextVar[_Stream | None] = contextvars.ContextVar("adapte
 class Metrics:
     """The series of one server (one per app or middleware instance), in a registry of its own.
 
-    `store` is read at every scrape and as runs finish, when a run store is configured (`watch_store`)."""
+    A run store's queue depth and drops are read from `watch_store`'s source at every scrape and as runs finish."""
 
     def __init__(self) -> None:
         import prometheus_client as prom
@@ -120,7 +117,8 @@ class Metrics:
             f"{PREFIX}_store_dropped_records", "Run-store records dropped because the write queue was full.",
             registry=r,
         )  # fmt: skip
-        self.store: StoreStats | None = None
+        self.store_source: StoreSource | None = None
+        self._store: object | None = None
         self._store_dropped_seen = 0
         self._runs: dict[tuple[str, str, str], tuple[Any, Any, Any]] = {}
         self._stages: dict[tuple[str, str], _Stage] = {}
@@ -202,7 +200,7 @@ class Metrics:
                 # The answer was known whole (an adapter's, a degraded draft): it goes out now, at once.
                 self._ttft_child(stream.served_model, stream.mode).observe(_since(stream.started))
             _stream.set(None)
-        if self.store is not None:
+        if self.store_source is not None:
             self._sync_store()
 
     def _ttft_child(self, served_model: str, mode: str) -> Any:
@@ -212,21 +210,25 @@ class Metrics:
         return child
 
     # -- the run store -------------------------------------------------------------------------------
-    def watch_store(self, store: StoreStats | None) -> None:
-        """Export `store`'s queue depth and dropped records (None: no store, the series stay at zero)."""
-        self.store = store
-        self._store_dropped_seen = store.dropped if store is not None else 0
+    def watch_store(self, source: StoreSource) -> None:
+        """Export the queue depth and drops of the store `source` returns (None: no store, nothing to export)."""
+        self.store_source = source
         self._sync_store()
 
     def _sync_store(self) -> None:
-        store = self.store
+        store = self.store_source() if self.store_source is not None else None
         if store is None:
             return
-        self.store_queue.set(store.queue_depth)
-        dropped = store.dropped
-        if dropped > self._store_dropped_seen:
-            self.store_dropped.inc(dropped - self._store_dropped_seen)
-            self._store_dropped_seen = dropped
+        depth = getattr(store, "queue_depth", None)
+        if isinstance(depth, int):
+            self.store_queue.set(depth)
+        dropped = getattr(store, "dropped", None)
+        if isinstance(dropped, int):
+            if store is not self._store:  # a new store counts its drops from zero
+                self._store, self._store_dropped_seen = store, 0
+            if dropped > self._store_dropped_seen:
+                self.store_dropped.inc(dropped - self._store_dropped_seen)
+                self._store_dropped_seen = dropped
 
     # -- exposition ----------------------------------------------------------------------------------
     def render(self) -> tuple[bytes, str]:

@@ -31,9 +31,14 @@ def install(service: Service, *, standalone: bool) -> MetricsEndpoint | None:
         if importlib.util.find_spec("opentelemetry") is None:
             logger.warning("tracing is off: it needs OpenTelemetry; pip install 'adapter_critic[otel]'")
         else:
-            from .tracing import Tracing
+            from .tracing import Tracing, provider_is_set
 
             tracing = Tracing()
+            if not provider_is_set():
+                logger.info(
+                    "tracing is on, but no OpenTelemetry SDK is set up (yet): spans are dropped until the host sets "
+                    "a tracer provider, e.g. by running the server under `opentelemetry-instrument`"
+                )
             service.tracing = tracing
             service.upstream.inject = tracing.inject
             service.subscribers = (*service.subscribers, tracing.on_event)
@@ -51,6 +56,7 @@ def install(service: Service, *, standalone: bool) -> MetricsEndpoint | None:
     service.metrics = metrics
     service.subscribers = (*service.subscribers, metrics.on_event)
     service.admission.gauge = metrics.in_flight
+    metrics.watch_store(lambda: getattr(service, "store", None))  # the run store, once the service has one
     return MetricsEndpoint(metrics)
 
 

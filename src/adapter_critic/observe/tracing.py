@@ -161,6 +161,11 @@ class Tracing:
         opened.close(_run)
 
 
+def provider_is_set() -> bool:
+    """Whether a tracer provider was set up (an SDK's): until then every span is dropped."""
+    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+
+
 def _kind(error: UpstreamError) -> str:
     """`error.type` of an upstream failure: the upstream's HTTP status, or how the call failed."""
     status = error.upstream_status
