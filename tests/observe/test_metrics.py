@@ -18,7 +18,10 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
 from adapter_critic import AdapterCriticMiddleware
-from adapter_critic.observe.metrics import Metrics
+from adapter_critic.core import Usage
+from adapter_critic.events import StageFinished
+from adapter_critic.observe.metrics import MAX_TARGET_MODELS, Metrics
+from adapter_critic.observe.targets import TargetName, target_name
 
 from ..conftest import AppFactory, RemoteUpstream, asgi_client, chat, make_config, run_server
 from ..scripted_upstream import ScriptedUpstream
@@ -265,3 +268,28 @@ def test_a_watched_store_exports_its_queue_depth_and_drops() -> None:
     stores.append(FakeStore())  # a new store (a restarted lifespan) counts from zero
     stores[-1].dropped = 2
     assert value(parse(metrics.render()[0].decode()), "adapter_critic_store_dropped_records_total") == 7
+
+
+@pytest.mark.parametrize(
+    ("label", "model", "host", "port"),
+    [
+        ("gpt-4.1@https://api.openai.com/v1", "gpt-4.1", "api.openai.com", 443),
+        ("claude-3-5-sonnet@20240620@http://127.0.0.1:8000/v1", "claude-3-5-sonnet@20240620", "127.0.0.1", 8000),
+        ("local@/v1", "local", None, None),
+        ("m@http://***@gateway.test/v1", "m", "gateway.test", 80),
+    ],
+)
+def test_a_target_label_names_its_model_and_host(label: str, model: str, host: str | None, port: int | None) -> None:
+    assert target_name(label) == TargetName(model, host, port)
+
+
+def test_target_models_past_the_limit_are_counted_as_other() -> None:
+    metrics = Metrics()
+    for number in range(MAX_TARGET_MODELS + 5):
+        metrics.on_event(StageFinished("api", f"model-{number}@http://up.test/v1", (), Usage(), 1.0))
+    got = parse(metrics.render()[0].decode())
+    models = {
+        dict(labels)["target_model"] for name, labels in got if name == "adapter_critic_stage_duration_seconds_count"
+    }
+    assert len(models) == MAX_TARGET_MODELS + 1
+    assert value(got, "adapter_critic_stage_duration_seconds_count", stage="api", target_model="other") == 5
