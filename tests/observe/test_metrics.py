@@ -41,7 +41,7 @@ def parse(text: str) -> Samples:
 
 
 def scrape(url: str) -> Samples:
-    response = httpx.get(f"{url}/metrics")
+    response = httpx.get(f"{url}/metrics", timeout=60)  # the first request waits for the server to start
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/plain")
     return parse(response.text)
@@ -205,7 +205,7 @@ def _worker_files(directory: Path) -> list[Path]:
 
 def test_metrics_can_be_turned_off_standalone(remote_upstream: RemoteUpstream, tmp_path: Path) -> None:
     with start(remote_upstream, tmp_path, extra="[telemetry]\nmetrics = false\n") as (url, _):
-        assert httpx.get(f"{url}/metrics").status_code == 404
+        assert httpx.get(f"{url}/metrics", timeout=60).status_code == 404
 
 
 @pytest.mark.anyio
