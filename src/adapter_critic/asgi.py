@@ -18,6 +18,7 @@ from .http.app import build_app, create_standalone_app
 from .http.chat import Service
 from .observe.logs import configure_standalone_logging
 from .observe.workers import prepare_multiprocess_dir
+from .store.settings import default_url
 
 CONFIG_ENV = "ADAPTER_CRITIC_CONFIG"
 
@@ -33,10 +34,12 @@ def standalone_app() -> Starlette:
         return create_standalone_app(path)
     _say(
         "adapter_critic: no config given, serving the built-in DEMO (served models demo-direct, demo-adapter, "
-        "demo-critic, answered by a small deterministic demo model, not a real LLM). To serve real models, set "
+        "demo-critic, demo-advisor, demo-panel, demo-best-of-3, answered by a small deterministic demo model, not a "
+        "real LLM). To serve real models, set "
         f"{CONFIG_ENV}=/path/to/config.toml (see examples/)."
     )
-    return build_app(Service(demo_config(), in_process_app=demo_model_app()), prefix="/v1", standalone=True)
+    service = Service(demo_config(), in_process_app=demo_model_app(), store_default=default_url())
+    return build_app(service, prefix="/v1", standalone=True)
 
 
 def _say(message: str) -> None:

@@ -4,6 +4,7 @@ and middleware apps serve it only when configured; a run store's queue depth and
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +18,7 @@ from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from adapter_critic import AdapterCriticMiddleware
+from adapter_critic import AdapterCriticMiddleware, create_app
 from adapter_critic.core import Usage
 from adapter_critic.events import StageFinished
 from adapter_critic.observe.metrics import MAX_TARGET_MODELS, Metrics
@@ -151,7 +152,9 @@ def test_metrics_count_every_kind_of_run_through_uvicorn(remote_upstream: Remote
     assert value(got, "adapter_critic_tokens_total", stage="api", direction="output") == 10
     assert value(got, "adapter_critic_tokens_total", stage="critic", direction="output") == 2
     assert value(got, "adapter_critic_requests_in_flight") == 0
-    assert value(got, "adapter_critic_store_queue_depth") == 0
+    # The standalone server records its runs (the default store): its queue is exported, nothing was dropped.
+    assert ("adapter_critic_store_queue_depth", frozenset()) in got
+    assert value(got, "adapter_critic_store_dropped_records_total") == 0
 
 
 def test_in_flight_counts_a_request_being_answered(remote_upstream: RemoteUpstream, tmp_path: Path) -> None:
@@ -293,3 +296,24 @@ def test_target_models_past_the_limit_are_counted_as_other() -> None:
     }
     assert len(models) == MAX_TARGET_MODELS + 1
     assert value(got, "adapter_critic_stage_duration_seconds_count", stage="api", target_model="other") == 5
+
+
+@pytest.mark.anyio
+async def test_the_run_stores_queue_and_drops_are_read_from_the_store(
+    upstream: ScriptedUpstream, tmp_path: Path
+) -> None:
+    store = {"url": f"sqlite:///{tmp_path / 'runs.sqlite3'}", "queue_size": 1}
+    config = make_config(telemetry={"metrics": True}, store=store)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=upstream.app)) as upstream_client:
+        app = create_app(config, http_client=upstream_client)
+        async with asgi_client(app) as client:
+            # Many runs start at once: their records overflow a queue of one and are dropped (never the requests).
+            answers = await asyncio.gather(
+                *(client.post("/chat/completions", json=chat("m-direct")) for _ in range(20))
+            )
+            assert {answer.status_code for answer in answers} == {200}
+            got = parse((await client.get("/metrics")).text)
+            recording = app.state.adapter_critic.store
+            assert recording.dropped > 0
+            assert value(got, "adapter_critic_store_dropped_records_total") == recording.dropped
+            assert value(got, "adapter_critic_store_queue_depth") == recording.queue_depth
