@@ -4,6 +4,7 @@ caller's `traceparent` continued and each upstream call carrying its stage span'
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,7 +15,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from ..conftest import AppFactory, chat, make_config
+from ..conftest import UPSTREAM_URL, AppFactory, chat, make_config
 from ..scripted_upstream import Reply, ScriptedUpstream
 
 pytestmark = pytest.mark.anyio
@@ -191,3 +192,23 @@ def assert_nothing_private(exporter: InMemorySpanExporter) -> None:
         for text in texts:
             assert SECRET not in text and TEXT not in text
             assert not any(answer in text for answer in ANSWERS)
+
+
+async def test_concurrent_stage_calls_each_have_their_span(
+    serve: AppFactory, upstream: ScriptedUpstream, spans: InMemorySpanExporter, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A panel's lenses call at once, each in a task of its own: each call carries its own stage span."""
+    caplog.set_level(logging.ERROR)
+    api = {"model": "api-model", "base_url": UPSTREAM_URL}
+    critic = {"model": "critic-model", "base_url": UPSTREAM_URL}
+    served = {"m-panel": {"mode": "panel", "api": api, "critic": critic}}
+    async with serve(traced(served_models=served)) as client:
+        assert (await client.post("/chat/completions", json=chat("m-panel", TEXT))).status_code == 200
+    [run] = by_name(spans)["invoke_workflow m-panel"]
+    stages = [span for span in spans.get_finished_spans() if span.name.startswith("chat ")]
+    assert len(stages) == len(upstream.calls) > 4  # the draft, the lenses, the coordinator, the second pass
+    assert run.context is not None
+    assert all(stage.parent is not None and stage.parent.span_id == run.context.span_id for stage in stages)
+    sent = {call.headers["traceparent"].split("-")[2] for call in upstream.calls}
+    assert sent == {format(stage.context.span_id, "016x") for stage in stages if stage.context is not None}
+    assert not [record for record in caplog.records if record.name.startswith("opentelemetry")]

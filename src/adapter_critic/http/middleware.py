@@ -49,6 +49,7 @@ class AdapterCriticMiddleware:
     Request bodies larger than `max_body_bytes` on the chat path go to the wrapped app untouched. `GET` on the
     models path beside it (`/v1/models`) lists the wrapped app's models with the served ones merged in (the
     served ones alone when the wrapped app has no such route), and a served model's `/v1/models/{id}`.
+    With `[telemetry] metrics = true` it also answers `GET <metrics_path>` (`/metrics`) with its Prometheus metrics.
     With `auth_api_keys_env` set, the requests the pipeline serves need one of its keys (401 otherwise);
     every other request is left to the wrapped app and its own auth.
     """
