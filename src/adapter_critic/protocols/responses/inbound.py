@@ -1,0 +1,405 @@
+"""A Responses request mapped onto the run's request: the chat-completions body the workflows run on (`messages`
+and options), and what the response echoes back (`Echo`).
+
+- `input` (a string, or items: messages with `input_text` / `input_image` parts, the `function_call`s an earlier
+  answer made and their `function_call_output`s) becomes `messages`; `instructions` a leading system message.
+- `tools` (function tools), `tool_choice`, `temperature`, `top_p`, `parallel_tool_calls`, `max_output_tokens`
+  (as `max_tokens`), `text.format` (as `response_format`), `reasoning.effort` (as `reasoning_effort`) and `user`
+  become the options every API-stage call gets; `metadata` is only echoed.
+- Nothing is stored: `store` is answered `false`, and `previous_response_id`, `conversation`, `background` and
+  stored `prompt`s are refused (400) — the client sends the whole conversation as `input`.
+- `x_adapter_critic` / `extra_body` go on as they came (the chat decoder reads them), and so does any field
+  the Responses API does not define (vendor fields such as `top_k`); the Responses fields a chat model has no
+  use for (`include`, `truncation`, …) are dropped.
+
+Every refusal is a `RequestError` naming the Responses parameter (`input[2].content[0].file_id`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+import msgspec
+
+from ...errors import RequestError
+from ...request.decode import decode_fields
+from .wire import FunctionTool, Item, NamedToolChoice, Part, ReasoningConfig, TextConfig
+
+# Passed to the chat decoder as they came.
+_RELAYED = frozenset({"x_adapter_critic", "extra_body"})
+# Responses fields a chat-completions model has no use for: accepted and dropped.
+_DROPPED = frozenset(
+    {
+        "include",
+        "truncation",
+        "stream_options",
+        "top_logprobs",
+        "max_tool_calls",
+        "service_tier",
+        "safety_identifier",
+        "prompt_cache_key",
+        "prompt_cache_retention",
+        "store",
+    }
+)
+_STATEFUL = {
+    "previous_response_id": "this server keeps no responses",
+    "conversation": "this server keeps no conversations",
+    "prompt": "this server keeps no stored prompts",
+}
+_MAPPED = frozenset(
+    {
+        "model",
+        "input",
+        "instructions",
+        "tools",
+        "tool_choice",
+        "temperature",
+        "top_p",
+        "parallel_tool_calls",
+        "max_output_tokens",
+        "text",
+        "reasoning",
+        "metadata",
+        "user",
+        "stream",
+        "background",
+    }
+)
+_ROLES = frozenset({"user", "assistant", "system", "developer"})
+_TOOL_CHOICES = frozenset({"auto", "none", "required"})
+
+
+@dataclass(slots=True)
+class Echo:
+    """What the `response` object repeats of the request (the Responses API echoes its settings)."""
+
+    instructions: str | None = None
+    max_output_tokens: int | None = None
+    parallel_tool_calls: bool = True
+    temperature: float | None = None
+    top_p: float | None = None
+    text: dict[str, Any] = field(default_factory=lambda: {"format": {"type": "text"}})
+    tool_choice: Any = "auto"
+    tools: list[Any] = field(default_factory=list)
+    user: str | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
+    reasoning: dict[str, Any] = field(default_factory=lambda: {"effort": None, "summary": None})
+
+
+@dataclass(slots=True)
+class Mapped:
+    """A Responses request as the run takes it: a chat-completions body, whether to stream, and the echo."""
+
+    model: str
+    chat_body: bytes
+    stream: bool
+    echo: Echo
+
+
+_encoder = msgspec.json.Encoder()
+_items_decoder = msgspec.json.Decoder(str | list[Item])
+_tools_decoder = msgspec.json.Decoder(list[FunctionTool])
+_tool_choice_decoder = msgspec.json.Decoder(str | NamedToolChoice)
+_text_decoder = msgspec.json.Decoder(TextConfig)
+_reasoning_decoder = msgspec.json.Decoder(ReasoningConfig | None)
+_metadata_decoder = msgspec.json.Decoder(dict[str, str] | None)
+_number_decoder = msgspec.json.Decoder(float | None)
+_tokens_decoder = msgspec.json.Decoder(int | None)
+_bool_decoder = msgspec.json.Decoder(bool | None)
+_str_decoder = msgspec.json.Decoder(str | None)
+
+
+def map_request(body: bytes, *, max_items: int | None = None) -> Mapped:
+    """Map a Responses request body; raises `RequestError` (400) naming the field that is wrong.
+
+    `max_items` bounds the length of `input` (the server's `max_messages`)."""
+    try:
+        return _map(decode_fields(body), max_items)
+    except RecursionError:
+        raise RequestError("The request body is nested too deeply.") from None
+
+
+def _map(fields: dict[str, msgspec.Raw], max_items: int | None) -> Mapped:
+    model = _decode(fields, "model", _str_decoder)
+    if not model:
+        raise RequestError("`model` must be a non-empty string.", param="model")
+    for name, why in _STATEFUL.items():
+        if _decode(fields, name, _any_decoder) is not None:
+            raise RequestError(
+                f"`{name}` is not supported: {why} (store is always false). Send the whole conversation as "
+                "`input` — earlier turns as input items, with the output items of earlier responses as they came.",
+                param=name,
+            )
+    if _decode(fields, "background", _bool_decoder):
+        raise RequestError("`background` is not supported: responses are answered while you wait.", param="background")
+    if "input" not in fields:
+        raise RequestError("`input` is required: a string, or a non-empty array of input items.", param="input")
+    items = _decode(fields, "input", _items_decoder)
+    if isinstance(items, list) and max_items is not None and len(items) > max_items:
+        raise RequestError(
+            f"`input` has {len(items)} items; this server accepts at most {max_items} (max_messages).", param="input"
+        )
+
+    echo = Echo()
+    echo.instructions = _decode(fields, "instructions", _str_decoder)
+    messages = _messages(items, echo.instructions)
+    chat: dict[str, Any] = {"model": model, "messages": messages}
+    for name, value in fields.items():  # vendor fields go on, like a chat request's
+        if name not in _MAPPED and name not in _DROPPED and name not in _STATEFUL:
+            chat[name] = value
+    _options(fields, chat, echo)
+    stream = bool(_decode(fields, "stream", _bool_decoder))
+    if stream:
+        chat["stream"] = True
+    return Mapped(model=model, chat_body=_encoder.encode(chat), stream=stream, echo=echo)
+
+
+def _options(fields: dict[str, msgspec.Raw], chat: dict[str, Any], echo: Echo) -> None:
+    """The sampling, tool and format settings as chat-completions options, and what the response echoes of them."""
+    for name in ("temperature", "top_p"):
+        value = _decode(fields, name, _number_decoder)
+        if value is not None:
+            chat[name] = value
+            setattr(echo, name, value)
+    max_tokens = _decode(fields, "max_output_tokens", _tokens_decoder)
+    if max_tokens is not None:
+        if max_tokens < 1:
+            raise RequestError("`max_output_tokens` must be at least 1.", param="max_output_tokens")
+        chat["max_tokens"] = echo.max_output_tokens = max_tokens
+    parallel = _decode(fields, "parallel_tool_calls", _bool_decoder)
+    if parallel is not None:
+        chat["parallel_tool_calls"] = echo.parallel_tool_calls = parallel
+    user = _decode(fields, "user", _str_decoder)
+    if user is not None:
+        chat["user"] = echo.user = user
+    echo.metadata = _decode(fields, "metadata", _metadata_decoder) or {}
+    if "tools" in fields and bytes(fields["tools"]).strip() != b"null":
+        tools = _decode(fields, "tools", _tools_decoder)
+        chat["tools"] = [_tool(tool, index) for index, tool in enumerate(tools)]
+        if not chat["tools"]:
+            del chat["tools"]
+        echo.tools = msgspec.json.decode(fields["tools"])
+    choice = _decode(fields, "tool_choice", _tool_choice_decoder, nullable=True)
+    if choice is not None:
+        chat["tool_choice"] = _tool_choice(choice)
+        echo.tool_choice = msgspec.json.decode(fields["tool_choice"])
+    text = _decode(fields, "text", _text_decoder, nullable=True)
+    if text is not None and text.format is not None:
+        response_format = _response_format(text)
+        if response_format is not None:
+            chat["response_format"] = response_format
+        echo.text = msgspec.json.decode(fields["text"])
+    reasoning = _decode(fields, "reasoning", _reasoning_decoder)
+    if reasoning is not None and reasoning.effort is not None:
+        chat["reasoning_effort"] = reasoning.effort
+        echo.reasoning = {"effort": reasoning.effort, "summary": None}
+
+
+def _messages(items: str | list[Item], instructions: str | None) -> list[dict[str, Any]]:
+    """`input` (and `instructions`) as chat messages. A `function_call` joins the assistant message right before
+    it (the text of the same turn) or the calls right before it: one assistant message per turn."""
+    messages: list[dict[str, Any]] = []
+    if instructions:
+        messages.append({"role": "system", "content": instructions})
+    if isinstance(items, str):
+        messages.append({"role": "user", "content": items})
+        return messages
+    if not items:
+        raise RequestError("`input` must not be an empty array.", param="input")
+    turn: dict[str, Any] | None = None  # the assistant message function calls join
+    for index, item in enumerate(items):
+        where = f"input[{index}]"
+        if item.type == "message":
+            role = item.role
+            if role not in _ROLES:
+                shown = "missing" if role is None else repr(role)
+                raise RequestError(
+                    f"`{where}.role` is {shown}; must be one of user, assistant, system, developer.",
+                    param=f"{where}.role",
+                )
+            message = {"role": role, "content": _content(item.content, role, f"{where}.content")}
+            messages.append(message)
+            turn = message if role == "assistant" else None
+        elif item.type == "function_call":
+            call = {
+                "id": _required(item.call_id, f"{where}.call_id"),
+                "type": "function",
+                "function": {
+                    "name": _required(item.name, f"{where}.name"),
+                    "arguments": _required(item.arguments, f"{where}.arguments", empty=True),
+                },
+            }
+            if turn is None:
+                turn = {"role": "assistant", "content": None}
+                messages.append(turn)
+            turn.setdefault("tool_calls", []).append(call)
+        elif item.type == "function_call_output":
+            output = item.output if item.output is not None else ""
+            messages.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": _required(item.call_id, f"{where}.call_id"),
+                    "content": output if isinstance(output, str) else _text(output, f"{where}.output"),
+                }
+            )
+            turn = None
+        elif item.type == "reasoning":
+            continue  # an earlier answer's reasoning, sent back: a chat model takes none
+        elif item.type == "item_reference":
+            raise RequestError(
+                f"`{where}`: item references are not supported: this server keeps no items. Send the item itself.",
+                param=f"{where}.type",
+            )
+        else:
+            raise RequestError(
+                f"`{where}.type` {item.type!r} is not supported; input items are messages, function_call and "
+                "function_call_output (reasoning items are accepted and dropped).",
+                param=f"{where}.type",
+            )
+    return messages
+
+
+def _content(content: str | list[Part] | None, role: str, where: str) -> str | list[dict[str, Any]]:
+    """A message's content for a chat model: a string, or (user messages with images, or several parts) a list of
+    chat content parts. Assistant, system and developer content is text, joined into one string."""
+    if content is None:
+        raise RequestError(f"`{where}` is required: a string or an array of content parts.", param=where)
+    if isinstance(content, str):
+        return content
+    if role != "user":
+        return _text(content, where)
+    parts = [_part(part, f"{where}[{index}]") for index, part in enumerate(content)]
+    if len(parts) == 1 and parts[0]["type"] == "text":
+        return str(parts[0]["text"])
+    return parts
+
+
+def _part(part: Part, where: str) -> dict[str, Any]:
+    if part.type in ("input_text", "output_text"):
+        return {"type": "text", "text": _required(part.text, f"{where}.text", empty=True)}
+    if part.type == "input_image":
+        if part.image_url is None:
+            why = "file ids need stored files, which this server keeps none of" if part.file_id else "it is missing"
+            raise RequestError(
+                f"`{where}.image_url` is required ({why}): give the image as a URL or a `data:` URL.",
+                param=f"{where}.image_url",
+            )
+        image: dict[str, Any] = {"url": part.image_url}
+        if part.detail is not None:
+            image["detail"] = part.detail
+        return {"type": "image_url", "image_url": image}
+    raise RequestError(
+        f"`{where}.type` {part.type!r} is not supported; content parts are input_text and input_image.",
+        param=f"{where}.type",
+    )
+
+
+def _text(parts: list[Part], where: str) -> str:
+    """Text parts (`input_text`, `output_text`, `refusal`) joined into one string; anything else is refused."""
+    texts: list[str] = []
+    for index, part in enumerate(parts):
+        if part.type in ("input_text", "output_text", "text"):
+            texts.append(_required(part.text, f"{where}[{index}].text", empty=True))
+        elif part.type == "refusal":
+            texts.append(part.refusal or "")
+        else:
+            raise RequestError(
+                f"`{where}[{index}].type` {part.type!r} is not supported here: only text parts.",
+                param=f"{where}[{index}].type",
+            )
+    return "".join(texts)
+
+
+def _tool(tool: FunctionTool, index: int) -> dict[str, Any]:
+    where = f"tools[{index}]"
+    if tool.type != "function":
+        raise RequestError(
+            f"`{where}.type` {tool.type!r} is not supported: the served models run function tools only "
+            "(hosted tools such as web or file search are not available here).",
+            param=f"{where}.type",
+        )
+    function: dict[str, Any] = {"name": _required(tool.name, f"{where}.name")}
+    if tool.description is not None:
+        function["description"] = tool.description
+    if tool.parameters is not None:
+        function["parameters"] = tool.parameters
+    if tool.strict is not None:
+        function["strict"] = tool.strict
+    return {"type": "function", "function": function}
+
+
+def _tool_choice(choice: str | NamedToolChoice) -> Any:
+    if isinstance(choice, str):
+        if choice not in _TOOL_CHOICES:
+            raise RequestError(
+                f"`tool_choice` {choice!r} is not supported; use auto, none, required or a function.",
+                param="tool_choice",
+            )
+        return choice
+    if choice.type != "function":
+        raise RequestError(
+            f"`tool_choice.type` {choice.type!r} is not supported; name a function: "
+            '{"type": "function", "name": ...}.',
+            param="tool_choice.type",
+        )
+    return {"type": "function", "function": {"name": _required(choice.name, "tool_choice.name")}}
+
+
+def _response_format(text: TextConfig) -> dict[str, Any] | None:
+    fmt = text.format
+    assert fmt is not None
+    if fmt.type == "text":
+        return None
+    if fmt.type == "json_object":
+        return {"type": "json_object"}
+    if fmt.type == "json_schema":
+        schema: dict[str, Any] = {
+            "name": _required(fmt.name, "text.format.name"),
+            "schema": fmt.schema if fmt.schema is not None else _missing("text.format.schema"),
+        }
+        if fmt.strict is not None:
+            schema["strict"] = fmt.strict
+        if fmt.description is not None:
+            schema["description"] = fmt.description
+        return {"type": "json_schema", "json_schema": schema}
+    raise RequestError(
+        f"`text.format.type` {fmt.type!r} is not supported; use text, json_object or json_schema.",
+        param="text.format.type",
+    )
+
+
+def _required(value: str | None, where: str, *, empty: bool = False) -> str:
+    if value is None or (not value and not empty):
+        return _missing(where)
+    return value
+
+
+def _missing(where: str) -> NoReturn:
+    raise RequestError(f"`{where}` is required.", param=where)
+
+
+_any_decoder = msgspec.json.Decoder()
+
+
+def _decode(fields: dict[str, msgspec.Raw], name: str, decoder: Any, *, nullable: bool = False) -> Any:
+    """Field `name` decoded (None when absent, or null with `nullable`); a wrong value is a 400 naming its path."""
+    raw = fields.get(name)
+    if raw is None or (nullable and bytes(raw).strip() == b"null"):
+        return None
+    try:
+        return decoder.decode(raw)
+    except msgspec.ValidationError as exc:
+        message, _, at = str(exc).rpartition(" - at `$")
+        if not message:
+            message, at = str(exc), ""
+        param = f"{name}{at.rstrip('`')}"
+        missing = _MISSING_FIELD.fullmatch(message)
+        if missing is not None:
+            param = f"{param}.{missing.group(1)}"
+        raise RequestError(f"`{param}`: {message}.", param=param) from None
+
+
+_MISSING_FIELD = re.compile(r"Object missing required field `([^`]*)`")
