@@ -157,12 +157,11 @@ class ResponsesEvents:
 
     def progress(self, stage: str, ok: bool, elapsed_ms: float) -> bytes:
         """A `response.in_progress` event saying that an earlier stage finished (for clients that asked)."""
-        progress = {"stage": stage, "status": "ok" if ok else "failed", "ms": elapsed_ms}
-        event = InProgress(sequence_number=0, response=self._snapshot("in_progress"))
+        out = self._open()
+        event = InProgress(sequence_number=self._next(), response=self._snapshot("in_progress"))
         fields: dict[str, Any] = msgspec.to_builtins(event)
-        fields["sequence_number"] = self._next()
-        fields["adapter_critic"] = {"progress": progress}
-        return self._open() + _sse("response.in_progress", _encoder.encode(fields))
+        fields["adapter_critic"] = {"progress": {"stage": stage, "status": "ok" if ok else "failed", "ms": elapsed_ms}}
+        return out + _sse("response.in_progress", _encoder.encode(fields))
 
     def failure(self, rendered: Rendered) -> bytes:
         """The end of a stream that failed after it started: an `error` event, then `response.failed`."""
