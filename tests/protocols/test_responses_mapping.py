@@ -416,7 +416,7 @@ def test_an_answer_known_whole_streams_as_events_and_a_length_stop_ends_incomple
 def test_a_failure_after_the_start_is_an_error_event_then_response_failed() -> None:
     events = writer()
     error = UpstreamError(stage="critic", target="c@u", kind="timeout", detail="timed out after 1s.")
-    parsed = parse(events.relayed([chunk("Pa")]) + events.failure(render_error(error)))
+    parsed = parse(events.relayed([chunk("Pa")]) + events.error_event(render_error(error)))
     assert [e["type"] for e in parsed][-2:] == ["error", "response.failed"]
     assert parsed[-2]["code"] == "upstream_timeout" and "critic" in parsed[-2]["message"]
     failed = parsed[-1]["response"]

@@ -126,7 +126,7 @@ def build_app(service: Service, *, prefix: str = "") -> Starlette:
         routes=[
             Route(f"{prefix}/chat/completions", service, methods=["POST"]),
             *(
-                Route(f"{prefix}{path}", service.endpoint(inbound), methods=["POST"])
+                Route(f"{prefix}{path}", _ASGIEndpoint(service.endpoint(inbound)), methods=["POST"])
                 for path, inbound in service.protocols.inbound.items()
                 if path != "/chat/completions"
             ),

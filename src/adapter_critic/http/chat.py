@@ -140,7 +140,9 @@ class Service:
         except Exception:
             logger.exception("request %s failed unexpectedly", completion_id)
             return protocol_error(inbound, internal_error(completion_id), headers=headers)
-        return Response(inbound.response(record, response_id=completion_id), media_type=JSON, headers=headers)
+        return Response(
+            inbound.response(record, response_id=completion_id, request=request), media_type=JSON, headers=headers
+        )
 
     def _plan(self, request: ChatRequest, client_token: str | None) -> Plan:
         """`resolve`, remembered per served model for requests without overrides: then it depends only on the

@@ -90,8 +90,8 @@ class Inbound:
         """The request body as the run's `ChatRequest` (OpenAI messages and options); raises `RequestError`."""
         raise NotImplementedError
 
-    def response(self, record: RunRecord, *, response_id: str) -> bytes:
-        """A finished run as the response body (with the `adapter_critic` extension)."""
+    def response(self, record: RunRecord, *, response_id: str, request: ChatRequest) -> bytes:
+        """A finished run of `request` as the response body (with the `adapter_critic` extension)."""
         raise NotImplementedError
 
     def stream(self, request: ChatRequest, *, response_id: str, served_model: str) -> StreamRenderer:

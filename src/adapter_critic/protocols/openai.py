@@ -35,7 +35,7 @@ class OpenAIInbound(Inbound):
     def decode(self, body: bytes, *, max_messages: int | None) -> ChatRequest:
         return decode_request(body, max_messages=max_messages)
 
-    def response(self, record: RunRecord, *, response_id: str) -> bytes:
+    def response(self, record: RunRecord, *, response_id: str, request: ChatRequest) -> bytes:
         return completion(record, completion_id=response_id)
 
     def stream(self, request: ChatRequest, *, response_id: str, served_model: str) -> StreamRenderer:

@@ -24,6 +24,7 @@ import msgspec
 from ...core import Answer
 from ...errors import Rendered
 from ...events import RunRecord
+from ...http.chunks import KEEPALIVE
 from .inbound import Echo
 from .outbound import call_item, finished, new_id, response_of, stop_status
 from .wire import (
@@ -105,7 +106,9 @@ class _Call:
 
 
 class ResponsesEvents:
-    """Renders one streamed response's events; a chat stream's `ChunkWriter` for Responses clients."""
+    """Renders one streamed response's events (a `protocols.base.StreamRenderer`)."""
+
+    keepalive = KEEPALIVE
 
     def __init__(self, *, response_id: str, served_model: str, echo: Echo) -> None:
         self.response_id, self.served_model, self.echo = response_id, served_model, echo
@@ -163,7 +166,7 @@ class ResponsesEvents:
         fields["adapter_critic"] = {"progress": {"stage": stage, "status": "ok" if ok else "failed", "ms": elapsed_ms}}
         return out + _sse("response.in_progress", _encoder.encode(fields))
 
-    def failure(self, rendered: Rendered) -> bytes:
+    def error_event(self, rendered: Rendered) -> bytes:
         """The end of a stream that failed after it started: an `error` event, then `response.failed`."""
         try:
             error = _envelope_decoder.decode(rendered.body).error
