@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from openai.types.responses import Response as SDKResponse
 
-from ..conftest import AppFactory, make_config
+from ..conftest import UPSTREAM_URL, AppFactory, make_config
 from ..scripted_upstream import Reply, ScriptedUpstream
 from .test_responses_mapping import EVENTS
 
@@ -171,3 +171,21 @@ async def test_inbound_auth_guards_the_route(
     assert refused.status_code == 401 and refused.json()["error"]["type"] == "authentication_error"
     assert allowed.status_code == 200
     assert "authorization" not in upstream.calls[0].headers  # the caller's key is never forwarded
+
+
+async def test_with_a_passthrough_other_models_go_to_its_responses_endpoint(
+    serve: AppFactory, upstream: ScriptedUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PASS_KEY", "sk-pass")
+    config = make_config(passthrough={"model": "-", "base_url": UPSTREAM_URL, "api_key_env": "PASS_KEY"})
+    async with serve(config) as client:
+        relayed = await client.post("/responses", json={"model": "gpt-hosted", "input": "Hi"})
+        served = await client.post("/responses", json={"model": "m-direct", "input": "Hi"})
+        broken = await client.post("/responses", content=b"{")
+    assert relayed.json() == {"id": "resp_upstream", "object": "response", "model": "gpt-hosted", "output": []}
+    assert served.json()["object"] == "response" and served.json()["model"] == "m-direct"
+    assert broken.status_code == 400 and broken.json()["error"]["type"] == "invalid_request_error"
+    first, second = upstream.calls
+    assert first.path == "/v1/responses" and first.headers["authorization"] == "Bearer sk-pass"
+    assert first.body == {"model": "gpt-hosted", "input": "Hi"}
+    assert second.path == "/v1/chat/completions"

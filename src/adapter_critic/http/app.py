@@ -28,6 +28,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ..config import Config, load_config, require_absolute_urls
 from ..errors import RequestError, ServerError
 from ..observe.logs import served_line
+from ..protocols.base import Inbound
 from ..request.resolve import unknown_model
 from ..upstream.retry import Sleep
 from .auth import AuthMiddleware
@@ -126,7 +127,7 @@ def build_app(service: Service, *, prefix: str = "") -> Starlette:
         routes=[
             Route(f"{prefix}/chat/completions", service, methods=["POST"]),
             *(
-                Route(f"{prefix}{path}", _ASGIEndpoint(service.endpoint(inbound)), methods=["POST"])
+                Route(f"{prefix}{path}", _protocol_endpoint(service, inbound, passthrough), methods=["POST"])
                 for path, inbound in service.protocols.inbound.items()
                 if path != "/chat/completions"
             ),
@@ -141,6 +142,12 @@ def build_app(service: Service, *, prefix: str = "") -> Starlette:
     )
     app.state.adapter_critic = service
     return app
+
+
+def _protocol_endpoint(service: Service, inbound: Inbound, passthrough: Passthrough | None) -> _ASGIEndpoint:
+    """A protocol's route; with a passthrough, requests for models this server does not serve are relayed to it."""
+    endpoint = service.endpoint(inbound)
+    return _ASGIEndpoint(endpoint if passthrough is None else passthrough.unless_served(endpoint, inbound.path))
 
 
 class _ASGIEndpoint:
