@@ -202,7 +202,7 @@ def error_handlers(prefix: str | None = None) -> dict[Any, Any]:
             root = request.scope.get("root_path", "") if prefix is None else prefix
             message = (
                 f"Unknown path {request.url.path!r}. This server serves POST {root}/chat/completions, "
-                f"GET {root}/models and GET {root}/health."
+                f"POST {root}/messages, POST {root}/responses, GET {root}/models and GET {root}/health."
             )
         elif exc.status_code == 405:
             message = f"Method {request.method} is not allowed on {request.url.path!r}."

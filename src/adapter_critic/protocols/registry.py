@@ -25,6 +25,7 @@ GROUP = "adapter_critic.protocols"
 DEFAULT = "openai"
 BUILT_IN = {
     "openai": "adapter_critic.protocols.openai:OpenAI",
+    "anthropic": "adapter_critic.protocols.anthropic:Anthropic",
     "responses": "adapter_critic.protocols.responses.protocol:Responses",
 }
 
