@@ -156,3 +156,18 @@ def test_the_standalone_server_serves_it_under_v1_only(app_url: str, up: Upstrea
     client = OpenAI(base_url=app_url, api_key="x", max_retries=0)
     with pytest.raises(openai.NotFoundError):
         client.responses.create(model="e2e-direct", input="Hi")
+
+
+def test_the_readme_example_against_the_demo() -> None:
+    env = {"ADAPTER_CRITIC_CONFIG": ""}
+    with run_server(["-m", "uvicorn", "adapter_critic.asgi:app", "--log-level", "warning"], env) as (url, _):
+        client = OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+        response = client.responses.create(model="demo-critic", input="Hello!", instructions="Answer briefly.")
+        assert "revised after the demo critic's review" in response.output_text
+        assert extension(response)["intermediate"]["critic"]
+        with client.responses.stream(model="demo-critic", input="Hello!") as stream:
+            deltas = [event.delta for event in stream if event.type == "response.output_text.delta"]
+            final = stream.get_final_response()
+    assert "".join(deltas) == final.output_text and len(deltas) > 1
+    assert final.status == "completed" and final.usage is not None and final.usage.total_tokens > 0
+    assert extension(final)["mode"] == "critic"

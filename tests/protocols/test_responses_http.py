@@ -1,13 +1,20 @@
 """`POST /responses` in-process against the scripted upstream: what the stages are sent, the answer plain and
-streamed, statelessness, errors, auth and limits."""
+streamed, keep-alives and progress, statelessness, errors, auth and limits, a client that goes away."""
 
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
+import anyio
+import httpx
 import pytest
+from asgi_lifespan import LifespanManager
 from openai.types.responses import Response as SDKResponse
+from starlette.types import Message
+
+from adapter_critic import create_app
 
 from ..conftest import UPSTREAM_URL, AppFactory, make_config
 from ..scripted_upstream import Reply, ScriptedUpstream
@@ -189,3 +196,62 @@ async def test_with_a_passthrough_other_models_go_to_its_responses_endpoint(
     assert first.path == "/v1/responses" and first.headers["authorization"] == "Bearer sk-pass"
     assert first.body == {"model": "gpt-hosted", "input": "Hi"}
     assert second.path == "/v1/chat/completions"
+
+
+async def test_keepalives_while_stages_run_and_progress_when_asked(
+    serve: AppFactory, upstream: ScriptedUpstream
+) -> None:
+    upstream.script(Reply("Draft.", model="api-model", delay=0.3), Reply("Fine.", model="critic-model"))
+    body = {"model": "m-critic", "input": "Hi", "stream": True, "x_adapter_critic": {"progress": True}}
+    async with serve(make_config(keepalive_seconds=0.05)) as client:
+        answer = await client.post("/responses", json=body)
+    assert answer.text.startswith(": keep-alive\n\n")  # while the draft was being written
+    events = events_of(answer.text)
+    progress = [e["adapter_critic"]["progress"]["stage"] for e in events if "adapter_critic" in e]
+    assert progress == ["api_draft", "critic"]
+    assert events[-1]["type"] == "response.completed"
+
+
+async def test_a_client_that_goes_away_cancels_the_run(
+    upstream: ScriptedUpstream, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="adapter_critic")
+    upstream.script(Reply("Draft.", model="api-model"), Reply("critique", model="critic-model", delay=30))
+    holding, aborted, disconnect = upstream.holding_signal(), upstream.aborted_signal(), anyio.Event()
+    raw = json.dumps({"model": "m-critic", "input": "Hi", "stream": True}).encode()
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.3"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/responses",
+        "raw_path": b"/responses",
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(b"content-type", b"application/json")],
+        "client": ("127.0.0.1", 50000),
+        "server": ("testserver", 80),
+    }
+    messages: list[Message] = [{"type": "http.request", "body": raw, "more_body": False}]
+
+    async def receive() -> Message:
+        if messages:
+            return messages.pop()
+        await disconnect.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: Message) -> None:
+        pass
+
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=upstream.app)) as upstream_client:
+        app = create_app(make_config(), http_client=upstream_client)
+        async with LifespanManager(app) as manager, anyio.create_task_group() as tg:
+            tg.start_soon(manager.app, scope, receive, send)
+            with anyio.fail_after(5):  # a hang guard
+                await holding.wait()  # the critic's call is running
+                disconnect.set()
+                await aborted.wait()  # ... and is cancelled
+    assert [call.model for call in upstream.aborted] == ["critic-model"]
+    gone = [r.getMessage() for r in caplog.records if "the client went away" in r.getMessage()]
+    assert len(gone) == 1 and gone[0].startswith("[resp_")
