@@ -19,16 +19,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import Any
 
 import msgspec
 
 from ...errors import RequestError
 from ...request.decode import decode_fields
-from .wire import FunctionTool, Item, NamedToolChoice, Part, ReasoningConfig, TextConfig
+from .items import messages_of, missing, required
+from .wire import FunctionTool, Item, NamedToolChoice, ReasoningConfig, TextConfig
 
-# Passed to the chat decoder as they came.
-_RELAYED = frozenset({"x_adapter_critic", "extra_body"})
 # Responses fields a chat-completions model has no use for: accepted and dropped.
 _DROPPED = frozenset(
     {
@@ -68,7 +67,6 @@ _MAPPED = frozenset(
         "background",
     }
 )
-_ROLES = frozenset({"user", "assistant", "system", "developer"})
 _TOOL_CHOICES = frozenset({"auto", "none", "required"})
 
 
@@ -145,7 +143,7 @@ def _map(fields: dict[str, msgspec.Raw], max_items: int | None) -> Mapped:
 
     echo = Echo()
     echo.instructions = _decode(fields, "instructions", _str_decoder)
-    messages = _messages(items, echo.instructions)
+    messages = messages_of(items, echo.instructions)
     chat: dict[str, Any] = {"model": model, "messages": messages}
     for name, value in fields.items():  # vendor fields go on, like a chat request's
         if name not in _MAPPED and name not in _DROPPED and name not in _STATEFUL:
@@ -198,121 +196,6 @@ def _options(fields: dict[str, msgspec.Raw], chat: dict[str, Any], echo: Echo) -
         echo.reasoning = {"effort": reasoning.effort, "summary": None}
 
 
-def _messages(items: str | list[Item], instructions: str | None) -> list[dict[str, Any]]:
-    """`input` (and `instructions`) as chat messages. A `function_call` joins the assistant message right before
-    it (the text of the same turn) or the calls right before it: one assistant message per turn."""
-    messages: list[dict[str, Any]] = []
-    if instructions:
-        messages.append({"role": "system", "content": instructions})
-    if isinstance(items, str):
-        messages.append({"role": "user", "content": items})
-        return messages
-    if not items:
-        raise RequestError("`input` must not be an empty array.", param="input")
-    turn: dict[str, Any] | None = None  # the assistant message function calls join
-    for index, item in enumerate(items):
-        where = f"input[{index}]"
-        if item.type == "message":
-            role = item.role
-            if role not in _ROLES:
-                shown = "missing" if role is None else repr(role)
-                raise RequestError(
-                    f"`{where}.role` is {shown}; must be one of user, assistant, system, developer.",
-                    param=f"{where}.role",
-                )
-            message = {"role": role, "content": _content(item.content, role, f"{where}.content")}
-            messages.append(message)
-            turn = message if role == "assistant" else None
-        elif item.type == "function_call":
-            call = {
-                "id": _required(item.call_id, f"{where}.call_id"),
-                "type": "function",
-                "function": {
-                    "name": _required(item.name, f"{where}.name"),
-                    "arguments": _required(item.arguments, f"{where}.arguments", empty=True),
-                },
-            }
-            if turn is None:
-                turn = {"role": "assistant", "content": None}
-                messages.append(turn)
-            turn.setdefault("tool_calls", []).append(call)
-        elif item.type == "function_call_output":
-            output = item.output if item.output is not None else ""
-            messages.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": _required(item.call_id, f"{where}.call_id"),
-                    "content": output if isinstance(output, str) else _text(output, f"{where}.output"),
-                }
-            )
-            turn = None
-        elif item.type == "reasoning":
-            continue  # an earlier answer's reasoning, sent back: a chat model takes none
-        elif item.type == "item_reference":
-            raise RequestError(
-                f"`{where}`: item references are not supported: this server keeps no items. Send the item itself.",
-                param=f"{where}.type",
-            )
-        else:
-            raise RequestError(
-                f"`{where}.type` {item.type!r} is not supported; input items are messages, function_call and "
-                "function_call_output (reasoning items are accepted and dropped).",
-                param=f"{where}.type",
-            )
-    return messages
-
-
-def _content(content: str | list[Part] | None, role: str, where: str) -> str | list[dict[str, Any]]:
-    """A message's content for a chat model: a string, or (user messages with images, or several parts) a list of
-    chat content parts. Assistant, system and developer content is text, joined into one string."""
-    if content is None:
-        raise RequestError(f"`{where}` is required: a string or an array of content parts.", param=where)
-    if isinstance(content, str):
-        return content
-    if role != "user":
-        return _text(content, where)
-    parts = [_part(part, f"{where}[{index}]") for index, part in enumerate(content)]
-    if len(parts) == 1 and parts[0]["type"] == "text":
-        return str(parts[0]["text"])
-    return parts
-
-
-def _part(part: Part, where: str) -> dict[str, Any]:
-    if part.type in ("input_text", "output_text"):
-        return {"type": "text", "text": _required(part.text, f"{where}.text", empty=True)}
-    if part.type == "input_image":
-        if part.image_url is None:
-            why = "file ids need stored files, which this server keeps none of" if part.file_id else "it is missing"
-            raise RequestError(
-                f"`{where}.image_url` is required ({why}): give the image as a URL or a `data:` URL.",
-                param=f"{where}.image_url",
-            )
-        image: dict[str, Any] = {"url": part.image_url}
-        if part.detail is not None:
-            image["detail"] = part.detail
-        return {"type": "image_url", "image_url": image}
-    raise RequestError(
-        f"`{where}.type` {part.type!r} is not supported; content parts are input_text and input_image.",
-        param=f"{where}.type",
-    )
-
-
-def _text(parts: list[Part], where: str) -> str:
-    """Text parts (`input_text`, `output_text`, `refusal`) joined into one string; anything else is refused."""
-    texts: list[str] = []
-    for index, part in enumerate(parts):
-        if part.type in ("input_text", "output_text", "text"):
-            texts.append(_required(part.text, f"{where}[{index}].text", empty=True))
-        elif part.type == "refusal":
-            texts.append(part.refusal or "")
-        else:
-            raise RequestError(
-                f"`{where}[{index}].type` {part.type!r} is not supported here: only text parts.",
-                param=f"{where}[{index}].type",
-            )
-    return "".join(texts)
-
-
 def _tool(tool: FunctionTool, index: int) -> dict[str, Any]:
     where = f"tools[{index}]"
     if tool.type != "function":
@@ -321,7 +204,7 @@ def _tool(tool: FunctionTool, index: int) -> dict[str, Any]:
             "(hosted tools such as web or file search are not available here).",
             param=f"{where}.type",
         )
-    function: dict[str, Any] = {"name": _required(tool.name, f"{where}.name")}
+    function: dict[str, Any] = {"name": required(tool.name, f"{where}.name")}
     if tool.description is not None:
         function["description"] = tool.description
     if tool.parameters is not None:
@@ -345,7 +228,7 @@ def _tool_choice(choice: str | NamedToolChoice) -> Any:
             '{"type": "function", "name": ...}.',
             param="tool_choice.type",
         )
-    return {"type": "function", "function": {"name": _required(choice.name, "tool_choice.name")}}
+    return {"type": "function", "function": {"name": required(choice.name, "tool_choice.name")}}
 
 
 def _response_format(text: TextConfig) -> dict[str, Any] | None:
@@ -357,8 +240,8 @@ def _response_format(text: TextConfig) -> dict[str, Any] | None:
         return {"type": "json_object"}
     if fmt.type == "json_schema":
         schema: dict[str, Any] = {
-            "name": _required(fmt.name, "text.format.name"),
-            "schema": fmt.schema if fmt.schema is not None else _missing("text.format.schema"),
+            "name": required(fmt.name, "text.format.name"),
+            "schema": fmt.schema if fmt.schema is not None else missing("text.format.schema"),
         }
         if fmt.strict is not None:
             schema["strict"] = fmt.strict
@@ -369,16 +252,6 @@ def _response_format(text: TextConfig) -> dict[str, Any] | None:
         f"`text.format.type` {fmt.type!r} is not supported; use text, json_object or json_schema.",
         param="text.format.type",
     )
-
-
-def _required(value: str | None, where: str, *, empty: bool = False) -> str:
-    if value is None or (not value and not empty):
-        return _missing(where)
-    return value
-
-
-def _missing(where: str) -> NoReturn:
-    raise RequestError(f"`{where}` is required.", param=where)
 
 
 _any_decoder = msgspec.json.Decoder()
