@@ -234,6 +234,34 @@ async def test_protocol_settings_set_the_default_max_tokens_and_version(upstream
     assert call.headers["anthropic-version"] == "2099-01-01"
 
 
+async def test_an_override_to_a_configured_claude_url_speaks_its_protocol(upstream: ScriptedUpstream) -> None:
+    cfg = Config.from_dict(
+        {
+            "retries": 0,
+            "served_models": {
+                "local-critic": {"mode": "critic", "api": LOCAL, "critic": LOCAL},
+                "m-claude": {"mode": "direct", "api": CLAUDE},
+            },
+        }
+    )
+    overrides = {"critic_model": "claude-haiku-4-5", "critic_base_url": CLAUDE_URL}
+    async with serving(upstream, cfg) as client:
+        response = await client.post("/chat/completions", json=chat("local-critic", x_adapter_critic=overrides))
+    assert response.status_code == 200
+    [call] = claude_calls(upstream)
+    assert call.body["model"] == "claude-haiku-4-5" and call.headers["x-api-key"] == KEY
+
+
+async def test_a_claude_fallback_answers_when_the_local_api_fails(upstream: ScriptedUpstream) -> None:
+    api = {**LOCAL, "fallbacks": [CLAUDE]}
+    cfg = Config.from_dict({"retries": 0, "served_models": {"m": {"mode": "direct", "api": api}}})
+    upstream.script(Reply(status=503, body='{"error": {"message": "down"}}', model="local-model"))
+    async with serving(upstream, cfg) as client:
+        response = await client.post("/chat/completions", json=chat("m", "Hi"))
+    assert response.json()["choices"][0]["message"]["content"] == "echo claude-sonnet-4-5: Hi"
+    assert response.json()["adapter_critic"]["targets"]["api"] == f"claude-sonnet-4-5@{CLAUDE_URL}"
+
+
 def test_unknown_protocol_settings_are_refused_at_load() -> None:
     from adapter_critic.errors import ConfigError
 

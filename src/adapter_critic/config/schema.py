@@ -117,6 +117,8 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
                 protocols.settings_of(name, given)
             except msgspec.ValidationError as exc:
                 raise ValueError(f"protocols.{name}: {exc}") from None
+        if self.passthrough is not None and self.passthrough.protocol != protocols.DEFAULT:
+            raise ValueError("passthrough.protocol: the passthrough relays OpenAI requests as they are; leave it out")
         if self.auth_api_keys_env is None:
             return
         upstream_key_envs = {self.default_api_key_env, *(t.api_key_env for t in self.targets() if t.api_key_env)}

@@ -252,7 +252,9 @@ def api_key(target: StageTarget) -> str | None:
 
 
 def _an_answer(target: StageTarget) -> str:
-    return "an OpenAI chat completion" if target.protocol == "openai" else f"a {target.protocol} protocol answer"
+    return (
+        "an OpenAI chat completion" if target.protocol == "openai" else f"an answer of the {target.protocol} protocol"
+    )
 
 
 @contextlib.asynccontextmanager
