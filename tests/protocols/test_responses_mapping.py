@@ -9,6 +9,8 @@ from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from openai.types.responses import Response as SDKResponse
 from openai.types.responses import ResponseStreamEvent
 from pydantic import TypeAdapter
@@ -18,6 +20,7 @@ from adapter_critic.errors import RequestError, UpstreamError, render_error
 from adapter_critic.events import RunRecord, StageRecord
 from adapter_critic.protocols.responses import outbound
 from adapter_critic.protocols.responses.inbound import Echo, Mapped, map_request
+from adapter_critic.protocols.responses.protocol import INBOUND
 from adapter_critic.protocols.responses.stream import ResponsesEvents
 from adapter_critic.request.decode import decode_request
 
@@ -430,3 +433,76 @@ def test_progress_is_an_in_progress_event_carrying_the_stage() -> None:
     assert [e["type"] for e in parsed] == ["response.created", "response.in_progress"] + ["response.in_progress"] * 2
     assert parsed[2]["adapter_critic"]["progress"] == {"stage": "api_draft", "status": "ok", "ms": 12.5}
     assert parsed[3]["adapter_critic"]["progress"]["status"] == "failed"
+
+
+# -- hostile input (hypothesis): a chat request the run can take, or a 400, never another exception --------
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=12,
+)
+ITEM_KEYS = ["type", "role", "content", "call_id", "name", "arguments", "output", "text", "image_url", "file_id"]
+ITEM_TYPES = ["message", "function_call", "function_call_output", "reasoning", "item_reference", "input_text"]
+PART = st.fixed_dictionaries(
+    {"type": st.sampled_from(["input_text", "output_text", "input_image", "refusal", "x"])},
+    optional={"text": JSON, "image_url": JSON, "file_id": JSON, "refusal": JSON},
+)
+ITEM = st.fixed_dictionaries(
+    {},
+    optional={
+        "type": st.sampled_from(ITEM_TYPES) | JSON,
+        "role": st.sampled_from(["user", "assistant", "system", "developer", "tool"]) | JSON,
+        "content": st.text(max_size=5) | st.lists(PART, max_size=3) | JSON,
+        **{key: st.text(max_size=5) | JSON for key in ITEM_KEYS[3:]},
+    },
+)
+REQUEST = st.fixed_dictionaries(
+    {"model": st.sampled_from(["m", ""]) | JSON},
+    optional={
+        "input": st.text(max_size=5) | st.lists(ITEM, max_size=4) | JSON,
+        "instructions": st.text(max_size=5) | JSON,
+        "tools": st.lists(
+            st.fixed_dictionaries(
+                {"type": st.sampled_from(["function", "web_search"])}, optional={"name": JSON, "parameters": JSON}
+            ),
+            max_size=2,
+        )
+        | JSON,
+        "tool_choice": st.sampled_from(["auto", "none", "required", "x"]) | JSON,
+        "text": st.fixed_dictionaries(
+            {
+                "format": st.fixed_dictionaries(
+                    {"type": st.sampled_from(["text", "json_object", "json_schema", "x"])},
+                    optional={"name": JSON, "schema": JSON},
+                )
+            }
+        )
+        | JSON,
+        **{key: JSON for key in ("temperature", "max_output_tokens", "metadata", "stream", "store", "reasoning")},
+        **{key: JSON for key in ("previous_response_id", "background", "x_adapter_critic", "parallel_tool_calls")},
+    },
+)
+
+
+FUZZ = settings(deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@FUZZ
+@given(REQUEST)
+def test_any_request_is_a_chat_request_or_a_400(request_fields: dict[str, Any]) -> None:
+    try:
+        request = INBOUND.decode(json.dumps(request_fields).encode(), max_messages=3)
+    except RequestError as exc:
+        assert exc.status_code == 400 and exc.message
+        return
+    assert request.messages and request.model  # a valid chat request, which the run can take
+
+
+@FUZZ
+@given(st.binary(max_size=64) | JSON.map(lambda value: json.dumps(value).encode()))
+def test_any_body_is_a_chat_request_or_a_400(body: bytes) -> None:
+    try:
+        INBOUND.decode(body, max_messages=None)
+    except RequestError as exc:
+        assert exc.status_code == 400
