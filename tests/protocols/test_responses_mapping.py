@@ -175,8 +175,8 @@ def test_options_are_mapped_and_settings_echoed() -> None:
     assert request.stream and request.overrides is not None and request.overrides.mode == "critic"
     echo = result.echo
     assert (echo.temperature, echo.top_p, echo.max_output_tokens, echo.parallel_tool_calls) == (0.2, 0.9, 64, False)
-    assert echo.tools == [TOOL] and echo.metadata == {"k": "v"} and echo.user == "u1"
-    assert echo.tool_choice == {"type": "function", "name": "get_weather"}
+    assert msgspec.json.decode(echo.tools) == [TOOL] and echo.metadata == {"k": "v"} and echo.user == "u1"
+    assert msgspec.json.decode(echo.tool_choice) == {"type": "function", "name": "get_weather"}
     assert chat_of(input="x", text={"format": {"type": "json_object"}})["response_format"] == {"type": "json_object"}
     assert "response_format" not in chat_of(input="x", text={"format": {"type": "text"}})
     assert chat_of(input="x", tool_choice="required")["tool_choice"] == "required"

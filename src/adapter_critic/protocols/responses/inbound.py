@@ -72,16 +72,17 @@ _TOOL_CHOICES = frozenset({"auto", "none", "required"})
 
 @dataclass(slots=True)
 class Echo:
-    """What the `response` object repeats of the request (the Responses API echoes its settings)."""
+    """What the `response` object repeats of the request (the Responses API echoes its settings); `text`,
+    `tool_choice` and `tools` as the request sent them (raw JSON)."""
 
     instructions: str | None = None
     max_output_tokens: int | None = None
     parallel_tool_calls: bool = True
     temperature: float | None = None
     top_p: float | None = None
-    text: dict[str, Any] = field(default_factory=lambda: {"format": {"type": "text"}})
+    text: Any = field(default_factory=lambda: {"format": {"type": "text"}})
     tool_choice: Any = "auto"
-    tools: list[Any] = field(default_factory=list)
+    tools: Any = field(default_factory=list)
     user: str | None = None
     metadata: dict[str, str] = field(default_factory=dict)
     reasoning: dict[str, Any] = field(default_factory=lambda: {"effort": None, "summary": None})
@@ -179,17 +180,17 @@ def _options(fields: dict[str, msgspec.Raw], chat: dict[str, Any], echo: Echo) -
         chat["tools"] = [_tool(tool, index) for index, tool in enumerate(tools)]
         if not chat["tools"]:
             del chat["tools"]
-        echo.tools = msgspec.json.decode(fields["tools"])
+        echo.tools = fields["tools"]
     choice = _decode(fields, "tool_choice", _tool_choice_decoder, nullable=True)
     if choice is not None:
         chat["tool_choice"] = _tool_choice(choice)
-        echo.tool_choice = msgspec.json.decode(fields["tool_choice"])
+        echo.tool_choice = fields["tool_choice"]
     text = _decode(fields, "text", _text_decoder, nullable=True)
     if text is not None and text.format is not None:
         response_format = _response_format(text)
         if response_format is not None:
             chat["response_format"] = response_format
-        echo.text = msgspec.json.decode(fields["text"])
+        echo.text = fields["text"]
     reasoning = _decode(fields, "reasoning", _reasoning_decoder)
     if reasoning is not None and reasoning.effort is not None:
         chat["reasoning_effort"] = reasoning.effort
@@ -207,7 +208,7 @@ def _tool(tool: FunctionTool, index: int) -> dict[str, Any]:
     function: dict[str, Any] = {"name": required(tool.name, f"{where}.name")}
     if tool.description is not None:
         function["description"] = tool.description
-    if tool.parameters is not None:
+    if tool.parameters and bytes(tool.parameters).strip() != b"null":
         function["parameters"] = tool.parameters
     if tool.strict is not None:
         function["strict"] = tool.strict

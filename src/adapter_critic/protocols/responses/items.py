@@ -32,64 +32,69 @@ def messages_of(items: str | list[Item], instructions: str | None) -> list[dict[
         raise RequestError("`input` must not be an empty array.", param="input")
     turn: dict[str, Any] | None = None  # the assistant message function calls join
     for index, item in enumerate(items):
-        where = f"input[{index}]"
-        if item.type == "message":
+        kind = item.type
+        if kind == "message":
             role = item.role
             if role not in _ROLES:
                 shown = "missing" if role is None else repr(role)
                 raise RequestError(
-                    f"`{where}.role` is {shown}; must be one of user, assistant, system, developer.",
-                    param=f"{where}.role",
+                    f"`input[{index}].role` is {shown}; must be one of user, assistant, system, developer.",
+                    param=f"input[{index}].role",
                 )
-            message = {"role": role, "content": _content(item.content, role, f"{where}.content")}
+            given = item.content
+            content = given if isinstance(given, str) else _content(given, role, f"input[{index}].content")
+            message = {"role": role, "content": content}
             messages.append(message)
             turn = message if role == "assistant" else None
-        elif item.type == "function_call":
+        elif kind == "function_call":
+            if not item.call_id or not item.name or item.arguments is None:
+                _missing_call_field(item, index)
             call = {
-                "id": required(item.call_id, f"{where}.call_id"),
+                "id": item.call_id,
                 "type": "function",
-                "function": {
-                    "name": required(item.name, f"{where}.name"),
-                    "arguments": required(item.arguments, f"{where}.arguments", empty=True),
-                },
+                "function": {"name": item.name, "arguments": item.arguments},
             }
             if turn is None:
                 turn = {"role": "assistant", "content": None}
                 messages.append(turn)
             turn.setdefault("tool_calls", []).append(call)
-        elif item.type == "function_call_output":
+        elif kind == "function_call_output":
             output = item.output if item.output is not None else ""
-            messages.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": required(item.call_id, f"{where}.call_id"),
-                    "content": output if isinstance(output, str) else _text(output, f"{where}.output"),
-                }
-            )
+            if not item.call_id:
+                missing(f"input[{index}].call_id")
+            if not isinstance(output, str):
+                output = _text(output, f"input[{index}].output")
+            messages.append({"role": "tool", "tool_call_id": item.call_id, "content": output})
             turn = None
-        elif item.type == "reasoning":
+        elif kind == "reasoning":
             continue  # an earlier answer's reasoning, sent back: a chat model takes none
-        elif item.type == "item_reference":
+        elif kind == "item_reference":
             raise RequestError(
-                f"`{where}`: item references are not supported: this server keeps no items. Send the item itself.",
-                param=f"{where}.type",
+                f"`input[{index}]`: item references are not supported: this server keeps no items. Send the item "
+                "itself.",
+                param=f"input[{index}].type",
             )
         else:
             raise RequestError(
-                f"`{where}.type` {item.type!r} is not supported; input items are messages, function_call and "
+                f"`input[{index}].type` {kind!r} is not supported; input items are messages, function_call and "
                 "function_call_output (reasoning items are accepted and dropped).",
-                param=f"{where}.type",
+                param=f"input[{index}].type",
             )
     return messages
 
 
-def _content(content: str | list[Part] | None, role: str, where: str) -> str | list[dict[str, Any]]:
-    """A message's content for a chat model: a string, or (user messages with images, or several parts) a list of
-    chat content parts. Assistant, system and developer content is text, joined into one string."""
+def _missing_call_field(item: Item, index: int) -> NoReturn:
+    for name in ("call_id", "name"):
+        if not getattr(item, name):
+            missing(f"input[{index}].{name}")
+    missing(f"input[{index}].arguments")
+
+
+def _content(content: list[Part] | None, role: str, where: str) -> str | list[dict[str, Any]]:
+    """A message's content parts for a chat model: a string, or (user messages with images, or several parts) a
+    list of chat content parts. Assistant, system and developer content is text, joined into one string."""
     if content is None:
         raise RequestError(f"`{where}` is required: a string or an array of content parts.", param=where)
-    if isinstance(content, str):
-        return content
     if role != "user":
         return _text(content, where)
     parts = [_part(part, f"{where}[{index}]") for index, part in enumerate(content)]

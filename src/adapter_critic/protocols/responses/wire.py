@@ -48,7 +48,7 @@ class FunctionTool(msgspec.Struct):
     type: str
     name: str | None = None
     description: str | None = None
-    parameters: dict[str, Any] | None = None
+    parameters: msgspec.Raw = msgspec.Raw()  # the JSON schema, passed on as it came (empty: none given)
     strict: bool | None = None
 
 
@@ -156,9 +156,9 @@ class Response(msgspec.Struct, kw_only=True):
     reasoning: dict[str, Any] = {}
     store: bool = False  # nothing is kept: a later `previous_response_id` cannot refer to this response
     temperature: float | None = None
-    text: dict[str, Any] = {}
+    text: Any = {}
     tool_choice: Any = "auto"
-    tools: list[Any] = []
+    tools: Any = []  # the request's, as it sent them
     top_p: float | None = None
     truncation: str = "disabled"
     usage: ResponseUsage | None = None
