@@ -48,10 +48,14 @@ class _ChatMessage(msgspec.Struct):
     tool_call_id: str | None = None
 
 
+_EMPTY_SCHEMA = msgspec.Raw(b'{"type":"object","properties":{}}')
+
+
 class _FunctionDef(msgspec.Struct):
     name: str
     description: str | None = None
-    parameters: dict[str, Any] | None = None
+    # Passed on as sent (a tool's schema can be large: never decoded into Python objects).
+    parameters: msgspec.Raw = _EMPTY_SCHEMA
 
 
 class _ChatTool(msgspec.Struct):
@@ -83,6 +87,12 @@ class _ChatBody(msgspec.Struct):
     user: str | None = None
 
 
+class _Tool(msgspec.Struct, omit_defaults=True):
+    name: str
+    input_schema: msgspec.Raw  # a chat tool's `parameters`, passed on as sent
+    description: str | None = None
+
+
 class _Request(msgspec.Struct, kw_only=True, omit_defaults=True):
     model: str
     messages: list[wire.MessageParam]
@@ -91,7 +101,7 @@ class _Request(msgspec.Struct, kw_only=True, omit_defaults=True):
     stop_sequences: list[str] | None = None
     temperature: float | None = None
     top_p: float | None = None
-    tools: list[wire.Tool] | None = None
+    tools: list[_Tool] | None = None
     tool_choice: wire.ToolChoice | None = None
     metadata: wire.Metadata | None = None
     stream: bool | None = None
@@ -202,9 +212,11 @@ def _arguments(arguments: str | dict[str, Any] | None) -> dict[str, Any]:
     return parsed if isinstance(parsed, dict) else {"value": parsed}
 
 
-def _tool(tool: _ChatTool) -> wire.Tool:
-    schema = tool.function.parameters or {"type": "object", "properties": {}}
-    return wire.Tool(name=tool.function.name, description=tool.function.description, input_schema=schema)
+def _tool(tool: _ChatTool) -> _Tool:
+    schema = tool.function.parameters
+    if bytes(schema).strip() == b"null":
+        schema = _EMPTY_SCHEMA
+    return _Tool(name=tool.function.name, input_schema=schema, description=tool.function.description)
 
 
 def _tool_choice(choice: str | _NamedChoice | None, parallel: bool | None) -> wire.ToolChoice | None:
