@@ -224,7 +224,7 @@ class ScriptedUpstream:
         """Anthropic Messages: the same script, answered in the Messages shape (`tests.scripted_anthropic`)."""
         body = await self._record(request)
         model = str(body.get("model"))
-        reply = self._next(model) or Reply(content=f"echo {model}: {_last_user_text(body)}")
+        reply = self._next(model, _text(body)) or Reply(content=f"echo {model}: {_last_user_text(body)}")
         if reply.body is not None:
             return Response(reply.body, status_code=reply.status, headers=reply.headers, media_type="application/json")
         answer = scripted_anthropic.message(reply, model)
