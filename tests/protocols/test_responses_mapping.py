@@ -179,7 +179,11 @@ def test_options_are_mapped_and_settings_echoed() -> None:
     assert msgspec.json.decode(echo.tool_choice) == {"type": "function", "name": "get_weather"}
     assert chat_of(input="x", text={"format": {"type": "json_object"}})["response_format"] == {"type": "json_object"}
     assert "response_format" not in chat_of(input="x", text={"format": {"type": "text"}})
-    assert chat_of(input="x", tool_choice="required")["tool_choice"] == "required"
+    assert chat_of(input="x", tools=[TOOL], tool_choice="required")["tool_choice"] == "required"
+    # Without tools, tool settings are echoed but not sent (chat APIs refuse them).
+    alone = mapped(input="x", tool_choice="none", parallel_tool_calls=False)
+    assert json.loads(alone.chat_body) == {"model": "m", "messages": [{"role": "user", "content": "x"}]}
+    assert msgspec.json.decode(alone.echo.tool_choice) == "none" and alone.echo.parallel_tool_calls is False
 
 
 @pytest.mark.parametrize(

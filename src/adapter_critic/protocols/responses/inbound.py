@@ -5,7 +5,8 @@ and options), and what the response echoes back (`Echo`).
   answer made and their `function_call_output`s) becomes `messages`; `instructions` a leading system message.
 - `tools` (function tools), `tool_choice`, `temperature`, `top_p`, `parallel_tool_calls`, `max_output_tokens`
   (as `max_tokens`), `text.format` (as `response_format`), `reasoning.effort` (as `reasoning_effort`) and `user`
-  become the options every API-stage call gets; `metadata` is only echoed.
+  become the options every API-stage call gets (`tool_choice` and `parallel_tool_calls` only with tools: chat
+  APIs refuse them without); `metadata` is only echoed.
 - Nothing is stored: `store` is answered `false`, and `previous_response_id`, `conversation`, `background` and
   stored `prompt`s are refused (400) — the client sends the whole conversation as `input`.
 - `x_adapter_critic` / `extra_body` go on as they came (the chat decoder reads them), and so does any field
@@ -168,9 +169,6 @@ def _options(fields: dict[str, msgspec.Raw], chat: dict[str, Any], echo: Echo) -
         if max_tokens < 1:
             raise RequestError("`max_output_tokens` must be at least 1.", param="max_output_tokens")
         chat["max_tokens"] = echo.max_output_tokens = max_tokens
-    parallel = _decode(fields, "parallel_tool_calls", _bool_decoder)
-    if parallel is not None:
-        chat["parallel_tool_calls"] = echo.parallel_tool_calls = parallel
     user = _decode(fields, "user", _str_decoder)
     if user is not None:
         chat["user"] = echo.user = user
@@ -181,10 +179,18 @@ def _options(fields: dict[str, msgspec.Raw], chat: dict[str, Any], echo: Echo) -
         if not chat["tools"]:
             del chat["tools"]
         echo.tools = fields["tools"]
+    # Chat APIs refuse tool settings without tools (agents send `parallel_tool_calls: false` either way).
     choice = _decode(fields, "tool_choice", _tool_choice_decoder, nullable=True)
     if choice is not None:
-        chat["tool_choice"] = _tool_choice(choice)
+        mapped = _tool_choice(choice)
         echo.tool_choice = fields["tool_choice"]
+        if "tools" in chat:
+            chat["tool_choice"] = mapped
+    parallel = _decode(fields, "parallel_tool_calls", _bool_decoder)
+    if parallel is not None:
+        echo.parallel_tool_calls = parallel
+        if "tools" in chat:
+            chat["parallel_tool_calls"] = parallel
     text = _decode(fields, "text", _text_decoder, nullable=True)
     if text is not None and text.format is not None:
         response_format = _response_format(text)
