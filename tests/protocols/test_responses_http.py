@@ -255,3 +255,16 @@ async def test_a_client_that_goes_away_cancels_the_run(
     assert [call.model for call in upstream.aborted] == ["critic-model"]
     gone = [r.getMessage() for r in caplog.records if "the client went away" in r.getMessage()]
     assert len(gone) == 1 and gone[0].startswith("[resp_")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_an_upstreams_reasoning_comes_back_as_a_reasoning_item(
+    serve: AppFactory, upstream: ScriptedUpstream, stream: bool
+) -> None:
+    upstream.script(Reply("4", message_extra={"reasoning_content": "2 + 2 is 4."}))
+    async with serve() as client:
+        answer = await client.post("/responses", json={"model": "m-direct", "input": "2 + 2?", "stream": stream})
+    data = events_of(answer.text)[-1]["response"] if stream else answer.json()
+    assert [item["type"] for item in data["output"]] == ["reasoning", "message"]
+    assert data["output"][0]["content"] == [{"type": "reasoning_text", "text": "2 + 2 is 4."}]
+    assert data["output"][1]["content"][0]["text"] == "4"

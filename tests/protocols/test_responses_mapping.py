@@ -510,3 +510,36 @@ def test_any_body_is_a_chat_request_or_a_400(body: bytes) -> None:
         INBOUND.decode(body, max_messages=None)
     except RequestError as exc:
         assert exc.status_code == 400
+
+
+def test_the_models_reasoning_is_a_reasoning_item_plain_and_streamed() -> None:
+    completion = {
+        "choices": [
+            {
+                "message": {"role": "assistant", "content": "4", "reasoning_content": "2 + 2 is 4."},
+                "finish_reason": "stop",
+            }
+        ]
+    }
+    answer = Answer("4", None, "stop", source=json.dumps(completion).encode())
+    plain = body_of(record(answer))["output"]
+    assert [item["type"] for item in plain] == ["reasoning", "message"]
+    assert plain[0]["content"] == [{"type": "reasoning_text", "text": "2 + 2 is 4."}] and plain[0]["summary"] == []
+
+    events = writer()
+    thinking = [b'{"choices": [{"index": 0, "delta": {"reasoning_content": "2 + 2"}}]}']
+    thinking.append(b'{"choices": [{"index": 0, "delta": {"reasoning": " is 4."}}]}')
+    out = events.relayed([*thinking, chunk("4")]) + events.tail(record(Answer("4", None, "stop")), chunk(finish="stop"))
+    parsed = parse(out)
+    assert [e["type"] for e in parsed][2:8] == [
+        "response.output_item.added",
+        "response.reasoning_text.delta",
+        "response.reasoning_text.delta",
+        "response.reasoning_text.done",
+        "response.output_item.done",
+        "response.output_item.added",
+    ]
+    assert parsed[5]["text"] == "2 + 2 is 4." and parsed[7]["item"]["type"] == "message"
+    output = parsed[-1]["response"]["output"]
+    assert [item["type"] for item in output] == ["reasoning", "message"]
+    assert output[0]["content"][0]["text"] == "2 + 2 is 4." and output[1]["content"][0]["text"] == "4"

@@ -1,6 +1,8 @@
 """A finished run as the Responses API's `response` object: the answer as output items, the status a stop gives,
 usage in the Responses names, the request's settings echoed, and the `adapter_critic` extension.
 
+- The model's reasoning, where its upstream gave it (`reasoning_content` / `reasoning`), is a `reasoning` item
+  first, with one `reasoning_text` part.
 - The answer's text is one `message` item with one `output_text` part (left out when the model only called
   tools); each tool call is a `function_call` item with `call_id`, `name` and `arguments`.
 - A `length` stop is `status: "incomplete"` with `incomplete_details.reason = "max_output_tokens"`
@@ -18,7 +20,7 @@ from typing import Any
 
 import msgspec
 
-from ...core import Answer, Usage
+from ...core import Answer, Completion, Usage
 from ...events import Extension, RunRecord, extension
 from .inbound import Echo
 from .wire import (
@@ -29,6 +31,8 @@ from .wire import (
     OutputItem,
     OutputText,
     OutputTokensDetails,
+    ReasoningItem,
+    ReasoningText,
     Response,
     ResponseError,
     ResponseUsage,
@@ -37,6 +41,7 @@ from .wire import (
 
 _INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
 _encoder = msgspec.json.Encoder()
+_completion_decoder = msgspec.json.Decoder(Completion)
 
 
 def new_id(prefix: str) -> str:
@@ -85,11 +90,25 @@ def call_item(call: Any, status: Status = "completed") -> FunctionCallItem | Non
     return FunctionCallItem(id=new_id("fc"), call_id=call_id, name=function["name"], arguments=arguments, status=status)
 
 
+def reasoning_of(answer: Answer) -> str | None:
+    """What the answering call's model thought, where its upstream said (never part of the answer's text)."""
+    if answer.source is None:
+        return None
+    try:
+        return _completion_decoder.decode(answer.source).reasoning or None
+    except (msgspec.DecodeError, IndexError):  # the source was read as a completion already: cannot happen
+        return None
+
+
 def output_items(answer: Answer) -> list[OutputItem]:
-    """The answer as output items: its text as a message (unless the model only called tools), then its calls.
-    A length stop makes the last item `incomplete` (as a stream ends the item it was writing)."""
+    """The answer as output items: the model's reasoning (where its upstream gave it), its text as a message
+    (unless the model only called tools), then its calls. A length stop makes the last item `incomplete` (as a
+    stream ends the item it was writing)."""
     status, _ = stop_status(answer.finish_reason)
     items: list[OutputItem] = []
+    reasoning = reasoning_of(answer)
+    if reasoning:
+        items.append(ReasoningItem(id=new_id("rs"), content=[ReasoningText(reasoning)]))
     calls = [item for item in map(call_item, answer.tool_calls or ()) if item is not None]
     if answer.content or not calls:
         text = [OutputText(answer.content or "")]

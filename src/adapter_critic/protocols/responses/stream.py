@@ -4,7 +4,8 @@ known whole) turned into typed events, each an SSE `event:` / `data:` pair with 
 The sequence: `response.created` and `response.in_progress` with the first thing sent; per output item
 `response.output_item.added`, then for a message `response.content_part.added`, `response.output_text.delta`…,
 `response.output_text.done`, `response.content_part.done`, and for a function call
-`response.function_call_arguments.delta`… and `.done`; `response.output_item.done`; and last
+`response.function_call_arguments.delta`… and `.done`, for the model's reasoning (where the upstream streams it)
+`response.reasoning_text.delta`… and `.done`; `response.output_item.done`; and last
 `response.completed` (`response.incomplete` on a length stop) carrying the whole response, its usage and the
 `adapter_critic` extension. Items follow one another: the next one is added once the one before is done.
 
@@ -26,7 +27,8 @@ from ...errors import Rendered
 from ...events import RunRecord
 from ...http.chunks import KEEPALIVE
 from .inbound import Echo
-from .outbound import call_item, finished, new_id, response_of, stop_status
+from .outbound import call_item, finished, new_id, reasoning_of, response_of, stop_status
+from .views import ErrorView, chunk_decoder, envelope_decoder
 from .wire import (
     ArgumentsDelta,
     ArgumentsDone,
@@ -44,6 +46,10 @@ from .wire import (
     OutputText,
     PartAdded,
     PartDone,
+    ReasoningDelta,
+    ReasoningDone,
+    ReasoningItem,
+    ReasoningText,
     Response,
     ResponseError,
     Status,
@@ -52,45 +58,6 @@ from .wire import (
     TextDone,
 )
 
-
-class _FunctionDelta(msgspec.Struct):
-    name: str | None = None
-    arguments: str | None = None
-
-
-class _CallDelta(msgspec.Struct):
-    index: int = 0
-    id: str | None = None
-    function: _FunctionDelta | None = None
-
-
-class _Delta(msgspec.Struct):
-    content: str | None = None
-    tool_calls: list[_CallDelta] | None = None
-
-
-class _Choice(msgspec.Struct):
-    index: int = 0
-    delta: _Delta | None = None
-
-
-class _Chunk(msgspec.Struct):
-    choices: list[_Choice] = []
-
-
-class _ErrorView(msgspec.Struct):
-    message: str = "The request failed."
-    type: str | None = None
-    param: str | None = None
-    code: str | int | None = None
-
-
-class _EnvelopeView(msgspec.Struct):
-    error: _ErrorView
-
-
-_chunk_decoder = msgspec.json.Decoder(_Chunk)
-_envelope_decoder = msgspec.json.Decoder(_EnvelopeView)
 _encoder = msgspec.json.Encoder()
 
 
@@ -118,6 +85,8 @@ class ResponsesEvents:
         self._opened = False
         self._message: MessageItem | None = None  # the message item being streamed
         self._text: list[str] = []
+        self._reasoning: ReasoningItem | None = None  # the reasoning item being streamed
+        self._thoughts: list[str] = []
         self._calls: dict[int, _Call] = {}  # by the upstream's tool-call index
         self._current: _Call | None = None  # the function call being streamed
 
@@ -132,6 +101,9 @@ class ResponsesEvents:
     def answer(self, answer: Answer) -> bytes:
         """The events for an answer known whole (an adapter's, a degraded draft): its text, then its calls."""
         out = self._open()
+        reasoning = reasoning_of(answer)
+        if reasoning:
+            out += self._reasoning_delta(reasoning)
         if answer.content:
             out += self._text_delta(answer.content)
         for call in answer.tool_calls or ():
@@ -148,7 +120,7 @@ class ResponsesEvents:
         out = self._open()
         if finish is not None:
             out += self._chunk(finish)
-        if not self.output:
+        if not any(isinstance(item, MessageItem | FunctionCallItem) for item in self.output):
             out += self._open_message()  # an empty answer is still a message, as in a plain answer
         status, _ = stop_status(record.answer.finish_reason)
         out += self._close(status)
@@ -169,9 +141,9 @@ class ResponsesEvents:
     def error_event(self, rendered: Rendered) -> bytes:
         """The end of a stream that failed after it started: an `error` event, then `response.failed`."""
         try:
-            error = _envelope_decoder.decode(rendered.body).error
+            error = envelope_decoder.decode(rendered.body).error
         except msgspec.DecodeError:
-            error = _ErrorView()
+            error = ErrorView()
         code = str(error.code) if error.code is not None else error.type
         out = self._open()
         out += self._event(Error(sequence_number=self._next(), code=code, message=error.message, param=error.param))
@@ -183,7 +155,7 @@ class ResponsesEvents:
     # -- items ----------------------------------------------------------------------------------------------
     def _chunk(self, payload: bytes) -> bytes:
         try:
-            chunk = _chunk_decoder.decode(payload)
+            chunk = chunk_decoder.decode(payload)
         except msgspec.DecodeError:  # the relay read it as a chunk already: cannot happen
             return b""
         out = b""
@@ -191,6 +163,9 @@ class ResponsesEvents:
             delta = choice.delta
             if choice.index != 0 or delta is None:
                 continue  # a response has one answer (`n` is a chat-completions setting)
+            thought = delta.reasoning_content or delta.reasoning
+            if thought:
+                out += self._reasoning_delta(thought)
             if delta.content:
                 out += self._text_delta(delta.content)
             for call in delta.tool_calls or ():
@@ -211,6 +186,23 @@ class ResponsesEvents:
                 sequence_number=self._next(), item_id=message.id, output_index=self._index, content_index=0, delta=text
             )
         )
+
+    def _reasoning_delta(self, text: str) -> bytes:
+        out = b""
+        if self._reasoning is None:
+            out += self._close("completed")
+            self._reasoning = ReasoningItem(id=new_id("rs"), content=[], status="in_progress")
+            self.output.append(self._reasoning)
+            out += self._event(ItemAdded(sequence_number=self._next(), output_index=self._index, item=self._reasoning))
+        self._thoughts.append(text)
+        delta = ReasoningDelta(
+            sequence_number=self._next(),
+            item_id=self._reasoning.id,
+            output_index=self._index,
+            content_index=0,
+            delta=text,
+        )
+        return out + self._event(delta)
 
     def _open_message(self) -> bytes:
         out = self._close("completed")
@@ -247,12 +239,21 @@ class ResponsesEvents:
         )
 
     def _close(self, status: Status) -> bytes:
-        """Finish the item being streamed (a message or a function call), if any."""
+        """Finish the item being streamed (reasoning, a message or a function call), if any."""
         out = b""
+        if self._reasoning is not None:
+            thought, self._reasoning = self._reasoning, None
+            text, self._thoughts = "".join(self._thoughts), []
+            index = self.output.index(thought)
+            thought.content, thought.status = [ReasoningText(text)], "completed"
+            done = ReasoningDone(
+                sequence_number=self._next(), item_id=thought.id, output_index=index, content_index=0, text=text
+            )
+            out += self._event(done)
+            out += self._event(ItemDone(sequence_number=self._next(), output_index=index, item=thought))
         if self._message is not None:
             message, self._message = self._message, None
-            text = "".join(self._text)
-            self._text = []
+            text, self._text = "".join(self._text), []
             item_id, index = message.id, self.output.index(message)
             part = OutputText(text)
             message.status, message.content = status, [part]

@@ -103,7 +103,20 @@ class FunctionCallItem(msgspec.Struct, tag="function_call", tag_field="type"):
     status: Status = "completed"
 
 
-OutputItem = MessageItem | FunctionCallItem
+class ReasoningText(msgspec.Struct, tag="reasoning_text", tag_field="type"):
+    text: str
+
+
+class ReasoningItem(msgspec.Struct, tag="reasoning", tag_field="type"):
+    """What a reasoning model thought before it answered (`reasoning_content` / `reasoning` upstream)."""
+
+    id: str
+    content: list[ReasoningText]
+    summary: list[Any] = []
+    status: Status = "completed"
+
+
+OutputItem = MessageItem | FunctionCallItem | ReasoningItem
 
 
 class InputTokensDetails(msgspec.Struct):
@@ -234,6 +247,20 @@ class TextDone(_Event, tag="response.output_text.done"):
     logprobs: list[Any] = []
 
 
+class ReasoningDelta(_Event, tag="response.reasoning_text.delta"):
+    item_id: str
+    output_index: int
+    content_index: int
+    delta: str
+
+
+class ReasoningDone(_Event, tag="response.reasoning_text.done"):
+    item_id: str
+    output_index: int
+    content_index: int
+    text: str
+
+
 class ArgumentsDelta(_Event, tag="response.function_call_arguments.delta"):
     item_id: str
     output_index: int
@@ -264,6 +291,8 @@ StreamEvent = (
     | PartDone
     | TextDelta
     | TextDone
+    | ReasoningDelta
+    | ReasoningDone
     | ArgumentsDelta
     | ArgumentsDone
     | Error
