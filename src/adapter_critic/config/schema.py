@@ -9,6 +9,7 @@ import msgspec
 
 from ..errors import ConfigError
 from ..protocols import registry as protocols
+from ..store.settings import StoreConfig
 from ..workflows import registry
 from .describe import convert
 
@@ -109,6 +110,8 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
     passthrough: Target | None = None
     # `[protocols.<name>]`: a protocol's own settings (e.g. `[protocols.anthropic] max_tokens = 4096`).
     protocols: dict[str, dict[str, Any]] = {}
+    # The run store and the runs API (`store.settings`).
+    store: StoreConfig = StoreConfig()
 
     def __post_init__(self) -> None:
         for name, given in self.protocols.items():

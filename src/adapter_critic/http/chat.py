@@ -27,12 +27,15 @@ from ..protocols.base import Inbound
 from ..protocols.openai import INBOUND as OPENAI
 from ..redact import Secrets, protect_logs
 from ..request.resolve import check_overrides, resolve
+from ..store.recorder import RunRecorder
+from ..store.settings import recording_store, start_recording
 from ..upstream.client import Upstream
 from ..upstream.retry import RetryPolicy, Sleep
 from ..workflows import registry
 from .admission import Admission
 from .auth import InboundAuth, client_token
 from .disconnect import ClientGone, cancel_on_disconnect, guard_send, log_client_gone
+from .requestid import bind
 from .responses import JSON
 from .stream import StreamResponse
 
@@ -50,6 +53,7 @@ class Service:
         in_process_app: ASGIApp | None = None,
         sleep: Sleep | None = None,
         subscribers: tuple[Subscriber, ...] = (),
+        store_default: str | None = None,
     ) -> None:
         self.config = config
         self.secrets = Secrets(config.key_env_names())
@@ -76,6 +80,8 @@ class Service:
         protect_request_ids()
         self.subscribers = (request_log, *subscribers)
         self.admission = Admission(config.max_concurrent_requests, config.queue_timeout_seconds)
+        # The run store (None: not recording): configured, or `store_default` (the standalone server's).
+        self.store = recording_store(config.store, store_default, self.secrets.values)
         self._plans: dict[str, Plan] = {}
         self._per_request_plans: set[str] = set()
 
@@ -87,7 +93,18 @@ class Service:
     async def stop(self) -> None:
         """Lifespan shutdown: let the requests in flight finish (up to `shutdown_grace_seconds`), then close."""
         await self.admission.drain(self.config.shutdown_grace_seconds)
+        await self.stop_recording()
         await self.upstream.aclose()
+
+    async def start_recording(self) -> None:
+        """Lifespan start-up of the run store (when there is one): says where runs go."""
+        if self.store is not None and not await start_recording(self.store, self.config.store):
+            self.store = None
+
+    async def stop_recording(self) -> None:
+        """Write what is queued and close the run store."""
+        if self.store is not None:
+            await self.store.aclose()
 
     async def chat(
         self,
@@ -95,15 +112,18 @@ class Service:
         *,
         client_token: str | None = None,
         request_id: str | None = None,
+        run_id: str | None = None,
         inbound: Inbound = OPENAI,
     ) -> ASGIApp:
         """Run one request body of the `inbound` protocol (default: chat completions) through its workflow;
         returns the response to send.
 
         A streaming request's run happens inside the returned response, as it is sent. `client_token` is the
-        caller's API key, sent only to targets with `forward_client_authorization`.
+        caller's API key, sent only to targets with `forward_client_authorization`. `run_id` is the run's id
+        (also the response's), `request_id` what the logs and an unexpected error name (default: the run id).
         """
-        completion_id = request_id or inbound.new_id()
+        completion_id = run_id or request_id or inbound.new_id()
+        request_id = request_id or completion_id
         redact = self.secrets.redact  # also what the request itself echoes (model names, URLs)
         headers = inbound.headers(completion_id)
         try:
@@ -122,13 +142,13 @@ class Service:
                 run_id=completion_id,
                 request_timeout=self.config.request_timeout_seconds,
                 max_concurrent_calls=self.config.max_concurrent_calls_per_run,
-                subscribers=self.subscribers,
+                subscribers=self.subscribers if self.store is None else self._recorded(request_id, request, plan),
             )
             if request.stream:
                 return StreamResponse(
                     run.execute,
                     inbound.stream(request, response_id=completion_id, served_model=plan.served_id),
-                    request_id=completion_id,
+                    request_id=request_id,
                     keepalive_seconds=self.config.keepalive_seconds,
                     redact=redact,
                     progress=bool(request.overrides is not None and request.overrides.progress),
@@ -139,11 +159,18 @@ class Service:
         except APIError as exc:
             return protocol_error(inbound, exc, redact=redact, headers=headers)
         except Exception:
-            logger.exception("request %s failed unexpectedly", completion_id)
-            return protocol_error(inbound, internal_error(completion_id), headers=headers)
+            logger.exception("request %s failed unexpectedly", request_id)
+            return protocol_error(inbound, internal_error(request_id), headers=headers)
         return Response(
             inbound.response(record, response_id=completion_id, request=request), media_type=JSON, headers=headers
         )
+
+    def _recorded(self, request_id: str, request: ChatRequest, plan: Plan) -> tuple[Subscriber, ...]:
+        """The subscribers of a run that the store records (`store.recorder`)."""
+        assert self.store is not None
+        token = next((t.client_token for t in plan.all_targets() if t.client_token), None)
+        recorder = RunRecorder(self.store.enqueue, request_id, request, self.config.store.capture, token)
+        return (*self.subscribers, recorder)
 
     def _plan(self, request: ChatRequest, client_token: str | None) -> Plan:
         """`resolve`, remembered per served model for requests without overrides: then it depends only on the
@@ -191,7 +218,9 @@ class Service:
         """Answer one request body of the `inbound` protocol, within a request slot (overload limit, shutdown).
 
         A client that goes away meanwhile cancels the request and leaves one line in the log (`disconnect`)."""
-        request_id = inbound.new_id()
+        request_id, run_id = bind(scope)
+        if inbound is not OPENAI:  # the run, and so the response, has the protocol's own form of id (`msg_…`)
+            run_id = inbound.new_id()
         send = guard_send(send)
         token = client_token(scope, inbound.credential)
         with request_scope(request_id):
@@ -201,12 +230,14 @@ class Service:
                         response = await cancel_on_disconnect(
                             receive,
                             request_id,
-                            lambda: self.chat(body, client_token=token, request_id=request_id, inbound=inbound),
+                            lambda: self.chat(
+                                body, client_token=token, request_id=request_id, run_id=run_id, inbound=inbound
+                            ),
                         )
                         if response is not None:
                             await response(scope, receive, send)  # a stream holds its slot until it is sent
                 except Overloaded as exc:
-                    await protocol_error(inbound, exc, headers=inbound.headers(request_id))(scope, receive, send)
+                    await protocol_error(inbound, exc, headers=inbound.headers(run_id))(scope, receive, send)
             except ClientGone:
                 log_client_gone(request_id)
 
