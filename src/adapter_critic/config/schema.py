@@ -93,6 +93,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
     request_timeout_seconds: Annotated[float, msgspec.Meta(gt=0)] | None = None
     max_concurrent_requests: Annotated[int, msgspec.Meta(gt=0)] | None = None
     queue_timeout_seconds: Annotated[float, msgspec.Meta(ge=0)] = 10.0
+    max_queued_requests: Annotated[int, msgspec.Meta(ge=0)] = 100
     max_upstream_connections: Annotated[int, msgspec.Meta(gt=0)] = DEFAULT_MAX_UPSTREAM_CONNECTIONS
     shutdown_grace_seconds: Annotated[float, msgspec.Meta(ge=0)] = 30.0
     # Browser origins allowed to call the API (CORS, preflight included); empty: CORS is off.

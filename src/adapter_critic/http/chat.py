@@ -68,7 +68,9 @@ class Service:
         )
         protect_request_ids()
         self.subscribers = (request_log, *subscribers)
-        self.admission = Admission(config.max_concurrent_requests, config.queue_timeout_seconds)
+        self.admission = Admission(
+            config.max_concurrent_requests, config.queue_timeout_seconds, config.max_queued_requests
+        )
         self._plans: dict[str, Plan] = {}
         self._per_request_plans: set[str] = set()
 
