@@ -23,6 +23,7 @@ from ..redact import Secrets, protect_logs
 from ..request.decode import decode_request
 from ..request.resolve import check_overrides, resolve
 from ..upstream.client import Upstream
+from ..upstream.pinning import HostGuard, pinned_plan
 from ..upstream.retry import RetryPolicy, Sleep
 from ..workflows import registry
 from .admission import Admission
@@ -46,8 +47,10 @@ class Service:
         in_process_app: ASGIApp | None = None,
         sleep: Sleep | None = None,
         subscribers: tuple[Subscriber, ...] = (),
+        host_guard: HostGuard | None = None,
     ) -> None:
         self.config = config
+        self.host_guard = host_guard or HostGuard()
         self.secrets = Secrets(config.key_env_names())
         protect_logs(config.key_env_names())
         self.auth = InboundAuth(config.auth_api_keys_env)
@@ -94,8 +97,10 @@ class Service:
         redact = self.secrets.redact  # also what the request itself echoes (model names, URLs)
         try:
             request = decode_request(body, max_messages=self.config.max_messages)
-            check_overrides(self.config, request.overrides, request.overrides_param)
+            to_resolve = check_overrides(self.config, request.overrides, request.overrides_param)
             plan = self._plan(request, client_token)
+            if to_resolve:
+                plan = pinned_plan(plan, await self.host_guard.pin(to_resolve))
             workflow = registry.get(plan.mode)
             if not workflow.many_choices:
                 refuse_many_choices(request, plan.mode)
