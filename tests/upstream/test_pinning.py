@@ -23,7 +23,6 @@ import trustme
 from adapter_critic import Config, create_app
 from adapter_critic.http.app import build_app
 from adapter_critic.http.chat import Service
-from adapter_critic.upstream import transport as _transport
 from adapter_critic.upstream.pinning import PINNED, HostGuard, pinned_client
 from adapter_critic.upstream.urlguard import IPAddress, address_problem
 
@@ -40,13 +39,6 @@ COMPLETION = {
     "choices": [{"index": 0, "message": {"role": "assistant", "content": "pinned"}, "finish_reason": "stop"}],
     "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
 }
-
-
-@pytest.fixture(params=["httpx", "aiohttp"])
-def transport_kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    if request.param == "httpx":
-        monkeypatch.setattr(_transport, "_BaseAiohttpTransport", None)
-    return str(request.param)
 
 
 class FakeResolver:

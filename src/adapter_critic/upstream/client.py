@@ -21,6 +21,7 @@ from ..config import DEFAULT_MAX_UPSTREAM_RESPONSE_BYTES
 from ..core import Completion, StageTarget
 from ..errors import ServerError, UpstreamError
 from ..redact import Secrets
+from .decoding import ACCEPT_ENCODING, body_chunks
 from .failures import TRANSPORT_ERRORS, bad_answer, status_error, transport_error
 from .inprocess import asgi_stream
 from .limits import limit_chunks, post_limited, sent
@@ -119,7 +120,9 @@ class Upstream:
 
     # -- calls -----------------------------------------------------------------------------------
     def headers_for(self, target: StageTarget) -> dict[str, str]:
-        headers = {"content-type": "application/json", "accept": "application/json"}
+        # gzip or nothing: what `decoding` inflates a bounded piece at a time (in-process: nothing to save).
+        encoding = "identity" if target.base_url.startswith("/") else ACCEPT_ENCODING
+        headers = {"content-type": "application/json", "accept": "application/json", "accept-encoding": encoding}
         if target.forward_client_authorization:
             # The caller's own token, and never the server's key (`forward_client_authorization`).
             if target.client_token:
@@ -251,7 +254,7 @@ async def _network_stream(
     extensions = {PINNED: pinned} if pinned else None
     opened = sent(client, "POST", url, content=content, headers=headers, timeout=timeouts, extensions=extensions)
     async with opened as response:
-        yield response.status_code, response.headers, response.aiter_bytes()
+        yield response.status_code, response.headers, body_chunks(response)
 
 
 async def _read_some(chunks: AsyncIterator[bytes], limit: int = 65536) -> bytes:
