@@ -23,7 +23,7 @@ import trustme
 from adapter_critic import Config, create_app
 from adapter_critic.http.app import build_app
 from adapter_critic.http.chat import Service
-from adapter_critic.upstream.pinning import PINNED, HostGuard, pinned_client
+from adapter_critic.upstream.pinning import PINNED, HostGuard, pinned_client, system_resolver
 from adapter_critic.upstream.urlguard import IPAddress, address_problem
 
 from ..conftest import UPSTREAM_URL, asgi_client, chat, make_config
@@ -254,3 +254,9 @@ async def test_the_app_connects_to_the_address_it_checked_not_a_later_answer(tra
     assert resolver.asked == [("llm.example", port)] * 2
     assert [head["host"] for head in checked.heads] == [f"llm.example:{port}"]
     assert rebound.heads == []
+
+
+async def test_the_system_resolver_answers_addresses_once_each() -> None:
+    """A numeric host: getaddrinfo answers it without any lookup."""
+    assert await system_resolver("127.0.0.1", 80) == ["127.0.0.1"]
+    assert await system_resolver("::1", 443) == ["::1"]
