@@ -47,9 +47,16 @@ def answer(body: dict[str, Any]) -> str:
     return content
 
 
-async def test_demo_lists_its_three_models(demo: httpx.AsyncClient) -> None:
+async def test_demo_lists_its_models(demo: httpx.AsyncClient) -> None:
     models = (await demo.get("/v1/models")).json()
-    assert [m["id"] for m in models["data"]] == ["demo-direct", "demo-adapter", "demo-critic"]
+    assert [m["id"] for m in models["data"]] == [
+        "demo-direct",
+        "demo-adapter",
+        "demo-critic",
+        "demo-advisor",
+        "demo-panel",
+        "demo-best-of-3",
+    ]
 
 
 async def test_demo_direct_answers_with_the_demo_model(demo: httpx.AsyncClient) -> None:
@@ -87,7 +94,7 @@ async def test_demo_critic_revises_the_draft(demo: httpx.AsyncClient) -> None:
 
 async def test_demo_is_plainly_named(demo: httpx.AsyncClient) -> None:
     assert "demo" in DEMO_MODEL
-    for model in ("demo-direct", "demo-adapter", "demo-critic"):
+    for model in ("demo-direct", "demo-adapter", "demo-critic", "demo-advisor", "demo-panel", "demo-best-of-3"):
         body = await ask(demo, model)
         assert "demo" in body["model"]
         assert answer(body).startswith("Demo model")
@@ -103,7 +110,9 @@ WEATHER_TOOL = {
 }
 
 
-@pytest.mark.parametrize("model", ["demo-direct", "demo-adapter", "demo-critic"])
+@pytest.mark.parametrize(
+    "model", ["demo-direct", "demo-adapter", "demo-critic", "demo-advisor", "demo-panel", "demo-best-of-3"]
+)
 async def test_demo_calls_a_tool_the_user_names(demo: httpx.AsyncClient, model: str) -> None:
     body = chat(model, "Please use get_weather for Paris.", tools=[WEATHER_TOOL])
     response = await demo.post("/v1/chat/completions", json=body)
@@ -132,7 +141,9 @@ SCHEMA = {
 }
 
 
-@pytest.mark.parametrize("model", ["demo-direct", "demo-adapter", "demo-critic"])
+@pytest.mark.parametrize(
+    "model", ["demo-direct", "demo-adapter", "demo-critic", "demo-advisor", "demo-panel", "demo-best-of-3"]
+)
 @pytest.mark.parametrize(
     "response_format",
     [{"type": "json_object"}, {"type": "json_schema", "json_schema": {"name": "place", "schema": SCHEMA}}],
@@ -148,3 +159,23 @@ async def test_demo_answers_valid_json_when_asked(
     if response_format["type"] == "json_schema":
         assert set(value) == {"city", "rank", "tags"}
         assert isinstance(value["city"], str) and isinstance(value["rank"], int) and isinstance(value["tags"], list)
+
+
+async def test_demo_direct_answers_every_choice_of_n(demo: httpx.AsyncClient) -> None:
+    body = {**chat("demo-direct", "Hi"), "n": 3}
+    plain = (await demo.post("/v1/chat/completions", json=body)).json()
+    assert [c["index"] for c in plain["choices"]] == [0, 1, 2]
+    assert all(c["message"]["content"].startswith(DRAFT_LEAD) for c in plain["choices"])
+    assert plain["usage"]["completion_tokens"] == 3 * len(plain["choices"][0]["message"]["content"].split())
+
+    streamed = await demo.post("/v1/chat/completions", json={**body, "stream": True})
+    chunks = [json.loads(e[6:]) for e in streamed.text.split("\n\n") if e.startswith("data: {")]
+    texts: dict[int, str] = {}
+    finishes: dict[int, str] = {}
+    for chunk in chunks:
+        for choice in chunk["choices"]:
+            texts[choice["index"]] = texts.get(choice["index"], "") + (choice["delta"].get("content") or "")
+            if choice["finish_reason"]:
+                finishes[choice["index"]] = choice["finish_reason"]
+    assert texts == {i: plain["choices"][0]["message"]["content"] for i in range(3)}
+    assert finishes == {0: "stop", 1: "stop", 2: "stop"}

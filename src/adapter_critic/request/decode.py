@@ -31,14 +31,20 @@ class Overrides(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, omit_d
     adapter_base_url: NonEmpty | None = None
     critic_model: NonEmpty | None = None
     critic_base_url: NonEmpty | None = None
+    advisor_model: NonEmpty | None = None
+    advisor_base_url: NonEmpty | None = None
+    coordinator_model: NonEmpty | None = None
+    coordinator_base_url: NonEmpty | None = None
+    judge_model: NonEmpty | None = None
+    judge_base_url: NonEmpty | None = None
     max_adapter_retries: Annotated[int, msgspec.Meta(ge=0, le=5)] | None = None
     # Streaming only: a chunk with an empty delta and `adapter_critic.progress` as each earlier stage finishes.
     progress: bool | None = None
 
     def base_urls(self) -> dict[str, str]:
         """Every `*_base_url` given, by field name."""
-        found = {"api_base_url": self.api_base_url, "adapter_base_url": self.adapter_base_url}
-        found["critic_base_url"] = self.critic_base_url
+        roles = ("api", "adapter", "critic", "advisor", "coordinator", "judge")
+        found = {f"{role}_base_url": getattr(self, f"{role}_base_url") for role in roles}
         return {name: url for name, url in found.items() if url is not None}
 
     def target(self, role: str) -> tuple[str | None, str | None]:
@@ -50,7 +56,7 @@ class Overrides(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, omit_d
         return {} if self.max_adapter_retries is None else {"max_adapter_retries": self.max_adapter_retries}
 
 
-class _StreamOptions(msgspec.Struct):
+class _StreamOptions(msgspec.Struct, gc=False):
     include_usage: bool = False
 
 
@@ -158,7 +164,7 @@ def _decode_request(body: bytes, max_messages: int | None) -> ChatRequest:
     )
 
 
-class _PlainView(msgspec.Struct):
+class _PlainView(msgspec.Struct, gc=False):
     """A request without overrides, validated in one typed pass (the common case)."""
 
     model: NonEmpty
@@ -179,11 +185,14 @@ def _decode_plain(body: bytes, fields: dict[str, msgspec.Raw], max_messages: int
         return None
     if max_messages is not None and len(view.messages) > max_messages:
         return None
+    # Only `model` and `messages` of our own fields are here (the caller checked): the rest are the options.
+    messages_json = fields.pop("messages")
+    del fields["model"]
     return ChatRequest(
         model=view.model,
         messages=view.messages,
-        messages_json=fields["messages"],
-        options={key: value for key, value in fields.items() if key not in _OWN_FIELDS},
+        messages_json=messages_json,
+        options=fields,
         stream=bool(view.stream),
         include_usage=bool(view.stream_options and view.stream_options.include_usage),
     )
