@@ -120,6 +120,27 @@ async def test_a_name_that_does_not_resolve_is_a_400(upstream: ScriptedUpstream)
     assert upstream.calls == []
 
 
+async def test_a_name_whose_lookup_does_not_answer_is_a_400_after_connect_timeout_seconds(
+    upstream: ScriptedUpstream,
+) -> None:
+    never = anyio.Event()
+
+    async def silent(host: str, port: int) -> Sequence[str]:
+        await never.wait()
+        return []
+
+    config = star_config(connect_timeout_seconds=0.05)
+    async with (
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=upstream.app)) as network,
+        asgi_client(create_app(config, http_client=network, resolver=silent)) as client,
+    ):
+        body = chat("m-direct", x_adapter_critic={"api_base_url": "http://slow-dns.example/v1"})
+        response = await client.post("/chat/completions", json=body)
+    assert response.status_code == 400, response.text
+    assert "could not be resolved (no answer within 0.05 seconds)" in response.json()["error"]["message"]
+    assert upstream.calls == []
+
+
 async def test_configured_and_listed_urls_and_plain_requests_are_never_resolved(upstream: ScriptedUpstream) -> None:
     resolver = FakeResolver({})
     listed = "http://listed.example/v1"

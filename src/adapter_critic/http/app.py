@@ -63,8 +63,9 @@ def create_app(
 
     Every `base_url` must be absolute; relative ones only work with `AdapterCriticMiddleware`.
     """
-    guard = HostGuard(resolver) if resolver is not None else None
-    return build_app(Service(_absolute(config), http_client=http_client, sleep=sleep, host_guard=guard))
+    config = _absolute(config)
+    guard = HostGuard(resolver, timeout=config.connect_timeout_seconds) if resolver is not None else None
+    return build_app(Service(config, http_client=http_client, sleep=sleep, host_guard=guard))
 
 
 def create_standalone_app(config: Config | str | Path) -> Starlette:

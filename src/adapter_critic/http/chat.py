@@ -50,7 +50,7 @@ class Service:
         host_guard: HostGuard | None = None,
     ) -> None:
         self.config = config
-        self.host_guard = host_guard or HostGuard()
+        self.host_guard = host_guard or HostGuard(timeout=config.connect_timeout_seconds)
         self.secrets = Secrets(config.key_env_names())
         protect_logs(config.key_env_names())
         self.auth = InboundAuth(config.auth_api_keys_env)

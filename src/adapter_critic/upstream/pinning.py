@@ -66,9 +66,12 @@ class HostGuard:
         self,
         resolver: Resolver = system_resolver,
         problem: Callable[[IPAddress], str | None] = address_problem,
+        *,
+        timeout: float = 10.0,
     ) -> None:
         self.resolver = resolver
         self._problem = problem
+        self.timeout = timeout  # for each name's lookup (the server uses `connect_timeout_seconds`)
 
     async def pin(self, urls: Iterable[tuple[str, str]]) -> dict[str, tuple[str, ...]]:
         """`{url: addresses}` for `(param, url)` pairs; raises a 400 naming the param if a name does not resolve
@@ -86,8 +89,11 @@ class HostGuard:
         port = parsed.port or (443 if parsed.scheme == "https" else 80)
         shown = redact_userinfo(url)
         try:
-            found = await self.resolver(host, port)
+            with anyio.fail_after(self.timeout):
+                found = await self.resolver(host, port)
             addresses = [ipaddress.ip_address(address) for address in found]
+        except TimeoutError:
+            raise _unresolved(param, shown, f"no answer within {self.timeout} seconds") from None
         except (OSError, UnicodeError, ValueError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "no address"
             raise _unresolved(param, shown, reason) from None
