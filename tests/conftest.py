@@ -24,6 +24,22 @@ UPSTREAM_URL = "http://upstream.test/v1"
 OTHER_URL = "http://other.test/v1"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def user_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The standalone server records runs in the user's data directory: a temporary one here (servers started in
+    subprocesses inherit it)."""
+    saved = {name: os.environ.get(name) for name in ("XDG_DATA_HOME", "ADAPTER_CRITIC_STORE")}
+    path = tmp_path_factory.mktemp("data")
+    os.environ["XDG_DATA_HOME"] = str(path)
+    os.environ.pop("ADAPTER_CRITIC_STORE", None)
+    yield path
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
@@ -163,9 +179,15 @@ class RemoteUpstream:
     def models(self) -> list[str]:
         return [call["body"]["model"] for call in self.calls()]
 
-    def aborted(self, wait: float = 0) -> list[dict[str, Any]]:
-        """The aborted calls; with `wait`, the upstream first waits up to that many seconds for one."""
+    def holding(self, count: int, wait: float) -> int:
+        """How many calls are held by their reply's `delay`, once `count` are (or `wait` seconds passed)."""
+        answer = httpx.get(f"{self.url}/_holding", params={"count": count, "wait": wait}, timeout=wait + 5)
+        held: int = answer.json()["holding"]
+        return held
+
+    def aborted(self, wait: float = 0, count: int = 1) -> list[dict[str, Any]]:
+        """The aborted calls; with `wait`, the upstream first waits up to that many seconds for `count` of them."""
         aborted: list[dict[str, Any]] = httpx.get(
-            f"{self.url}/_aborted", params={"wait": wait}, timeout=wait + 5
+            f"{self.url}/_aborted", params={"wait": wait, "count": count}, timeout=wait + 5
         ).json()
         return aborted

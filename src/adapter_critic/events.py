@@ -38,6 +38,7 @@ class RunStarted:
 class StageStarted:
     stage: str
     target: str  # `model@base_url` of the primary target
+    messages: Any = None  # the messages the call sends (as the workflow built them)
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +176,7 @@ class Extension(msgspec.Struct, omit_defaults=True):
     timings_ms: dict[str, float]
     degraded: bool = False
     targets: dict[str, str] = {}  # stage -> `model@base_url` that answered it (a fallback, after a failure)
+    run_id: str = ""  # the run's id: its record in the run store, `GET /runs/{run_id}`
 
 
 def _tokens(record: RunRecord, stages: dict[str, Usage]) -> Tokens:
@@ -194,4 +196,5 @@ def extension(record: RunRecord) -> Extension:
         timings_ms=timings,
         degraded=record.degraded,
         targets={name: stage.target for name, stage in record.stages.items() if stage.answered},
+        run_id=record.run_id,
     )
