@@ -28,6 +28,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ..config import Config, load_config, require_absolute_urls
 from ..errors import RequestError, ServerError
 from ..observe.logs import served_line
+from ..protocols.base import Inbound
 from ..request.resolve import unknown_model
 from ..store.settings import default_url
 from ..upstream.pinning import HostGuard, Resolver
@@ -140,7 +141,7 @@ def build_app(service: Service, *, prefix: str = "") -> Starlette:
         routes=[
             Route(f"{prefix}/chat/completions", service, methods=["POST"]),
             *(
-                Route(f"{prefix}{path}", _ASGIEndpoint(service.endpoint(inbound)), methods=["POST"])
+                Route(f"{prefix}{path}", _protocol_endpoint(service, inbound, passthrough), methods=["POST"])
                 for path, inbound in service.protocols.inbound.items()
                 if path != "/chat/completions"
             ),
@@ -156,6 +157,12 @@ def build_app(service: Service, *, prefix: str = "") -> Starlette:
     )
     app.state.adapter_critic = service
     return app
+
+
+def _protocol_endpoint(service: Service, inbound: Inbound, passthrough: Passthrough | None) -> _ASGIEndpoint:
+    """A protocol's route; with a passthrough, requests for models this server does not serve are relayed to it."""
+    endpoint = service.endpoint(inbound)
+    return _ASGIEndpoint(endpoint if passthrough is None else passthrough.unless_served(endpoint, inbound.path))
 
 
 class _ASGIEndpoint:
@@ -222,7 +229,7 @@ def error_handlers(prefix: str | None = None) -> dict[Any, Any]:
             root = request.scope.get("root_path", "") if prefix is None else prefix
             message = (
                 f"Unknown path {request.url.path!r}. This server serves POST {root}/chat/completions, "
-                f"POST {root}/messages, GET {root}/models and GET {root}/health."
+                f"POST {root}/messages, POST {root}/responses, GET {root}/models and GET {root}/health."
             )
         elif exc.status_code == 405:
             message = f"Method {request.method} is not allowed on {request.url.path!r}."

@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 import httpx
 import msgspec
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..config import Config
 from ..core import StageTarget
@@ -127,6 +127,30 @@ class Passthrough:
         known = {model.get("id") for model in listed}
         return [*listed, *(model for model in served if model["id"] not in known)]
 
+    def unless_served(self, endpoint: ASGIApp, path: str) -> ASGIApp:
+        """`endpoint` (a protocol's route: `/responses`) for requests naming a served model; a request naming any
+        other model is relayed to `{base_url}{path}`, as it was before this server served the path. A body that
+        cannot be read, or is over the limit, is the endpoint's to refuse."""
+        served, limit = self.config.served_models, self.config.max_body_bytes
+
+        async def app(scope: Scope, receive: Receive, send: Send) -> None:
+            messages: list[Message] = []
+            size, more = 0, True
+            while more and size <= limit:
+                message = await receive()
+                if message["type"] != "http.request":
+                    return  # the client went away before its request was whole
+                messages.append(message)
+                size += len(message.get("body", b""))
+                more = message.get("more_body", False)
+            replay = _replay(messages, receive)
+            if size <= limit and _model_of(b"".join(m.get("body", b"") for m in messages)) not in (None, *served):
+                await self.relay(scope, replay, send, path)
+            else:
+                await endpoint(scope, replay, send)
+
+        return app
+
     def _target(self, scope: Scope) -> StageTarget:
         if not self.target.forward_client_authorization:
             return self.target
@@ -137,6 +161,30 @@ class Passthrough:
 
 class _BodyTooLarge(Exception):
     pass
+
+
+class _ModelView(msgspec.Struct):
+    model: str | None = None
+
+
+_model_decoder = msgspec.json.Decoder(_ModelView)
+
+
+def _model_of(body: bytes) -> str | None:
+    try:
+        return _model_decoder.decode(body).model
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+        return None
+
+
+def _replay(messages: list[Message], receive: Receive) -> Receive:
+    """`receive` with the messages already read given again first."""
+    pending = list(messages)
+
+    async def replayed() -> Message:
+        return pending.pop(0) if pending else await receive()
+
+    return replayed
 
 
 def _too_large(limit: int) -> RequestError:
