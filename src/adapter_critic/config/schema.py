@@ -101,6 +101,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
     request_timeout_seconds: Annotated[float, msgspec.Meta(gt=0)] | None = None
     max_concurrent_requests: Annotated[int, msgspec.Meta(gt=0)] | None = None
     queue_timeout_seconds: Annotated[float, msgspec.Meta(ge=0)] = 10.0
+    max_queued_requests: Annotated[int, msgspec.Meta(ge=0)] = 100
     max_upstream_connections: Annotated[int, msgspec.Meta(gt=0)] = DEFAULT_MAX_UPSTREAM_CONNECTIONS
     # Upstream calls one request may have in flight at once (a panel's lenses, best-of-n's candidates).
     max_concurrent_calls_per_run: Annotated[int, msgspec.Meta(gt=0)] = 8

@@ -32,6 +32,7 @@ from ..observe.logs import served_line
 from ..protocols.base import Inbound
 from ..request.resolve import unknown_model
 from ..store.settings import default_url
+from ..upstream.pinning import HostGuard, Resolver
 from ..upstream.retry import Sleep
 from .auth import AuthMiddleware
 from .chat import Service
@@ -48,20 +49,29 @@ _HEALTH = encode({"status": "ok"})
 
 
 def create_app(
-    config: Config | str | Path, *, http_client: httpx.AsyncClient | None = None, sleep: Sleep | None = None
+    config: Config | str | Path,
+    *,
+    http_client: httpx.AsyncClient | None = None,
+    sleep: Sleep | None = None,
+    resolver: Resolver | None = None,
 ) -> Starlette:
     """Build the adapter_critic ASGI app.
 
     Parameters:
         config: a `Config`, or the path of a `.toml`/`.json`/`.yaml` config file.
         http_client: an `httpx.AsyncClient` to use for upstream calls instead of the app's own
-            (it is not closed by the app).
+            (it is not closed by the app). Calls to override URLs that only `allowed_override_base_urls = ["*"]`
+            allows still go through the app's own client, which connects to the addresses it checked.
         sleep: the async function that waits between retries (default `anyio.sleep`; tests pass one that
             records the waits instead).
+        resolver: the async function `(host, port) -> addresses` that resolves such override URLs' host names
+            (default: the system's resolver; tests pass one that answers without the network).
 
     Every `base_url` must be absolute; relative ones only work with `AdapterCriticMiddleware`.
     """
-    return build_app(Service(_absolute(config), http_client=http_client, sleep=sleep))
+    config = _absolute(config)
+    guard = HostGuard(resolver, timeout=config.connect_timeout_seconds) if resolver is not None else None
+    return build_app(Service(config, http_client=http_client, sleep=sleep, host_guard=guard))
 
 
 def create_standalone_app(config: Config | str | Path) -> Starlette:

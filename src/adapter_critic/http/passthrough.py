@@ -24,6 +24,7 @@ from ..errors import RequestError
 from ..request.resolve import bind_key
 from ..upstream.client import Upstream
 from ..upstream.failures import TRANSPORT_ERRORS, transport_error
+from ..upstream.limits import read_limited, sent
 from .auth import client_token
 from .responses import error_response
 
@@ -47,6 +48,7 @@ _HOP_BY_HOP = frozenset(
         b"accept-encoding",
     }
 )
+_MODELS_HEADERS = ("authorization", "accept-encoding")
 
 
 class _ModelList(msgspec.Struct):
@@ -110,10 +112,12 @@ class Passthrough:
         """The upstream's models with the served ones merged in (the upstream's entries kept, served ids added);
         the served ones alone when the upstream does not answer with a model list."""
         url = f"{self.target.base_url}/models"
-        headers = {k: v for k, v in self.upstream.headers_for(self.target).items() if k == "authorization"}
+        headers = {k: v for k, v in self.upstream.headers_for(self.target).items() if k in _MODELS_HEADERS}
+        limit = self.config.max_upstream_response_bytes
         try:
-            response = await self.upstream.client_for(url).get(url, headers=headers, timeout=10)
-            listed = msgspec.json.decode(response.content, type=_ModelList).data if response.status_code == 200 else []
+            async with sent(self.upstream.client_for(url), "GET", url, headers=headers, timeout=10) as response:
+                content = await read_limited(response, limit) if response.status_code == 200 else b""
+            listed = msgspec.json.decode(content, type=_ModelList).data if content else []
         except (*TRANSPORT_ERRORS, msgspec.DecodeError, UnicodeDecodeError, RecursionError) as exc:
             logger.warning(
                 "passthrough upstream's model list could not be read (%s); listing served models only",
