@@ -104,6 +104,7 @@ class ScriptedUpstream:
                 Route("/{prefix:path}/messages", self._messages, methods=["POST"]),
                 Route("/{prefix:path}/embeddings", self._embeddings, methods=["POST"]),
                 Route("/{prefix:path}/completions", self._completions, methods=["POST"]),
+                Route("/{prefix:path}/responses", self._responses, methods=["POST"]),
                 Route("/{prefix:path}/models", self._models, methods=["GET"]),
                 Route("/{prefix:path}/models/{model}", self._models, methods=["GET"]),
                 Route("/_script", self._script, methods=["POST"]),
@@ -263,6 +264,11 @@ class ScriptedUpstream:
         usage = {"prompt_tokens": len(inputs), "total_tokens": len(inputs)}
         answer = {"object": "list", "data": data, "model": body.get("model"), "usage": usage}
         return JSONResponse(answer, headers={"x-upstream": "embeddings"})
+
+    async def _responses(self, request: Request) -> Response:
+        """The Responses endpoint, for the passthrough: a fixed answer naming the model."""
+        body = await self._record(request)
+        return JSONResponse({"id": "resp_upstream", "object": "response", "model": body.get("model"), "output": []})
 
     async def _completions(self, request: Request) -> Response:
         """The legacy completions endpoint: the prompt echoed word by word (streamed when asked)."""

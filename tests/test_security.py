@@ -444,13 +444,70 @@ REFUSED_URLS = [
     "/v1",
     "not a url",
 ]
+# Addresses of this machine and its networks, in the spellings a resolver accepts, with the reason given.
+LOCAL_ADDRESS_URLS = [
+    ("http://127.0.0.1:8000/v1", "loopback"),
+    ("http://127.1/v1", "loopback"),
+    ("http://2130706433/v1", "loopback"),  # 127.0.0.1 as one decimal number
+    ("http://0x7f000001/v1", "loopback"),
+    ("http://localhost./v1", "loopback"),
+    ("http://LocalHost:8000/v1", "loopback"),
+    ("http://api.localhost/v1", "loopback"),
+    ("http://localhost.example/v1", None),  # a name: judged by the addresses it resolves to (see pinning)
+    ("http://[::1]:8000/v1", "loopback"),
+    ("http://[::ffff:127.0.0.1]/v1", "loopback"),  # IPv4-mapped
+    ("http://[::ffff:7f00:1]/v1", "loopback"),
+    ("http://[::127.0.0.1]/v1", "loopback"),  # IPv4-compatible
+    ("http://[64:ff9b::7f00:1]/v1", "loopback"),  # NAT64
+    ("http://[2002:7f00:1::1]/v1", "loopback"),  # 6to4
+    ("http://0.0.0.0:8000/v1", "unspecified"),
+    ("http://0/v1", "unspecified"),
+    ("http://[::]/v1", "unspecified"),
+    ("http://[::ffff:0.0.0.0]/v1", "unspecified"),
+    ("http://10.0.0.5:8000/v1", "private"),
+    ("http://172.16.0.1/v1", "private"),
+    ("http://172.31.255.255/v1", "private"),
+    ("http://192.168.1.1/v1", "private"),
+    ("http://0xc0a80101/v1", "private"),
+    ("http://[::ffff:10.1.2.3]/v1", "private"),
+    ("http://[::ffff:c0a8:101]/v1", "private"),
+    ("http://100.64.0.1/v1", "private"),
+    ("http://[fc00::1]/v1", "private"),
+    ("http://[fd12:3456::1]/v1", "private"),
+    ("http://[2001:0:4136:e378:8000:63bf:f5ff:fffe]/v1", "private"),  # Teredo, client 10.0.0.1
+    ("http://169.254.169.254/v1", "link-local"),
+    ("http://[fe80::1%25eth0]/v1", "link-local"),
+    ("http://[::ffff:169.254.169.254]/v1", "link-local"),
+    ("http://224.0.0.1/v1", "multicast"),
+    ("http://255.255.255.255/v1", "multicast"),
+    ("http://[ff02::1]/v1", "multicast"),
+]
+
+
+@pytest.mark.parametrize(("url", "reason"), LOCAL_ADDRESS_URLS)
+def test_star_never_reaches_this_machine_or_its_networks(url: str, reason: str | None) -> None:
+    problem = override_url_problem(url)
+    if reason is None:
+        assert problem is None
+        return
+    assert problem is not None and reason in problem
+    with pytest.raises(RequestError) as info:
+        check_overrides(star_config(), Overrides(api_base_url=url))
+    assert info.value.status_code == 400 and reason in info.value.message
+    assert "list the URL explicitly" in info.value.message
+    check_overrides(star_config(url), Overrides(api_base_url=url))  # listed explicitly: allowed
+    check_overrides(make_config(allowed_override_base_urls=[url]), Overrides(api_base_url=url))
+
+
 ALLOWED_URLS = [
     "http://upstream.example/v1",
     "https://api.openai.com/v1",
     "HTTPS://API.OPENAI.COM/v1",
-    "http://127.0.0.1:8000/v1",
-    "http://10.0.0.5:8000/v1",
-    "http://[::1]:8000/v1",
+    "http://8.8.8.8:8000/v1",
+    "http://[2606:4700::1111]/v1",
+    "http://[::ffff:8.8.8.8]/v1",
+    "http://100.63.255.255/v1",
+    "http://172.32.0.1/v1",
     "http://169.255.0.1/v1",
     "http://169.253.255.255/v1",
     "http://metadata.example.com/v1",

@@ -182,6 +182,8 @@ class StageTarget:
     fallbacks: tuple[StageTarget, ...] = ()
     # The protocol its calls speak (a registered protocol with an upstream side: `openai`, `anthropic`, …).
     protocol: str = "openai"
+    # The checked addresses to connect to, for an override URL only `"*"` allows (see `upstream.pinning`).
+    pinned: tuple[str, ...] = ()
     # `model@base_url`, userinfo masked: how logs, errors and the extension name the target (made once).
     label: str = field(init=False, repr=False, compare=False)
 

@@ -59,6 +59,7 @@ class StageFinished:
     output: str | None = None
     error: UpstreamError | None = None
     reported: bool = True  # False: no attempt's upstream reported usage (the counts are zeros, not measurements)
+    finish_reason: str | None = None  # why the answering model stopped (`stop`, `length`, `tool_calls`, …)
 
 
 @dataclass(frozen=True, slots=True)

@@ -218,9 +218,9 @@ def test_one_servers_messages_route_is_anothers_claude_critic(front_url: str, up
     )
     client = openai.OpenAI(base_url=f"{front_url}/v1", api_key="x", max_retries=0)
     completion = client.chat.completions.create(model="front-critic", messages=QUESTION)
-    assert completion.choices[0].message.content == "Final."
     assert completion.model_extra is not None
     ext = completion.model_extra["adapter_critic"]
+    assert completion.choices[0].message.content == "Final.", ext
     assert ext["intermediate"]["critic"] == "Critique from the back server."
     assert ext["tokens"]["stages"]["critic"] == {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}
     back_call = next(call for call in up.calls() if call["body"]["model"] == "back-model")

@@ -134,6 +134,20 @@ async def test_messages_beside_the_chat_path_serves_anthropic_clients() -> None:
     assert (unserved.status_code, unserved.text) == (404, "Not Found")
 
 
+async def test_responses_beside_the_chat_path_serves_responses_clients() -> None:
+    local = LocalModel()
+    payload = {"model": "local-adapter", "input": "hi"}
+    async with client_for(AdapterCriticMiddleware(local.app, config=local_config())) as client:
+        response = await client.post("/v1/responses", json=payload)
+        unserved = await client.post("/v1/responses", json={**payload, "model": "base"})
+
+    assert response.status_code == 200, response.text
+    assert response.json()["object"] == "response"
+    assert response.json()["output"][0]["content"][0]["text"] == "reviewed from base: hi"
+    assert response.json()["adapter_critic"]["intermediate"]["adapter"] == EDIT
+    assert (unserved.status_code, unserved.text) == (404, "Not Found")  # the wrapped app's own answer
+
+
 async def test_served_model_body_in_chunks_runs_the_pipeline() -> None:
     local = LocalModel()
     middleware = AdapterCriticMiddleware(local.app, config=local_config())

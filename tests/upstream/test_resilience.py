@@ -525,6 +525,53 @@ async def test_requests_wait_in_the_queue_for_a_free_slot(upstream: ScriptedUpst
     assert gate.entered == 2
 
 
+async def test_a_request_beyond_the_queue_length_gets_503_at_once(upstream: ScriptedUpstream) -> None:
+    """One slot, two places in the queue: the fourth request is refused at once, not after queue_timeout_seconds."""
+    gate = Gate(upstream.app)
+    app_config = config(max_concurrent_requests=1, max_queued_requests=2, queue_timeout_seconds=60)
+    responses: list[httpx.Response] = []
+    async with running(app_config, gate) as (client, app):
+        admission = app.state.adapter_critic.admission
+
+        async def ask() -> None:
+            responses.append(await post(client, chat("m-direct")))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ask)
+            await gate.arrived.wait()  # the first request holds the only slot
+            tg.start_soon(ask)
+            tg.start_soon(ask)
+            await anyio.wait_all_tasks_blocked()
+            queued = admission.queued
+            try:
+                with anyio.fail_after(10):  # a safety net: without the bound, it would wait 60 s for a slot
+                    refused = await post(client, chat("m-direct"))
+            finally:
+                gate.release()
+
+    assert queued == 2
+    error = error_of(refused, 503)
+    assert error["code"] == "overloaded" and "max_queued_requests" in error["message"]
+    assert refused.headers["retry-after"] == "60"
+    assert [r.status_code for r in responses] == [200, 200, 200]  # the queued ones ran once the slot was free
+    assert admission.queued == 0 and gate.entered == 3
+
+
+@pytest.mark.parametrize("queue_timeout", [0, 30])
+async def test_no_queue_refuses_at_once(upstream: ScriptedUpstream, queue_timeout: float) -> None:
+    gate = Gate(upstream.app)
+    app_config = config(max_concurrent_requests=1, max_queued_requests=0, queue_timeout_seconds=queue_timeout)
+    async with running(app_config, gate) as (client, _), anyio.create_task_group() as tg:
+        tg.start_soon(post, client, chat("m-direct"))
+        await gate.arrived.wait()
+        try:
+            with anyio.fail_after(10):
+                refused = await post(client, chat("m-direct"))
+        finally:
+            gate.release()
+    assert error_of(refused, 503)["code"] == "overloaded"
+
+
 async def test_upstream_pool_size_is_configurable() -> None:
     app = create_app(config(max_upstream_connections=7))
     service: Service = app.state.adapter_critic

@@ -46,16 +46,6 @@ SSE_HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-enco
 TIMEOUT = 0.5
 
 
-@pytest.fixture(params=["httpx", "aiohttp"])
-def transport_kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Which transport the app's own client gets: httpx's (as when httpx-aiohttp is not installed) or aiohttp's."""
-    for name in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
-        monkeypatch.delenv(name, raising=False)
-    if request.param == "httpx":
-        monkeypatch.setattr(_transport, "_BaseAiohttpTransport", None)
-    return str(request.param)
-
-
 # -- loopback servers -----------------------------------------------------------------------------
 
 Behaviour = Callable[["Server", anyio.abc.SocketStream, bytes], Awaitable[bool]]

@@ -12,6 +12,7 @@ from ..protocols import registry as protocols
 from ..store.settings import StoreConfig
 from ..workflows import registry
 from .describe import convert
+from .telemetry import TelemetryConfig
 
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 DEFAULT_MAX_MESSAGES = 2048
@@ -100,6 +101,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
     request_timeout_seconds: Annotated[float, msgspec.Meta(gt=0)] | None = None
     max_concurrent_requests: Annotated[int, msgspec.Meta(gt=0)] | None = None
     queue_timeout_seconds: Annotated[float, msgspec.Meta(ge=0)] = 10.0
+    max_queued_requests: Annotated[int, msgspec.Meta(ge=0)] = 100
     max_upstream_connections: Annotated[int, msgspec.Meta(gt=0)] = DEFAULT_MAX_UPSTREAM_CONNECTIONS
     # Upstream calls one request may have in flight at once (a panel's lenses, best-of-n's candidates).
     max_concurrent_calls_per_run: Annotated[int, msgspec.Meta(gt=0)] = 8
@@ -112,6 +114,8 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
     protocols: dict[str, dict[str, Any]] = {}
     # The run store and the runs API (`store.settings`).
     store: StoreConfig = StoreConfig()
+    # Prometheus metrics and OpenTelemetry tracing (`[telemetry]`).
+    telemetry: TelemetryConfig = TelemetryConfig()
 
     def __post_init__(self) -> None:
         for name, given in self.protocols.items():

@@ -1,8 +1,9 @@
 """Admission of chat requests: the overload limit, and the count of requests in flight for a graceful shutdown.
 
-With `max_concurrent_requests` set, at most that many chat requests run at once; the next ones wait up to
-`queue_timeout_seconds` for a slot and are then refused with 503 and `Retry-After` — the number of requests
-running is bounded, and none waits without bound. Requests that are refused never started, so the client may
+With `max_concurrent_requests` set, at most that many chat requests run at once; up to `max_queued_requests`
+more wait, each up to `queue_timeout_seconds`, for a slot. A request that finds the queue full is refused at
+once, and one that waited too long then, both with 503 and `Retry-After` — the number of requests running and
+waiting is bounded, and none waits without bound. Requests that are refused never started, so the client may
 retry them (no `x-should-retry: false`).
 
 At shutdown, `drain` stops admitting (503 as well) and waits up to `shutdown_grace_seconds` for the requests
@@ -15,6 +16,7 @@ import contextlib
 import logging
 import math
 from collections.abc import AsyncIterator
+from typing import Protocol
 
 import anyio
 
@@ -23,18 +25,26 @@ from ..errors import Overloaded
 logger = logging.getLogger("adapter_critic")
 
 
+class Gauge(Protocol):
+    def inc(self, amount: float = 1) -> None: ...
+    def dec(self, amount: float = 1) -> None: ...
+
+
 class Admission:
     """Admits chat requests (`slot`) and waits for them at shutdown (`drain`); one per service."""
 
-    def __init__(self, limit: int | None, queue_timeout: float) -> None:
+    def __init__(self, limit: int | None, queue_timeout: float, max_queued: int = 100) -> None:
         self.limit = limit
         self.queue_timeout = queue_timeout
+        self.max_queued = max_queued
+        self.queued = 0
         self.in_flight = 0
         self.closing = False
         self._semaphore: anyio.Semaphore | None = None
         self._idle: anyio.Event | None = None
         retry_after = str(max(1, math.ceil(queue_timeout)))
         self._busy_headers = {"retry-after": retry_after}
+        self.gauge: Gauge | None = None  # told of every request admitted and finished (the in-flight metric)
 
     def open(self) -> None:
         """Admit requests again (a lifespan that starts after an earlier shutdown)."""
@@ -54,10 +64,21 @@ class Admission:
             try:
                 semaphore.acquire_nowait()
             except anyio.WouldBlock:
+                if self.queued >= self.max_queued:
+                    raise Overloaded(
+                        f"The server is busy: all {self.limit} request slots (max_concurrent_requests) are taken and "
+                        f"{self.queued} requests already wait for one (max_queued_requests). Retry later.",
+                        code="overloaded",
+                        headers=self._busy_headers,
+                    ) from None
                 acquired = False
-                with anyio.move_on_after(self.queue_timeout):
-                    await semaphore.acquire()
-                    acquired = True
+                self.queued += 1
+                try:
+                    with anyio.move_on_after(self.queue_timeout):
+                        await semaphore.acquire()
+                        acquired = True
+                finally:
+                    self.queued -= 1
                 if not acquired:
                     raise Overloaded(
                         f"The server is busy: all {self.limit} request slots (max_concurrent_requests) stayed taken "
@@ -66,10 +87,15 @@ class Admission:
                         headers=self._busy_headers,
                     ) from None
         self.in_flight += 1
+        gauge = self.gauge
+        if gauge is not None:
+            gauge.inc()
         try:
             yield
         finally:
             self.in_flight -= 1
+            if gauge is not None:
+                gauge.dec()
             if semaphore is not None:
                 semaphore.release()
             if self.in_flight == 0 and self._idle is not None:

@@ -27,9 +27,12 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..config import Config, load_config, require_absolute_urls
 from ..errors import RequestError, ServerError
+from ..observe import telemetry
 from ..observe.logs import served_line
+from ..protocols.base import Inbound
 from ..request.resolve import unknown_model
 from ..store.settings import default_url
+from ..upstream.pinning import HostGuard, Resolver
 from ..upstream.retry import Sleep
 from .auth import AuthMiddleware
 from .chat import Service
@@ -46,25 +49,34 @@ _HEALTH = encode({"status": "ok"})
 
 
 def create_app(
-    config: Config | str | Path, *, http_client: httpx.AsyncClient | None = None, sleep: Sleep | None = None
+    config: Config | str | Path,
+    *,
+    http_client: httpx.AsyncClient | None = None,
+    sleep: Sleep | None = None,
+    resolver: Resolver | None = None,
 ) -> Starlette:
     """Build the adapter_critic ASGI app.
 
     Parameters:
         config: a `Config`, or the path of a `.toml`/`.json`/`.yaml` config file.
         http_client: an `httpx.AsyncClient` to use for upstream calls instead of the app's own
-            (it is not closed by the app).
+            (it is not closed by the app). Calls to override URLs that only `allowed_override_base_urls = ["*"]`
+            allows still go through the app's own client, which connects to the addresses it checked.
         sleep: the async function that waits between retries (default `anyio.sleep`; tests pass one that
             records the waits instead).
+        resolver: the async function `(host, port) -> addresses` that resolves such override URLs' host names
+            (default: the system's resolver; tests pass one that answers without the network).
 
     Every `base_url` must be absolute; relative ones only work with `AdapterCriticMiddleware`.
     """
-    return build_app(Service(_absolute(config), http_client=http_client, sleep=sleep))
+    config = _absolute(config)
+    guard = HostGuard(resolver, timeout=config.connect_timeout_seconds) if resolver is not None else None
+    return build_app(Service(config, http_client=http_client, sleep=sleep, host_guard=guard))
 
 
 def create_standalone_app(config: Config | str | Path) -> Starlette:
     """`create_app` with its routes under `/v1`, as `uvicorn adapter_critic.asgi:app` serves them."""
-    return build_app(Service(_absolute(config), store_default=default_url()), prefix="/v1")
+    return build_app(Service(_absolute(config), store_default=default_url()), prefix="/v1", standalone=True)
 
 
 def _absolute(config: Config | str | Path) -> Config:
@@ -75,8 +87,9 @@ def _absolute(config: Config | str | Path) -> Config:
     return config
 
 
-def build_app(service: Service, *, prefix: str = "") -> Starlette:
-    """The Starlette app around a service, its routes under `prefix` (the standalone server uses `/v1`).
+def build_app(service: Service, *, prefix: str = "", standalone: bool = False) -> Starlette:
+    """The Starlette app around a service, its routes under `prefix` (the standalone server uses `/v1`, and serves
+    `/metrics` beside it).
 
     One flat app rather than a `Mount`: every response passes through fewer wrappers.
     """
@@ -106,6 +119,8 @@ def build_app(service: Service, *, prefix: str = "") -> Starlette:
             await error_response(error, redact=service.secrets.redact)(scope, receive, send)
 
     deep_health = DeepHealth(config, service.upstream)
+    metrics = telemetry.install(service, standalone=standalone)
+    metrics_path = f"{'' if standalone else prefix}{config.telemetry.metrics_path}"
 
     async def health(request: Request) -> Response:
         if request.query_params.get("deep", "") in ("", "0", "false"):
@@ -130,7 +145,7 @@ def build_app(service: Service, *, prefix: str = "") -> Starlette:
         routes=[
             Route(f"{prefix}/chat/completions", service, methods=["POST"]),
             *(
-                Route(f"{prefix}{path}", _ASGIEndpoint(service.endpoint(inbound)), methods=["POST"])
+                Route(f"{prefix}{path}", _protocol_endpoint(service, inbound, passthrough), methods=["POST"])
                 for path, inbound in service.protocols.inbound.items()
                 if path != "/chat/completions"
             ),
@@ -138,6 +153,7 @@ def build_app(service: Service, *, prefix: str = "") -> Starlette:
             Route(f"{prefix}/models/{{model:path}}", _ASGIEndpoint(model), methods=["GET"]),
             Route(f"{prefix}/health", health, methods=["GET"]),
             *runs_routes(service, prefix),
+            *([Route(metrics_path, _ASGIEndpoint(metrics), methods=["GET"])] if metrics is not None else []),
             *([Route(f"{prefix}/{{path:path}}", passthrough)] if passthrough is not None else []),
         ],
         exception_handlers=error_handlers(prefix or None),
@@ -146,6 +162,12 @@ def build_app(service: Service, *, prefix: str = "") -> Starlette:
     )
     app.state.adapter_critic = service
     return app
+
+
+def _protocol_endpoint(service: Service, inbound: Inbound, passthrough: Passthrough | None) -> _ASGIEndpoint:
+    """A protocol's route; with a passthrough, requests for models this server does not serve are relayed to it."""
+    endpoint = service.endpoint(inbound)
+    return _ASGIEndpoint(endpoint if passthrough is None else passthrough.unless_served(endpoint, inbound.path))
 
 
 class _ASGIEndpoint:
@@ -212,7 +234,7 @@ def error_handlers(prefix: str | None = None) -> dict[Any, Any]:
             root = request.scope.get("root_path", "") if prefix is None else prefix
             message = (
                 f"Unknown path {request.url.path!r}. This server serves POST {root}/chat/completions, "
-                f"POST {root}/messages, GET {root}/models and GET {root}/health."
+                f"POST {root}/messages, POST {root}/responses, GET {root}/models and GET {root}/health."
             )
         elif exc.status_code == 405:
             message = f"Method {request.method} is not allowed on {request.url.path!r}."

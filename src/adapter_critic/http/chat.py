@@ -8,8 +8,10 @@ Anthropic messages, …) decodes the body and renders the answer; the run in bet
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 import httpx
 import msgspec
@@ -30,6 +32,7 @@ from ..request.resolve import check_overrides, resolve
 from ..store.recorder import RunRecorder
 from ..store.settings import recording_store, start_recording
 from ..upstream.client import Upstream
+from ..upstream.pinning import HostGuard, pinned_plan
 from ..upstream.retry import RetryPolicy, Sleep
 from ..workflows import registry
 from .admission import Admission
@@ -39,7 +42,12 @@ from .requestid import bind
 from .responses import JSON
 from .stream import StreamResponse
 
+if TYPE_CHECKING:
+    from ..observe.metrics import Metrics
+    from ..observe.tracing import Tracing
+
 logger = logging.getLogger("adapter_critic")
+_NOT_TRACED = contextlib.nullcontext()
 
 
 class Service:
@@ -54,8 +62,10 @@ class Service:
         sleep: Sleep | None = None,
         subscribers: tuple[Subscriber, ...] = (),
         store_default: str | None = None,
+        host_guard: HostGuard | None = None,
     ) -> None:
         self.config = config
+        self.host_guard = host_guard or HostGuard(timeout=config.connect_timeout_seconds)
         self.secrets = Secrets(config.key_env_names())
         protect_logs(config.key_env_names())
         self.auth = InboundAuth(config.auth_api_keys_env)
@@ -79,11 +89,15 @@ class Service:
         )
         protect_request_ids()
         self.subscribers = (request_log, *subscribers)
-        self.admission = Admission(config.max_concurrent_requests, config.queue_timeout_seconds)
+        self.admission = Admission(
+            config.max_concurrent_requests, config.queue_timeout_seconds, config.max_queued_requests
+        )
         # The run store (None: not recording): configured, or `store_default` (the standalone server's).
         self.store = recording_store(config.store, store_default, self.secrets.values)
         self._plans: dict[str, Plan] = {}
         self._per_request_plans: set[str] = set()
+        self.metrics: Metrics | None = None  # set by `observe.telemetry.install`, as are these
+        self.tracing: Tracing | None = None
 
     def start(self) -> None:
         """Lifespan start-up: open the upstream client, admit requests."""
@@ -128,8 +142,10 @@ class Service:
         headers = inbound.headers(completion_id)
         try:
             request = inbound.decode(body, max_messages=self.config.max_messages)
-            check_overrides(self.config, request.overrides, request.overrides_param)
+            to_resolve = check_overrides(self.config, request.overrides, request.overrides_param)
             plan = self._plan(request, client_token)
+            if to_resolve:
+                plan = pinned_plan(plan, await self.host_guard.pin(to_resolve))
             workflow = registry.get(plan.mode)
             if not workflow.many_choices:
                 refuse_many_choices(request, plan.mode)
@@ -223,7 +239,8 @@ class Service:
             run_id = inbound.new_id()
         send = guard_send(send)
         token = client_token(scope, inbound.credential)
-        with request_scope(request_id):
+        traced = self.tracing.inbound(scope) if self.tracing is not None else _NOT_TRACED
+        with request_scope(request_id), traced:
             try:
                 try:
                     async with self.admission.slot():

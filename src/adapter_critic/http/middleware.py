@@ -16,6 +16,7 @@ import msgspec
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..config import Config, load_config
+from ..observe import telemetry
 from ..observe.logs import served_line
 from ..protocols.base import Inbound
 from ..protocols.openai import INBOUND as OPENAI
@@ -52,6 +53,7 @@ class AdapterCriticMiddleware:
     Request bodies larger than `max_body_bytes` on the chat path go to the wrapped app untouched. `GET` on the
     models path beside it (`/v1/models`) lists the wrapped app's models with the served ones merged in (the
     served ones alone when the wrapped app has no such route), and a served model's `/v1/models/{id}`.
+    With `[telemetry] metrics = true` it also answers `GET <metrics_path>` (`/metrics`) with its Prometheus metrics.
     With `auth_api_keys_env` set, the requests the pipeline serves need one of its keys (401 otherwise);
     every other request is left to the wrapped app and its own auth.
     """
@@ -80,6 +82,8 @@ class AdapterCriticMiddleware:
         store = self.service.store
         self.runs_path = models_path(path).removesuffix("/models") + "/runs"
         self.runs = RunsAPI(lambda: self.service.store) if store is not None and config.store.api else None
+        self.metrics = telemetry.install(self.service, standalone=False)
+        self._metrics_path = config.telemetry.metrics_path
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -93,6 +97,9 @@ class AdapterCriticMiddleware:
                     return
                 if self.runs is not None and _under(scope["path"], self.runs_path):
                     await self._runs(scope, receive, send)
+                    return
+                if self.metrics is not None and scope["path"] == self._metrics_path:
+                    await self._serve_metrics(self.metrics, scope, receive, send)
                     return
             await self.app(scope, receive, send)
             return
@@ -109,6 +116,10 @@ class AdapterCriticMiddleware:
             await refusal(refused, inbound)(scope, receive, send)
             return
         await self.service.respond(body, scope, receive, send, inbound)
+
+    async def _serve_metrics(self, metrics: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
+        refused = self.service.auth.check(scope)
+        await (error_response(refused) if refused is not None else metrics)(scope, receive, send)
 
     async def _runs(self, scope: Scope, receive: Receive, send: Send) -> None:
         assert self.runs is not None

@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 import httpx
 import msgspec
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..config import Config
 from ..core import StageTarget
@@ -24,6 +24,7 @@ from ..errors import RequestError
 from ..request.resolve import bind_key
 from ..upstream.client import Upstream
 from ..upstream.failures import TRANSPORT_ERRORS, transport_error
+from ..upstream.limits import read_limited, sent
 from .auth import client_token
 from .responses import error_response
 
@@ -47,6 +48,7 @@ _HOP_BY_HOP = frozenset(
         b"accept-encoding",
     }
 )
+_MODELS_HEADERS = ("authorization", "accept-encoding")
 
 
 class _ModelList(msgspec.Struct):
@@ -110,10 +112,12 @@ class Passthrough:
         """The upstream's models with the served ones merged in (the upstream's entries kept, served ids added);
         the served ones alone when the upstream does not answer with a model list."""
         url = f"{self.target.base_url}/models"
-        headers = {k: v for k, v in self.upstream.headers_for(self.target).items() if k == "authorization"}
+        headers = {k: v for k, v in self.upstream.headers_for(self.target).items() if k in _MODELS_HEADERS}
+        limit = self.config.max_upstream_response_bytes
         try:
-            response = await self.upstream.client_for(url).get(url, headers=headers, timeout=10)
-            listed = msgspec.json.decode(response.content, type=_ModelList).data if response.status_code == 200 else []
+            async with sent(self.upstream.client_for(url), "GET", url, headers=headers, timeout=10) as response:
+                content = await read_limited(response, limit) if response.status_code == 200 else b""
+            listed = msgspec.json.decode(content, type=_ModelList).data if content else []
         except (*TRANSPORT_ERRORS, msgspec.DecodeError, UnicodeDecodeError, RecursionError) as exc:
             logger.warning(
                 "passthrough upstream's model list could not be read (%s); listing served models only",
@@ -122,6 +126,30 @@ class Passthrough:
             listed = []
         known = {model.get("id") for model in listed}
         return [*listed, *(model for model in served if model["id"] not in known)]
+
+    def unless_served(self, endpoint: ASGIApp, path: str) -> ASGIApp:
+        """`endpoint` (a protocol's route: `/responses`) for requests naming a served model; a request naming any
+        other model is relayed to `{base_url}{path}`, as it was before this server served the path. A body that
+        cannot be read, or is over the limit, is the endpoint's to refuse."""
+        served, limit = self.config.served_models, self.config.max_body_bytes
+
+        async def app(scope: Scope, receive: Receive, send: Send) -> None:
+            messages: list[Message] = []
+            size, more = 0, True
+            while more and size <= limit:
+                message = await receive()
+                if message["type"] != "http.request":
+                    return  # the client went away before its request was whole
+                messages.append(message)
+                size += len(message.get("body", b""))
+                more = message.get("more_body", False)
+            replay = _replay(messages, receive)
+            if size <= limit and _model_of(b"".join(m.get("body", b"") for m in messages)) not in (None, *served):
+                await self.relay(scope, replay, send, path)
+            else:
+                await endpoint(scope, replay, send)
+
+        return app
 
     def _target(self, scope: Scope) -> StageTarget:
         if not self.target.forward_client_authorization:
@@ -133,6 +161,30 @@ class Passthrough:
 
 class _BodyTooLarge(Exception):
     pass
+
+
+class _ModelView(msgspec.Struct):
+    model: str | None = None
+
+
+_model_decoder = msgspec.json.Decoder(_ModelView)
+
+
+def _model_of(body: bytes) -> str | None:
+    try:
+        return _model_decoder.decode(body).model
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+        return None
+
+
+def _replay(messages: list[Message], receive: Receive) -> Receive:
+    """`receive` with the messages already read given again first."""
+    pending = list(messages)
+
+    async def replayed() -> Message:
+        return pending.pop(0) if pending else await receive()
+
+    return replayed
 
 
 def _too_large(limit: int) -> RequestError:

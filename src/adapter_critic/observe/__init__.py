@@ -1,2 +1,2 @@
-"""What a server tells its operators about the runs it serves: logs now; the run store, metrics and traces
-build on the same run events."""
+"""What a server tells its operators about the runs it serves: logs (`logs`), Prometheus metrics (`metrics`) and
+OpenTelemetry traces (`tracing`), each fed by the run events; `telemetry` turns the last two on."""

@@ -84,6 +84,7 @@ class StageCalls:
         usage = Usage()
         reported = False
         output: str | None = None
+        finish: str | None = None
         error: UpstreamError | None = None
         answered = target
 
@@ -129,6 +130,8 @@ class StageCalls:
                 reported = True
             content = getattr(result, "content", None)  # a completion's or a relayed stream's answer text
             output = content if isinstance(content, str) and content else None
+            reason = getattr(result, "finish_reason", None)
+            finish = reason if isinstance(reason, str) else None
             return result
         except UpstreamError as exc:
             error = exc
@@ -136,7 +139,9 @@ class StageCalls:
         finally:
             label = answered.label if error is None else (attempts[-1].target if attempts else target.label)
             elapsed = (time.perf_counter() - began) * 1000
-            self.finished[stage] = StageFinished(stage, label, tuple(attempts), usage, elapsed, output, error, reported)
+            self.finished[stage] = StageFinished(
+                stage, label, tuple(attempts), usage, elapsed, output, error, reported, finish
+            )
             self.publish(self.finished[stage])
 
 

@@ -26,6 +26,7 @@ DEFAULT = "openai"
 BUILT_IN = {
     "openai": "adapter_critic.protocols.openai:OpenAI",
     "anthropic": "adapter_critic.protocols.anthropic:Anthropic",
+    "responses": "adapter_critic.protocols.responses.protocol:Responses",
 }
 
 

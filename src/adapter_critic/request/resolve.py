@@ -2,7 +2,8 @@
 
 Credentials are bound to URLs: a configured key is only ever sent to the `base_url` it is
 configured with, so no request can make the server send a secret to a host the operator did not
-configure. Everything here is pure: it reads the config and the request, never the network.
+configure. Everything here is pure: it reads the config and the request, never the network (an override
+host name is resolved and checked by `upstream.pinning`).
 """
 
 from __future__ import annotations
@@ -16,19 +17,25 @@ from ..config import Config, ServedModel, Target, normalize_url
 from ..core import Plan, StageTarget
 from ..errors import RequestError
 from ..redact import redact_userinfo
-from ..upstream.urlguard import override_url_problem, parse_url
+from ..upstream.urlguard import needs_resolution, override_url_problem, parse_url
 from ..workflows import registry
 from .decode import Overrides
 
 
-def check_overrides(config: Config, overrides: Overrides | None, where: str = "x_adapter_critic") -> None:
-    """The override checks that need no served model (400): overrides enabled, `*_base_url` allowlist."""
+def check_overrides(
+    config: Config, overrides: Overrides | None, where: str = "x_adapter_critic"
+) -> tuple[tuple[str, str], ...]:
+    """The override checks that need no served model (400): overrides enabled, `*_base_url` allowlist.
+
+    Returns the `(param, url)` of every override URL only `"*"` allows that names its host: its addresses are
+    still to be checked (`upstream.pinning.HostGuard`). Empty for every other request, which pays nothing more."""
     if overrides is None:
-        return
+        return ()
     if not config.allow_overrides:
         raise RequestError(f"`{where}` overrides are disabled on this server (allow_overrides = false).", param=where)
     configured = {t.url for t in config.targets()}
     allowed = {normalize_url(url) for url in config.allowed_override_base_urls}
+    to_resolve: list[tuple[str, str]] = []
     for name, url in overrides.base_urls().items():
         normalized = normalize_url(url)
         if normalized in configured:
@@ -41,6 +48,8 @@ def check_overrides(config: Config, overrides: Overrides | None, where: str = "x
         if "*" in allowed:
             problem = override_url_problem(normalized)
             if problem is None:
+                if needs_resolution(normalized):
+                    to_resolve.append((f"{where}.{name}", normalized))
                 continue
             raise RequestError(
                 f'`{where}.{name}`: {shown!r} {problem}, which allowed_override_base_urls = ["*"] does not '
@@ -52,6 +61,7 @@ def check_overrides(config: Config, overrides: Overrides | None, where: str = "x
             "base_urls, or be listed in the server's allowed_override_base_urls.",
             param=f"{where}.{name}",
         )
+    return tuple(to_resolve)
 
 
 def resolve(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import anyio
@@ -26,9 +26,11 @@ from ..errors import ServerError, UpstreamError
 from ..protocols import registry as protocols
 from ..protocols.base import UpstreamWire
 from ..redact import Secrets
+from .decoding import ACCEPT_ENCODING, body_chunks
 from .failures import TRANSPORT_ERRORS, bad_answer, status_error, transport_error
 from .inprocess import asgi_stream
 from .limits import limit_chunks, post_limited, sent
+from .pinning import PINNED, pinned_client
 from .sse import iter_batches
 from .synthesized import completion_as_chunks
 from .transport import network_client
@@ -69,7 +71,10 @@ class Upstream:
         self._in_process_app = in_process_app
         self._client: httpx.AsyncClient | None = None
         self._in_process: httpx.AsyncClient | None = None
+        self._pinned: httpx.AsyncClient | None = None
         self._opened_lazily = False
+        # Adds the current trace context (`traceparent`) to a call's headers, when tracing is on.
+        self.inject: Callable[[dict[str, str]], None] | None = None
         self._wires = wires
 
     def wire(self, target: StageTarget) -> UpstreamWire:
@@ -93,18 +98,26 @@ class Upstream:
             )
 
     async def aclose(self) -> None:
-        client, in_process = self._client, self._in_process
-        self._client = self._in_process = None
+        client, in_process, pinned = self._client, self._in_process, self._pinned
+        self._client = self._in_process = self._pinned = None
         if client is not None and client is not self._given_client:
             await client.aclose()
-        if in_process is not None:
-            await in_process.aclose()
+        for own in (in_process, pinned):
+            if own is not None:
+                await own.aclose()
 
     @property
     def is_open(self) -> bool:
         return self._client is not None
 
-    def client_for(self, base_url: str) -> httpx.AsyncClient:
+    def client_for(self, base_url: str, pinned: tuple[str, ...] = ()) -> httpx.AsyncClient:
+        """The client for a call to `base_url`; for a pinned target (`upstream.pinning`) always this server's own
+        pinning client, also when a client was given (no other client can be made to connect to given addresses)."""
+        if pinned:
+            if self._pinned is None:
+                limits = httpx.Limits(max_connections=self._max_connections)
+                self._pinned = pinned_client(timeout=self._timeout, limits=limits)
+            return self._pinned
         if self._client is None:
             # Starlette does not run a mounted app's lifespan; work anyway, but say how to close cleanly.
             if not self._opened_lazily:
@@ -125,8 +138,12 @@ class Upstream:
     # -- calls -----------------------------------------------------------------------------------
     def headers_for(self, target: StageTarget) -> dict[str, str]:
         """The headers of a JSON call to `target`, its key in the headers its protocol sends it in."""
-        headers = {"content-type": "application/json", "accept": "application/json"}
+        # gzip or nothing: what `decoding` inflates a bounded piece at a time (in-process: nothing to save).
+        encoding = "identity" if target.base_url.startswith("/") else ACCEPT_ENCODING
+        headers = {"content-type": "application/json", "accept": "application/json", "accept-encoding": encoding}
         headers.update(self.wire(target).headers(api_key(target)))
+        if self.inject is not None:
+            self.inject(headers)
         return headers
 
     async def probe(self, target: StageTarget, seconds: float) -> int:
@@ -148,7 +165,7 @@ class Upstream:
 
     async def complete(self, stage: str, target: StageTarget, body: dict[str, Any]) -> Completion:
         """One non-streaming chat-completions call; raises an `UpstreamError` naming the stage."""
-        client = self.client_for(target.base_url)
+        client = self.client_for(target.base_url, target.pinned)
         wire = self.wire(target)
         url = f"{target.base_url}{wire.path}"
         timeout = self.timeout_for(target)
@@ -163,6 +180,7 @@ class Upstream:
                     content=wire.encode(body, stream=False),
                     headers=self.headers_for(target),
                     timeout=timeout,
+                    extensions={PINNED: target.pinned} if target.pinned else None,
                 )
         except TRANSPORT_ERRORS as exc:
             raise self._failed(stage, target, exc, failed="could not be reached") from None
@@ -195,7 +213,7 @@ class Upstream:
         content = wire.encode(body, stream=True)
         headers = {**self.headers_for(target), "accept": "text/event-stream"}
         url = f"{target.base_url}{wire.path}"
-        client = self.client_for(target.base_url)
+        client = self.client_for(target.base_url, target.pinned)
         timeout = self.timeout_for(target)
         opened: contextlib.AbstractAsyncContextManager[tuple[int, httpx.Headers, AsyncIterator[bytes]]]
         if client is self._in_process and self._in_process_app is not None:
@@ -203,7 +221,7 @@ class Upstream:
                 self._in_process_app, path=url, headers=headers, body=content, read_timeout=timeout.read or 0
             )
         else:
-            opened = _network_stream(client, url, headers, content, timeout)
+            opened = _network_stream(client, url, headers, content, timeout, target.pinned)
         try:
             async with opened as (status, response_headers, chunks):
                 limited = limit_chunks(chunks, self._max_response_bytes)
@@ -259,10 +277,17 @@ def _an_answer(target: StageTarget) -> str:
 
 @contextlib.asynccontextmanager
 async def _network_stream(
-    client: httpx.AsyncClient, url: str, headers: dict[str, str], content: bytes, timeouts: httpx.Timeout
+    client: httpx.AsyncClient,
+    url: str,
+    headers: dict[str, str],
+    content: bytes,
+    timeouts: httpx.Timeout,
+    pinned: tuple[str, ...],
 ) -> AsyncIterator[tuple[int, httpx.Headers, AsyncIterator[bytes]]]:
-    async with sent(client, "POST", url, content=content, headers=headers, timeout=timeouts) as response:
-        yield response.status_code, response.headers, response.aiter_bytes()
+    extensions = {PINNED: pinned} if pinned else None
+    opened = sent(client, "POST", url, content=content, headers=headers, timeout=timeouts, extensions=extensions)
+    async with opened as response:
+        yield response.status_code, response.headers, body_chunks(response)
 
 
 async def _read_some(chunks: AsyncIterator[bytes], limit: int = 65536) -> bytes:

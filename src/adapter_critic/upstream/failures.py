@@ -14,12 +14,13 @@ import httpx
 from ..core import StageTarget, Usage
 from ..errors import UpstreamError, read_error_body
 from ..redact import Secrets
+from .decoding import UndecodableAnswer
 from .limits import ResponseTooLarge
 from .retry import parse_retry_after
 from .sse import StreamIncomplete
 
 # What the transport, the size limit and the event stream reader raise; each maps to an `UpstreamError`.
-TRANSPORT_ERRORS = (httpx.HTTPError, TimeoutError, StreamIncomplete, ResponseTooLarge)
+TRANSPORT_ERRORS = (httpx.HTTPError, TimeoutError, StreamIncomplete, ResponseTooLarge, UndecodableAnswer)
 
 
 def transport_error(
@@ -40,7 +41,7 @@ def transport_error(
     if isinstance(exc, StreamIncomplete):
         detail = "ended its event stream before `data: [DONE]`."
         return UpstreamError(stage=stage, target=label, kind="unreachable", detail=detail, usage=usage)
-    if isinstance(exc, ResponseTooLarge):
+    if isinstance(exc, ResponseTooLarge | UndecodableAnswer):
         return UpstreamError(stage=stage, target=label, kind="bad_answer", detail=f"answered, but {exc}.", usage=usage)
     said = describe_transport_error(exc, target) or secrets.redact(f"{type(exc).__name__}: {exc}", target.client_token)
     return UpstreamError(stage=stage, target=label, kind="unreachable", detail=f"{failed}: {said}.", usage=usage)

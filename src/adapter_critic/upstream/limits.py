@@ -4,7 +4,8 @@ A non-streaming answer is read incrementally and refused as soon as it passes th
 when its `Content-Length` says it will), so a hostile or broken upstream cannot make the server
 buffer without bound. A streamed answer is counted the same way, in total, as it is relayed: an
 endless event stream or an endless line without a line break ends with an error too. Sizes are of
-the decoded body (after gzip etc.), which is what would be held in memory.
+the decoded body (after gzip), counted while decoding, a bounded piece at a time (`decoding`): what would
+be held in memory.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
+
+from .decoding import body_chunks
 
 
 class ResponseTooLarge(Exception):
@@ -50,7 +53,7 @@ async def read_limited(response: httpx.Response, limit: int) -> bytes:
     declared = response.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise ResponseTooLarge(limit)
-    return b"".join([chunk async for chunk in limit_chunks(response.aiter_bytes(), limit)])
+    return b"".join([chunk async for chunk in limit_chunks(body_chunks(response), limit)])
 
 
 async def limit_chunks(chunks: AsyncIterator[bytes], limit: int) -> AsyncIterator[bytes]:

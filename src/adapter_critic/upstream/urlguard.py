@@ -1,19 +1,22 @@
 """What `allowed_override_base_urls = ["*"]` still refuses in a request's `*_base_url` override.
 
-"*" lets a request choose any upstream, but not:
+"*" lets a request choose any upstream on the internet, but not:
 
 - a scheme other than `http`/`https`;
 - userinfo (`http://user:pass@host`): credentials in a URL end up in logs and messages, and `\\@`-style
   tricks are where URL parsers disagree about the host;
-- a link-local or cloud-metadata host, where the machine's own credentials are served:
-  169.254.0.0/16 and fe80::/10 (AWS, GCP, Azure, ... instance metadata), fd00:ec2::254 (AWS over IPv6),
-  100.100.100.200 (Alibaba), `metadata.google.internal` and its aliases — in every spelling a resolver
-  accepts: decimal, hex and octal IPv4 (`2852039166`, `0xa9fea9fe`, `0251.0376.0251.0376`, `169.254.43518`),
-  IPv4 inside IPv6 (`::ffff:169.254.169.254`, NAT64, 6to4), a trailing dot, percent-encoding, a zone id.
+- an address of this machine or its networks (`address_problem`): unspecified (0.0.0.0/8, ::), loopback
+  (127.0.0.0/8, ::1), private (RFC 1918, carrier-grade NAT 100.64.0.0/10, unique local fc00::/7, site-local),
+  link-local and cloud metadata, where the machine's own credentials are served (169.254.0.0/16, fe80::/10,
+  fd00:ec2::254, 100.100.100.200, `metadata.google.internal` and its aliases), multicast, reserved and
+  broadcast — in every spelling a resolver accepts: decimal, hex and octal IPv4 (`2852039166`, `0xa9fea9fe`,
+  `0251.0376.0251.0376`, `169.254.43518`), IPv4 inside IPv6 (`::ffff:127.0.0.1`, IPv4-compatible, NAT64,
+  6to4, Teredo), a trailing dot, percent-encoding, a zone id.
 
 An operator who really wants one of these lists it explicitly. The URL is parsed by `httpx.URL`, the
-parser of the client that makes the call, so the host checked is the host called. A DNS name that merely
-resolves to such an address is not caught here (that needs a check of the connected address).
+parser of the client that makes the call, so the host checked is the host called. A host *name* is checked
+here for its form only; every address it resolves to is checked by `upstream.pinning`, which also makes the
+connection go to exactly the addresses checked.
 """
 
 from __future__ import annotations
@@ -74,13 +77,20 @@ def override_url_problem(url: str) -> str | None:
         return "has no host"
     if host in METADATA_HOSTS:
         return "points at a cloud-metadata host"
+    if host == "localhost" or host.endswith(".localhost"):  # always this host (RFC 6761), whatever DNS says
+        return _LOOPBACK
     try:
         address = ip_of(host)
     except ValueError:
         return "has a host that is neither a name nor a valid IP address"
-    if address is not None and is_metadata_address(address):
-        return "points at a link-local or cloud-metadata address"
-    return None
+    return address_problem(address) if address is not None else None
+
+
+def needs_resolution(url: str) -> bool:
+    """Whether an override URL that `override_url_problem` let through names its host (to be resolved and its
+    addresses checked) rather than giving an IP address."""
+    parsed = parse_url(url)
+    return parsed is not None and ip_of(urllib.parse.unquote(parsed.host).lower().rstrip(".")) is None
 
 
 def ip_of(host: str) -> IPAddress | None:
@@ -105,16 +115,65 @@ def ip_of(host: str) -> IPAddress | None:
     return ipaddress.IPv4Address(value)
 
 
-def is_metadata_address(address: IPAddress) -> bool:
-    """Link-local or a known metadata address, also when an IPv6 address carries an IPv4 one inside."""
+LINK_LOCAL = "points at a link-local or cloud-metadata address"
+_UNSPECIFIED = "points at an unspecified address (this host)"
+_LOOPBACK = "points at a loopback address (this host)"
+_PRIVATE = "points at a private-network address"
+_NOT_UNICAST = "points at a multicast, reserved or broadcast address"
+_NETWORKS: tuple[tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, str], ...] = tuple(
+    (ipaddress.ip_network(network), problem)
+    for network, problem in (
+        ("0.0.0.0/8", _UNSPECIFIED),
+        ("127.0.0.0/8", _LOOPBACK),
+        ("10.0.0.0/8", _PRIVATE),
+        ("172.16.0.0/12", _PRIVATE),
+        ("192.168.0.0/16", _PRIVATE),
+        ("100.64.0.0/10", _PRIVATE),  # carrier-grade NAT (RFC 6598): private networks, VPN meshes
+        ("192.0.0.0/24", _PRIVATE),  # IETF protocol assignments (RFC 6890): not on the internet
+        ("198.18.0.0/15", _PRIVATE),  # benchmarking (RFC 2544): lab networks
+        ("169.254.0.0/16", LINK_LOCAL),
+        ("224.0.0.0/4", _NOT_UNICAST),
+        ("240.0.0.0/4", _NOT_UNICAST),  # reserved, and 255.255.255.255
+        ("::/128", _UNSPECIFIED),
+        ("::1/128", _LOOPBACK),
+        ("fc00::/7", _PRIVATE),  # unique local
+        ("fec0::/10", _PRIVATE),  # site-local (deprecated, still routed on some networks)
+        ("64:ff9b:1::/48", _PRIVATE),  # local-use NAT64 (RFC 8215)
+        ("fe80::/10", LINK_LOCAL),
+        ("ff00::/8", _NOT_UNICAST),
+    )
+)
+
+
+def address_problem(address: IPAddress) -> str | None:
+    """Why `"*"` does not cover an address (a phrase to follow the URL), or None for an internet address.
+    An IPv6 address that carries an IPv4 one (mapped, compatible, NAT64, 6to4, Teredo) is judged by both."""
     if isinstance(address, ipaddress.IPv6Address):
         address = ipaddress.IPv6Address(int(address))  # drop a zone id
-        inner = address.ipv4_mapped or address.sixtofour
-        if inner is None and (address in _NAT64 or 1 < int(address) < 2**32):  # NAT64, IPv4-compatible
-            inner = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
-        if inner is not None and is_metadata_address(inner):
-            return True
-    return address.is_link_local or address in METADATA_ADDRESSES
+        for inner in _embedded_ipv4(address):
+            problem = address_problem(inner)
+            if problem is not None:
+                return problem
+    if address in METADATA_ADDRESSES:
+        return LINK_LOCAL
+    for network, problem in _NETWORKS:
+        if address in network:
+            return problem
+    return None
+
+
+def is_metadata_address(address: IPAddress) -> bool:
+    """Link-local or a known metadata address, also when an IPv6 address carries an IPv4 one inside."""
+    return address_problem(address) == LINK_LOCAL
+
+
+def _embedded_ipv4(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    found = [inner for inner in (address.ipv4_mapped, address.sixtofour) if inner is not None]
+    if address.teredo is not None:
+        found.append(address.teredo[1])  # the client's address
+    if address in _NAT64 or 1 < int(address) < 2**32:  # NAT64, IPv4-compatible
+        found.append(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))
+    return found
 
 
 def _number(label: str) -> int:

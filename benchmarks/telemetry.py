@@ -1,0 +1,208 @@
+"""What metrics and tracing cost: the product's CPU per request with them off and on, side by side in one run.
+
+    python -m benchmarks.telemetry            # 5 rounds x 3000 requests per figure, a couple of minutes
+    python -m benchmarks.telemetry --quick    # 1 round x 300 requests, to check the harness
+
+The same mock upstream and the same product (`uvicorn adapter_critic.asgi:app`, one worker, pinned to one core as
+in `benchmarks/run.py`, run store off unless said) run in five variants, each its own process:
+- `off`: `[telemetry] metrics = false` (and no tracing);
+- `metrics`: the standalone default, `GET /metrics` on;
+- `metrics, multiprocess`: the same with `PROMETHEUS_MULTIPROC_DIR` set (as under `--workers N`: every value
+  lives in a memory-mapped file);
+- `metrics + tracing`: and `tracing = true`, with an OpenTelemetry SDK recording every span
+  (`benchmarks/with_otel_sdk.py`; exported to nowhere);
+- `metrics + store`: metrics and the run store as the standalone server has them by default (SQLite, capture
+  `full`): what the issue bounds at 1.15x of `off` (`benchmarks/store.py` has the store alone).
+Each round measures every variant once (direct mode, plain and streamed, a fixed batch at concurrency 16); the
+figure is the median over rounds of utime+stime per request, and each variant's ratio to `off`. On a busy
+machine these differ by more than what telemetry costs, so the subscribers' own work for one direct run (its five
+events, and the in-flight gauge) is also timed in-process, where nothing else interferes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+if str(HERE.parent) not in sys.path:
+    sys.path.insert(0, str(HERE.parent))
+
+from adapter_critic.core import Usage  # noqa: E402
+from adapter_critic.events import (  # noqa: E402
+    Attempt,
+    Event,
+    Noted,
+    RunFinished,
+    RunRecord,
+    RunStarted,
+    StageFinished,
+    StageStarted,
+)
+from benchmarks import payloads, run  # noqa: E402
+
+VARIANTS = ("off", "metrics", "metrics, multiprocess", "metrics + tracing", "metrics + store")
+TARGET = 1.15  # metrics on: direct-mode CPU per request within this ratio of off (issue 11)
+
+
+@contextlib.contextmanager
+def servers(workdir: Path, proxy: list[int] | None, other: list[int] | None) -> Iterator[dict[str, run.Server]]:
+    started: dict[str, run.Server] = {}
+    try:
+        mock = run.start_server(
+            "mock", ["-m", "uvicorn", "benchmarks.mock_upstream:app", "--lifespan", "off"],
+            cpus=other, env={}, workdir=workdir,
+        )  # fmt: skip
+        started["mock"] = mock
+        base = run.product_config(f"http://127.0.0.1:{mock.port}/v1")
+        telemetry = {
+            "off": {"metrics": False},
+            "metrics": {},
+            "metrics, multiprocess": {},
+            "metrics + tracing": {"tracing": True},
+            "metrics + store": {},
+        }
+        for name in VARIANTS:
+            config = workdir / f"{name.replace(' ', '_')}.json"
+            variant = {**base, "telemetry": telemetry[name]}
+            if name == "metrics + store":  # the standalone default: every run recorded to SQLite, capture full
+                variant["store"] = {"url": f"sqlite:///{workdir / 'runs.sqlite3'}"}
+            config.write_text(json.dumps(variant))
+            env = {"ADAPTER_CRITIC_CONFIG": str(config)}
+            module = ["-m", "uvicorn"]
+            if name == "metrics, multiprocess":
+                shared = workdir / "multiproc"
+                shared.mkdir()
+                env["PROMETHEUS_MULTIPROC_DIR"] = str(shared)
+            elif name == "metrics + tracing":
+                module = ["-m", "benchmarks.with_otel_sdk"]
+            started[name] = run.start_server(
+                name, [*module, "adapter_critic.asgi:app"], cpus=proxy, env=env, workdir=workdir
+            )
+        deadline = time.monotonic() + 60
+        for server in started.values():
+            run.wait_ready(server, deadline)
+        yield started
+    finally:
+        for server in started.values():
+            run.stop_server(server)
+
+
+def cpu_us(server: run.Server, load: run.Load, body: str, requests: int) -> float:
+    before = run.cpu_seconds(server.pid)
+    done = load.batch(server.port, body, requests, 16)
+    time.sleep(0.05)  # let it finish the requests the load generator abandoned at the end of the batch
+    return (run.cpu_seconds(server.pid) - before) / done["requests"] * 1e6
+
+
+def subscriber_us(quick: bool) -> dict[str, float]:
+    """µs per direct run of each variant's subscribers, timed in-process (best of 5 repeats)."""
+    import timeit
+
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    from adapter_critic.observe.metrics import Metrics
+    from adapter_critic.observe.tracing import Tracing
+    from benchmarks.with_otel_sdk import Discard
+
+    target = "bench-api@http://127.0.0.1:9/v1"
+    record = RunRecord("chatcmpl-bench", "bench-direct", "direct")
+    events: list[Event] = [
+        RunStarted("chatcmpl-bench", "bench-direct", "direct", False),
+        StageStarted("api", target),
+        StageFinished("api", target, (Attempt(target),), Usage(20, 30, 50), 1.5, "answer", None, True, "stop"),
+        Noted("api", "answer"),
+        RunFinished("ok", record),
+    ]
+    metrics = Metrics()
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(Discard()))
+    tracing = Tracing(provider)
+
+    def with_metrics() -> None:
+        metrics.in_flight.inc()
+        for event in events:
+            metrics.on_event(event)
+        metrics.in_flight.dec()
+
+    def with_tracing() -> None:
+        for event in events:
+            tracing.on_event(event)
+
+    number = 2000 if quick else 20000
+    results = {}
+    for name, work in (("metrics", with_metrics), ("tracing (SDK)", with_tracing)):
+        best = min(timeit.repeat(work, number=number, repeat=5))
+        results[name] = best / number * 1e6
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="1 round x 300 requests: check the harness")
+    parser.add_argument("--rounds", type=int, help="override the number of rounds")
+    parser.add_argument("--python-load", action="store_true", help="use benchmarks/loadgen.py even if wrk is installed")
+    args = parser.parse_args()
+    rounds, batch, warmup = (1, 300, 50) if args.quick else (5, 3000, 300)
+    rounds = args.rounds or rounds
+    use_wrk = run.shutil.which("wrk") is not None and not args.python_load
+    proxy, other = run.cpu_layout()
+    bodies = ("direct", "direct-stream")
+    figures: dict[tuple[str, str], list[float]] = {(v, b): [] for v in VARIANTS for b in bodies}
+    with tempfile.TemporaryDirectory(prefix="adapter-critic-telemetry-") as tmp:
+        workdir = Path(tmp)
+        files = {}
+        for body in bodies:
+            files[body] = workdir / f"{body}.json"
+            files[body].write_bytes(payloads.request_bytes("bench-direct", stream=body.endswith("stream")))
+        load = run.Load(files, other, use_wrk)
+        with servers(workdir, proxy, other) as started:
+            for name in VARIANTS:
+                for body in bodies:
+                    load.batch(started[name].port, body, warmup, 16)
+            for number in range(rounds):
+                print(f"round {number + 1}/{rounds}", file=sys.stderr)
+                for name in VARIANTS:
+                    for body in bodies:
+                        figures[(name, body)].append(cpu_us(started[name], load, body, batch))
+    print(table(figures, rounds, batch, "wrk" if use_wrk else "benchmarks/loadgen.py", subscriber_us(args.quick)))
+
+
+def table(
+    figures: dict[tuple[str, str], list[float]], rounds: int, batch: int, loader: str, micro: dict[str, float]
+) -> str:
+    median = {key: statistics.median(values) for key, values in figures.items()}
+    lines = [
+        f"telemetry overhead: product CPU µs per request (median of {rounds} round(s) x {batch} requests @16, "
+        f"load: {loader})",
+        "",
+        f"{'variant':<24}{'direct':>8}{'x off':>7}{'stream':>9}{'x off':>7}",
+    ]
+    for name in VARIANTS:
+        plain, stream = median[(name, "direct")], median[(name, "direct-stream")]
+        lines.append(
+            f"{name:<24}{plain:>8.0f}{plain / median[('off', 'direct')]:>7.2f}"
+            f"{stream:>9.0f}{stream / median[('off', 'direct-stream')]:>7.2f}"
+        )
+    off = median[("off", "direct")]
+    lines += ["", "the subscribers' own work for one direct run, timed in-process:"]
+    for name, us in micro.items():
+        lines.append(f"  {name:<22}{us:>8.1f} µs  ({us / off * 100:.1f} % of off's CPU per direct request)")
+    lines.append("")
+    for name in ("metrics", "metrics + store"):
+        ratio = median[(name, "direct")] / off
+        mark = "ok  " if ratio <= TARGET else "MISS"
+        lines.append(f"  {mark} {name}: direct CPU/request vs off: {ratio:.2f} (target ≤ {TARGET})")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,6 @@
+"""The OpenAI Responses API as an inbound protocol: `POST /responses` runs the served model's workflow.
+
+`protocol` is the plug-in (registered as `responses`); `wire` holds the Structs; `inbound` maps a request onto
+the run's (`items`: input items as chat messages); `outbound` a finished run onto the `response` object; and
+`stream` renders a streamed run's events (`views`: the upstream chunks as it reads them).
+"""
