@@ -28,6 +28,8 @@ from .schema import instances, runs, stages, upgrade
 # An instance that has not said it is alive for this long is gone (it beats every `HEARTBEAT_SECONDS`).
 HEARTBEAT_SECONDS = 30.0
 STALE_SECONDS = 120.0
+# The columns a run's end fills in (`rows.closed_row`), NULL while it runs.
+_CLOSED_COLUMNS = ("finished_at", "duration_ms", "usage", "error", "intermediate", "answer")
 _SUMMARY = [c for c in runs.c if c.name not in ("request", "intermediate", "answer", "instance")]
 
 
@@ -122,12 +124,23 @@ class Database:
     async def write(self, batch: Sequence[Record], instance: str, clean: Cleaner) -> None:
         """Write a batch in one transaction: opened runs, then finished stages, then closed runs (a run's records
         are in queue order, so its row exists before its stages and its end)."""
-        opened = [opened_row(r, instance, clean.for_secret(r.secret)) for r in batch if type(r) is RunOpened]
+        opened = {r.run_id: opened_row(r, instance, clean.for_secret(r.secret)) for r in batch if type(r) is RunOpened}
         done = [stage_row(r, clean.for_secret(r.secret)) for r in batch if type(r) is StageDone]
-        closed = [closed_row(r, clean.for_secret(r.secret)) for r in batch if type(r) is RunClosed]
+        closed = []
+        for record in batch:
+            if type(record) is RunClosed:
+                row = closed_row(record, clean.for_secret(record.secret))
+                started = opened.get(record.run_id)
+                if started is None:
+                    closed.append(row)
+                else:  # opened and closed in one batch (most runs): the row is written once, whole, never updated
+                    started.update((name, value) for name, value in row.items() if name != "b_run_id")
+        for row in opened.values():  # one executemany needs the same columns in every row
+            for name in _CLOSED_COLUMNS:
+                row.setdefault(name, None)
         async with self._writer.begin() as conn:
             if opened:
-                await conn.execute(runs.insert(), opened)
+                await conn.execute(runs.insert(), list(opened.values()))
             if done:
                 await conn.execute(stages.insert(), done)
             if closed:
