@@ -34,7 +34,7 @@ def standalone_app() -> Starlette:
         "demo-critic, answered by a small deterministic demo model, not a real LLM). To serve real models, set "
         f"{CONFIG_ENV}=/path/to/config.toml (see examples/)."
     )
-    return build_app(Service(demo_config(), in_process_app=demo_model_app()), prefix="/v1")
+    return build_app(Service(demo_config(), in_process_app=demo_model_app()), prefix="/v1", standalone=True)
 
 
 def _say(message: str) -> None:

@@ -69,6 +69,12 @@ class ServedModel(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, froz
 _SERVED_KEYS = ("mode", "api", "on_review_error")
 
 
+class UIConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    """The trace viewer at `GET /ui` under the mount (`[ui]` in a config file)."""
+
+    enabled: bool | None = None  # None: on for the standalone server, off for a mounted app unless set to true
+
+
 class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True, dict=True):
     """The whole configuration; build it with `load_config(path)` or `Config.from_dict(data)`.
 
@@ -99,6 +105,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
     cors_allowed_origins: list[str] = []
     # Where every other request under the mount goes (`/embeddings`, `/completions`, …); None: those are 404s.
     passthrough: Target | None = None
+    ui: UIConfig = UIConfig()
 
     def __post_init__(self) -> None:
         if self.auth_api_keys_env is None:

@@ -29,6 +29,7 @@ from ..errors import RequestError, ServerError
 from ..observe.logs import served_line
 from ..request.resolve import unknown_model
 from ..upstream.retry import Sleep
+from ..viewer import Viewer
 from .auth import AuthMiddleware
 from .chat import Service
 from .health import DeepHealth
@@ -60,7 +61,7 @@ def create_app(
 
 def create_standalone_app(config: Config | str | Path) -> Starlette:
     """`create_app` with its routes under `/v1`, as `uvicorn adapter_critic.asgi:app` serves them."""
-    return build_app(Service(_absolute(config)), prefix="/v1")
+    return build_app(Service(_absolute(config)), prefix="/v1", standalone=True)
 
 
 def _absolute(config: Config | str | Path) -> Config:
@@ -71,8 +72,10 @@ def _absolute(config: Config | str | Path) -> Config:
     return config
 
 
-def build_app(service: Service, *, prefix: str = "") -> Starlette:
+def build_app(service: Service, *, prefix: str = "", standalone: bool = False) -> Starlette:
     """The Starlette app around a service, its routes under `prefix` (the standalone server uses `/v1`).
+
+    `standalone` turns on what the standalone server has by default (the viewer at `/ui`).
 
     One flat app rather than a `Mount`: every response passes through fewer wrappers.
     """
@@ -83,6 +86,8 @@ def build_app(service: Service, *, prefix: str = "") -> Starlette:
     model_bodies = {served_id: encode(model) for served_id, model in model_objects.items()}
 
     passthrough = Passthrough(config, service.upstream) if config.passthrough is not None else None
+    ui_on = config.ui.enabled if config.ui.enabled is not None else standalone
+    viewer = Viewer(prefix) if ui_on else None
 
     async def models(request: Request) -> Response:
         if passthrough is None:
@@ -127,11 +132,12 @@ def build_app(service: Service, *, prefix: str = "") -> Starlette:
             Route(f"{prefix}/models", models, methods=["GET"]),
             Route(f"{prefix}/models/{{model:path}}", _ASGIEndpoint(model), methods=["GET"]),
             Route(f"{prefix}/health", health, methods=["GET"]),
+            *(viewer.routes() if viewer is not None else []),
             *([Route(f"{prefix}/{{path:path}}", passthrough)] if passthrough is not None else []),
         ],
         exception_handlers=error_handlers(prefix or None),
         lifespan=lifespan,
-        middleware=_middleware(service, prefix),
+        middleware=_middleware(service, prefix, viewer.public_paths() if viewer is not None else []),
     )
     app.state.adapter_critic = service
     return app
@@ -147,7 +153,7 @@ class _ASGIEndpoint:
         await self.app(scope, receive, send)
 
 
-def _middleware(service: Service, prefix: str) -> list[Middleware]:
+def _middleware(service: Service, prefix: str, public: list[str]) -> list[Middleware]:
     """CORS outermost (a browser's preflight carries no API key), then inbound auth — inside Starlette's error
     middleware but before routing, so 404s and 405s need the key too."""
     stack = []
@@ -164,7 +170,7 @@ def _middleware(service: Service, prefix: str) -> list[Middleware]:
             )
         )
     if service.auth.enabled:
-        stack.append(Middleware(AuthMiddleware, auth=service.auth, public_paths=[f"{prefix}/health"]))
+        stack.append(Middleware(AuthMiddleware, auth=service.auth, public_paths=[f"{prefix}/health", *public]))
     return stack
 
 
