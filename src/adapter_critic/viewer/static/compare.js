@@ -67,7 +67,7 @@ function side(label, run) {
       h("div", {}, h("dt", {}, "Latency"), h("dd", {}, ms(run.durationMs))),
       h("div", {}, h("dt", {}, "Tokens"), h("dd", {}, count(run.tokens.total))),
     ),
-    timeline(run),
+    timeline(run, true),
     h("h3", {}, "Final answer"),
     textBlock(run.answer, `answer ${label}`),
   );

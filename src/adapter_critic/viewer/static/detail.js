@@ -140,7 +140,7 @@ function tokenTable(run) {
   return h(
     "table",
     { class: "tokens" },
-    h("thead", {}, h("tr", {}, ["Stage", "Prompt", "Completion", "Total", ""].map((name) => h("th", { scope: "col" }, name)))),
+    h("thead", {}, h("tr", {}, ["Stage", "Prompt", "Completion", "Total", ""].map((name, at) => h("th", { scope: "col", class: at && at < 4 ? "num" : null }, name)))),
     h(
       "tbody",
       {},

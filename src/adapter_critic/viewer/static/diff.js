@@ -18,7 +18,37 @@ function lines(text) {
 }
 
 export function diffWords(a, b) {
-  return diffTokens(tokens(a), tokens(b)) || diffTokens(lines(a), lines(b)) || [["-", a], ["+", b]].filter((op) => op[1]);
+  const ops = diffTokens(tokens(a), tokens(b)) || diffTokens(lines(a), lines(b));
+  return ops ? readable(ops) : [["-", a], ["+", b]].filter((op) => op[1]);
+}
+
+// A word diff reads badly when a change is cut up by the spaces it shares with the other text ("The" → "A",
+// " ", "cat" → "dog"): a short equal piece between two changes joins them, and each group of changes becomes
+// one deletion followed by one insertion.
+function readable(ops) {
+  const out = [];
+  let del = "";
+  let ins = "";
+  const flush = () => {
+    push(out, "-", del);
+    push(out, "+", ins);
+    del = "";
+    ins = "";
+  };
+  for (let i = 0; i < ops.length; i++) {
+    const [op, text] = ops[i];
+    const between = i > 0 && i < ops.length - 1 && (del || ins);
+    if (op === "=" && !(between && text.length <= 2 && !text.includes("\n"))) {
+      flush();
+      push(out, "=", text);
+    } else if (op === "=") {
+      del += text;
+      ins += text;
+    } else if (op === "-") del += text;
+    else ins += text;
+  }
+  flush();
+  return out;
 }
 
 function diffTokens(x, y) {

@@ -107,8 +107,8 @@ export async function showList(main, params, navigate) {
             "tr",
             {},
             h("th", { class: "mark", title: "Mark two runs to compare" }, "⇄"),
-            ["Time", "Request id", "Served model", "Mode", "Status", "Tokens", "Latency"].map((name) =>
-              h("th", { scope: "col" }, name),
+            ["Time", "Request id", "Served model", "Mode", "Status", "Tokens", "Latency"].map((name, at) =>
+              h("th", { scope: "col", class: at >= 5 ? "num" : null }, name),
             ),
           ),
         ),
@@ -175,7 +175,7 @@ export async function showList(main, params, navigate) {
         h("td", { class: "id" }, h("a", { href: `#/runs/${encodeURIComponent(run.id)}` }, run.id)),
         h("td", { class: "model" }, run.servedModel),
         h("td", { class: "mode" }, run.mode),
-        h("td", { class: "status" }, statusBadge(run.status), run.errorType ? h("span", { class: "muted" }, ` ${run.errorType}`) : null),
+        h("td", { class: "status-cell" }, statusBadge(run.status), run.errorType ? h("span", { class: "muted" }, ` ${run.errorType}`) : null),
         h("td", { class: "num" }, count(run.tokens.total)),
         h("td", { class: "num" }, run.status === "running" ? "…" : ms(run.durationMs)),
       );

@@ -3,7 +3,8 @@
 
 import { h, ms } from "./dom.js";
 
-export function timeline(run) {
+// `compact`: only each stage's duration beside its bar (for two timelines side by side).
+export function timeline(run, compact) {
   const stages = run.stages;
   if (!stages.length) return h("p", { class: "muted" }, "No stage has finished yet.");
   const end = Math.max(run.durationMs || 0, ...stages.map((stage) => stage.startMs + stage.durationMs), 1);
@@ -35,7 +36,7 @@ export function timeline(run) {
       { class: "lane", "data-stage": stage.name },
       h("button", { type: "button", class: "lane-name link", title: "Show this stage", onclick: () => reveal(index) }, stage.name),
       h("div", { class: "track" }, bar),
-      h("span", { class: "lane-facts" }, facts.join(" · ")),
+      h("span", { class: "lane-facts" }, compact ? ms(stage.durationMs) : facts.join(" · ")),
     );
   });
   const ticks = [0, 0.25, 0.5, 0.75, 1].map((share) => {
