@@ -1,0 +1,187 @@
+"""What the run store holds and the runs API answers: one definition of each shape, as msgspec Structs.
+
+`RunSummary` is a run as `GET /runs` lists it; `RunDetail` is the whole record of `GET /runs/{id}`, with its
+`StoredStage`s in order. Their JSON encoding is the API's JSON (field names, `null`s and all), so readers in
+Python (`RunStore`) and over HTTP see the same thing. `RunQuery` is a list's filters, `RunPage` one page of it.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime
+import math
+from typing import Any, Literal
+
+import msgspec
+
+StoredStatus = Literal["running", "ok", "degraded", "error", "cancelled", "interrupted"]
+STATUSES: tuple[str, ...] = ("running", "ok", "degraded", "error", "cancelled", "interrupted")
+Capture = Literal["full", "metadata"]
+
+
+class Tokens(msgspec.Struct):
+    """Token counts (details, where an upstream gave them, are in the stage's `usage` as it reported them)."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+
+class StoredError(msgspec.Struct):
+    """An error as the client got it: the HTTP status and the §7 envelope's fields."""
+
+    status: int
+    type: str
+    message: str
+    param: str | None = None
+    code: str | None = None
+
+
+class AttemptError(msgspec.Struct):
+    """Why one attempt of a stage call failed: `kind` (`status`, `timeout`, `connect`, `invalid`, …), the upstream's
+    HTTP status when it answered, and the message (secrets redacted)."""
+
+    kind: str
+    message: str
+    status: int | None = None
+
+
+class StoredAttempt(msgspec.Struct):
+    """One attempt of a stage call: the target asked (model and host — never a key) and, if it failed, why."""
+
+    target_model: str
+    target_host: str
+    error: AttemptError | None = None
+
+
+class StoredStage(msgspec.Struct):
+    """One finished stage call, in the order the run made them (`index` from 0).
+
+    `started_offset_ms` is when the call started, in milliseconds after the run started, and `elapsed_ms` how long
+    it took (retries and fallbacks included): together they draw a timeline. `messages` (what the stage sent) and
+    `output` (its answer text) are present only under capture `full`."""
+
+    index: int
+    stage: str
+    status: Literal["ok", "error"]
+    target_model: str
+    target_host: str
+    started_offset_ms: float
+    elapsed_ms: float
+    attempts: list[StoredAttempt]
+    usage: dict[str, Any]  # the stage's usage as summed over its attempts (details included)
+    usage_reported: bool
+    messages: list[Any] | None = None
+    output: str | None = None
+    error: AttemptError | None = None
+
+
+class RunSummary(msgspec.Struct):
+    """A run as `GET /runs` lists it. Times are ISO 8601 in UTC; `finished_at`, `duration_ms`, `usage` are null
+    while the run is `running` (and for an `interrupted` one)."""
+
+    id: str  # the run id: `adapter_critic.run_id` of its response
+    request_id: str  # the response's `x-request-id` (the client's own, when it sent one; else the run id)
+    served_model: str
+    mode: str
+    stream: bool
+    status: StoredStatus
+    degraded: bool
+    started_at: str
+    finished_at: str | None = None
+    duration_ms: float | None = None
+    usage: Tokens | None = None
+    error: StoredError | None = None
+    object: str = "run"
+
+
+class StoredAnswer(msgspec.Struct):
+    """The final answer the client got (`content` and `tool_calls` under capture `full` only)."""
+
+    finish_reason: str | None = None
+    content: str | None = None
+    tool_calls: list[Any] | None = None
+
+
+class StoredRequest(msgspec.Struct):
+    """The client's request as the run saw it: its options (every field but `model` and `messages`, e.g.
+    `temperature`, `tools`, `x_adapter_critic`) and, under capture `full`, its `messages`."""
+
+    options: dict[str, Any]
+    messages: list[Any] | None = None
+
+
+class RunDetail(RunSummary, kw_only=True):
+    """The whole record of one run (`GET /runs/{id}`): the summary's fields and what a viewer draws from."""
+
+    capture: Capture = "full"
+    request: StoredRequest | None = None
+    intermediate: dict[str, str | None] = {}  # the response extension's `intermediate` (values null under metadata)
+    answer: StoredAnswer | None = None
+    stages: list[StoredStage] = []
+
+
+class RunPage(msgspec.Struct):
+    """One page of `GET /runs`, newest first; pass `next_cursor` as `cursor` for the next (null: the last page)."""
+
+    data: list[RunSummary]
+    next_cursor: str | None = None
+    has_more: bool = False
+    object: str = "list"
+
+
+class RunQuery(msgspec.Struct, kw_only=True):
+    """The filters of a list of runs (every one optional; `since`/`until` are Unix seconds, `until` exclusive)."""
+
+    served_model: str | None = None
+    mode: str | None = None
+    status: StoredStatus | None = None
+    degraded: bool | None = None
+    since: float | None = None
+    until: float | None = None
+    request_id: str | None = None
+
+
+# -- cursors and times ----------------------------------------------------------------------------------------------
+
+
+class BadCursor(ValueError):
+    """A `cursor` that this store did not hand out."""
+
+
+def encode_cursor(started_at: float, run_id: str) -> str:
+    """The opaque cursor after the run that started at `started_at` with id `run_id` (the page's last)."""
+    return base64.urlsafe_b64encode(msgspec.json.encode([started_at, run_id])).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[float, str]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        started_at, run_id = msgspec.json.decode(raw, type=tuple[float, str])
+    except (binascii.Error, ValueError, msgspec.DecodeError):
+        raise BadCursor(cursor) from None
+    return started_at, run_id
+
+
+def iso(seconds: float) -> str:
+    """Unix seconds as ISO 8601 in UTC with milliseconds: `2026-11-25T08:44:08.123Z`."""
+    moment = datetime.datetime.fromtimestamp(seconds, datetime.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def parse_time(text: str) -> float:
+    """Unix seconds from `text`: a number of seconds, or ISO 8601 (a date, or a time with an offset or `Z`; UTC
+    when it has none). Raises ValueError."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        pass
+    else:
+        if not math.isfinite(seconds):
+            raise ValueError(f"not a time: {text!r}")
+        return seconds
+    moment = datetime.datetime.fromisoformat(text.strip().replace("z", "Z"))
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    return moment.timestamp()
