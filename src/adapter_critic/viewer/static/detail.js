@@ -69,13 +69,31 @@ function page(run, navigate) {
       fact("Streamed", run.stream ? "yes" : "no"),
     ),
     h("p", {}, h("button", { type: "button", id: "compare-this", onclick: markForCompare }, "Compare with another run")),
-    run.error ? h("section", { class: "callout error-box", id: "run-error" }, h("h2", {}, "Error"), jsonBlock(run.error)) : null,
+    run.capture === "metadata" ? h("p", { class: "callout degraded" }, "Recorded with capture = metadata: no message text was kept.") : null,
+    run.error
+      ? h("section", { class: "callout error-box", id: "run-error" }, h("h2", {}, `Error: HTTP ${run.error.status}`), jsonBlock(run.error.body))
+      : null,
     h("section", {}, h("h2", {}, "Timeline"), timeline(run)),
-    h("section", { id: "workflow" }, h("h2", {}, "What the workflow did"), workflowView(run)),
-    h("section", { id: "answer" }, h("h2", {}, "Final answer"), textBlock(run.answer, "final answer")),
+    workflowSection(run),
+    h(
+      "section",
+      { id: "answer" },
+      h("h2", {}, "Final answer", run.finishReason ? h("span", { class: "muted" }, ` (finish_reason: ${run.finishReason})`) : null),
+      run.answer === null && run.toolCalls ? null : textBlock(run.answer, "final answer"),
+      run.toolCalls ? [h("h4", {}, "Tool calls"), jsonBlock(run.toolCalls)] : null,
+    ),
     h("section", { id: "stages" }, h("h2", {}, "Stages"), run.stages.map(stageBox)),
     h("section", { id: "tokens" }, h("h2", {}, "Tokens"), tokenTable(run)),
-    run.request ? h("details", { "data-key": "request" }, h("summary", {}, "Request options"), jsonBlock(run.request)) : null,
+    run.options || run.messages
+      ? h(
+          "details",
+          { "data-key": "request", id: "request" },
+          h("summary", {}, "The client's request"),
+          run.messages ? [h("h4", {}, "Messages"), messageList(run.messages)] : null,
+          h("h4", {}, "Options"),
+          jsonBlock(run.options || {}),
+        )
+      : null,
     h(
       "details",
       { "data-key": "intermediate" },
@@ -83,6 +101,11 @@ function page(run, navigate) {
       h("dl", { class: "values" }, Object.entries(run.intermediate).map(([key, value]) => [h("dt", {}, key), h("dd", {}, textBlock(value))])),
     ),
   );
+}
+
+function workflowSection(run) {
+  const parts = workflowView(run);
+  return parts.length ? h("section", { id: "workflow" }, h("h2", {}, "What the workflow did"), parts) : null;
 }
 
 function fact(name, value) {
@@ -108,28 +131,34 @@ function stageBox(stage, index) {
             "div",
             {},
             h("h4", {}, "Attempts"),
-            h("ol", { class: "attempts" }, stage.attempts.map((attempt) => h("li", {}, attempt.target, attempt.error ? jsonBlock(attempt.error) : " — answered"))),
+            h(
+              "ol",
+              { class: "attempts" },
+              stage.attempts.map((attempt) => h("li", {}, attempt.target, attempt.error ? jsonBlock(attempt.error) : " — answered")),
+            ),
           )
         : null,
       stage.error ? h("div", { class: "callout error-box" }, h("h4", {}, "Error"), jsonBlock(stage.error)) : null,
       h("h4", {}, "Messages sent"),
-      stage.messages === null
-        ? h("p", { class: "muted" }, "Not recorded (the store captures metadata only).")
-        : h(
-            "ol",
-            { class: "messages" },
-            stage.messages.map((message) =>
-              h(
-                "li",
-                { class: `message role-${message.role}` },
-                h("span", { class: "role" }, message.role),
-                textBlock(contentText(message.content)),
-                message.tool_calls ? jsonBlock(message.tool_calls) : null,
-              ),
-            ),
-          ),
+      stage.messages === null ? h("p", { class: "muted" }, "Not recorded (capture = metadata).") : messageList(stage.messages),
       h("h4", {}, "Output"),
       stage.output === null ? h("p", { class: "muted" }, stage.error ? "No output: the stage failed." : "Not recorded.") : textBlock(stage.output, `${stage.name} output`),
+    ),
+  );
+}
+
+function messageList(messages) {
+  return h(
+    "ol",
+    { class: "messages" },
+    messages.map((message) =>
+      h(
+        "li",
+        { class: `message role-${message.role}` },
+        h("span", { class: "role" }, String(message.role)),
+        textBlock(contentText(message.content)),
+        message.tool_calls ? jsonBlock(message.tool_calls) : null,
+      ),
     ),
   );
 }

@@ -20,7 +20,12 @@ export const marked = [];
 let models = null;
 
 export async function showList(main, params, navigate) {
-  const filters = { model: params.get("model") || "", mode: params.get("mode") || "", status: params.get("status") || "" };
+  const filters = {
+    model: params.get("model") || "",
+    mode: params.get("mode") || "",
+    status: params.get("status") || "",
+    request_id: params.get("request_id") || "",
+  };
   const cursor = params.get("cursor") || "";
   const trail = (params.get("trail") || "").split(",").filter(Boolean);
   const table = h("tbody", { id: "runs-body" });
@@ -33,6 +38,7 @@ export async function showList(main, params, navigate) {
     placeholder: "Request id",
     "aria-label": "Search by request id",
     autocomplete: "off",
+    value: filters.request_id || null,
   });
   const searchNote = h("span", { class: "error", id: "search-note", role: "alert" });
 
@@ -71,10 +77,15 @@ export async function showList(main, params, navigate) {
         const id = search.value.trim();
         if (!id) return;
         try {
-          await get(`/runs/${encodeURIComponent(id)}`);
-          navigate(`#/runs/${encodeURIComponent(id)}`);
+          const found = listPage(await get("/runs", { request_id: id, limit: 2 })).runs;
+          if (found.length === 1) navigate(`#/runs/${encodeURIComponent(found[0].id)}`);
+          else if (found.length > 1) setParam({ request_id: id });
+          else {
+            await get(`/runs/${encodeURIComponent(id)}`); // a run id works too
+            navigate(`#/runs/${encodeURIComponent(id)}`);
+          }
         } catch (error) {
-          replace(searchNote, error instanceof ApiError && error.status === 404 ? `No run with id ${id}.` : error.message);
+          replace(searchNote, error instanceof ApiError && error.status === 404 ? `No run with request id ${id}.` : error.message);
         }
       },
     },
@@ -172,7 +183,7 @@ export async function showList(main, params, navigate) {
         },
         h("td", { class: "mark" }, box),
         h("td", { class: "time" }, when(run.startedAt)),
-        h("td", { class: "id" }, h("a", { href: `#/runs/${encodeURIComponent(run.id)}` }, run.id)),
+        h("td", { class: "id" }, h("a", { href: `#/runs/${encodeURIComponent(run.id)}` }, run.requestId)),
         h("td", { class: "model" }, run.servedModel),
         h("td", { class: "mode" }, run.mode),
         h("td", { class: "status-cell" }, statusBadge(run.status), run.errorType ? h("span", { class: "muted" }, ` ${run.errorType}`) : null),
@@ -198,6 +209,7 @@ export async function showList(main, params, navigate) {
         served_model: filters.model,
         mode: filters.mode,
         status: filters.status,
+        request_id: filters.request_id,
       }),
     );
     nextCursor = page.nextCursor;

@@ -9,48 +9,61 @@ function usageOf(usage) {
   return { prompt: u.prompt_tokens ?? null, completion: u.completion_tokens ?? null, total: u.total_tokens ?? null };
 }
 
+// The §7 envelope the client got, from the stored error (its HTTP status beside it).
 function envelopeOf(error) {
   if (!error) return null;
-  return error.error ? error : { error };
+  const { status, ...fields } = error;
+  return { status, body: { error: { message: fields.message, type: fields.type, param: fields.param ?? null, code: fields.code ?? null } } };
 }
 
 export function runView(run) {
   const error = envelopeOf(run.error);
+  const answer = run.answer || {};
   return {
     id: run.id,
+    requestId: run.request_id || run.id,
     servedModel: run.served_model,
     mode: run.mode,
     status: run.status,
+    degraded: Boolean(run.degraded),
     stream: Boolean(run.stream),
     startedAt: run.started_at,
     finishedAt: run.finished_at || null,
     durationMs: run.duration_ms ?? null,
     tokens: usageOf(run.usage),
     error,
-    errorType: error && error.error ? error.error.type || null : null,
-    request: run.request || null,
-    intermediate: run.intermediate || {},
-    answer: run.answer ?? (run.intermediate ? run.intermediate.final : null) ?? null,
+    errorType: run.error ? run.error.type : null,
     capture: run.capture || "full",
+    options: run.request ? run.request.options : null,
+    messages: run.request ? run.request.messages ?? null : null,
+    intermediate: Object.fromEntries(Object.entries(run.intermediate || {}).filter(([, value]) => value !== null)),
+    answer: answer.content ?? null,
+    toolCalls: answer.tool_calls ?? null,
+    finishReason: answer.finish_reason ?? null,
     stages: (run.stages || []).map(stageView),
   };
 }
 
+function target(model, host) {
+  return host ? `${model}@${host}` : model || "";
+}
+
 export function stageView(stage) {
   return {
+    index: stage.index,
     name: stage.stage,
-    target: stage.target || "",
-    startMs: stage.start_ms ?? 0,
+    target: target(stage.target_model, stage.target_host),
+    startMs: stage.started_offset_ms ?? 0,
     durationMs: stage.elapsed_ms ?? 0,
     attempts: (stage.attempts || []).map((attempt) => ({
-      target: attempt.target || "",
-      error: envelopeOf(attempt.error),
+      target: target(attempt.target_model, attempt.target_host),
+      error: attempt.error || null,
     })),
     tokens: usageOf(stage.usage),
-    reported: stage.reported !== false,
-    messages: stage.messages || null,
+    reported: stage.usage_reported !== false,
+    messages: stage.messages ?? null,
     output: stage.output ?? null,
-    error: envelopeOf(stage.error),
+    error: stage.error || null,
   };
 }
 
