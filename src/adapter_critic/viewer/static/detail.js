@@ -6,7 +6,7 @@ import { count, h, jsonBlock, ms, replace, statusBadge, textBlock, when } from "
 import { marked } from "./list.js";
 import { contentText, runView } from "./model.js";
 import { timeline } from "./timeline.js";
-import { workflowView } from "./workflows.js";
+import { valueBlock, workflowView } from "./workflows.js";
 
 const POLL_MS = 1000;
 
@@ -98,7 +98,7 @@ function page(run, navigate) {
       "details",
       { "data-key": "intermediate" },
       h("summary", {}, "Every intermediate value"),
-      h("dl", { class: "values" }, Object.entries(run.intermediate).map(([key, value]) => [h("dt", {}, key), h("dd", {}, textBlock(value))])),
+      h("dl", { class: "values" }, Object.entries(run.intermediate).map(([key, value]) => [h("dt", {}, key), h("dd", {}, valueBlock(value))])),
     ),
   );
 }

@@ -10,14 +10,14 @@ const VIEWS = { adapter, critic, panel, best_of_n: bestOfN, advisor };
 export function workflowView(run) {
   const view = VIEWS[run.mode];
   const parts = view ? view(run) : [];
-  const errors = Object.entries(run.intermediate).filter(([key]) => key.endsWith("_error"));
+  const errors = Object.entries(run.intermediate).filter(([key]) => key.endsWith("_error") || key.endsWith("_errors"));
   if (errors.length) {
     parts.unshift(
       h(
         "div",
         { class: "callout degraded" },
         h("strong", {}, "Degraded: "),
-        errors.map(([key, value]) => h("div", {}, `${key}: `, textBlock(value))),
+        errors.map(([key, value]) => h("div", {}, `${key}: `, valueBlock(parsed(value)))),
       ),
     );
   }
@@ -113,8 +113,8 @@ function panel(run) {
   const lenses = parsed(run.intermediate.lenses);
   const items = [];
   if (lenses && typeof lenses === "object") {
-    for (const [name, critique] of Object.entries(lenses)) items.push(h("div", { class: "lens" }, h("h4", {}, name), textBlock(critique)));
-  } else if (lenses !== undefined) items.push(textBlock(lenses));
+    for (const [name, critique] of Object.entries(lenses)) items.push(h("div", { class: "lens", "data-lens": name }, h("h4", {}, name), valueBlock(critique)));
+  } else if (lenses !== undefined) items.push(valueBlock(lenses));
   if (run.intermediate.coordinator !== undefined) {
     items.push(h("div", { class: "lens coordinator" }, h("h4", {}, "Coordinator"), textBlock(run.intermediate.coordinator)));
   }
@@ -124,7 +124,7 @@ function panel(run) {
 function bestOfN(run) {
   const candidates = parsed(run.intermediate.candidates);
   const judgments = parsed(run.intermediate.judgments);
-  const chosen = run.intermediate.chosen === undefined ? null : Number(run.intermediate.chosen);
+  const chosen = run.intermediate.chosen === undefined ? null : Number(parsed(run.intermediate.chosen));
   const list = Array.isArray(candidates) ? candidates : [];
   return [
     h(
@@ -137,9 +137,9 @@ function bestOfN(run) {
         list.map((text, index) =>
           h(
             "li",
-            { class: index === chosen || index + 1 === chosen ? "chosen" : null },
-            h("h4", {}, `Candidate ${index + 1}`, index === chosen || index + 1 === chosen ? " — chosen" : ""),
-            textBlock(typeof text === "string" ? text : JSON.stringify(text)),
+            { class: index === chosen ? "chosen" : text === null ? "failed" : null, "data-candidate": index + 1 },
+            h("h4", {}, `Candidate ${index + 1}`, index === chosen ? " — chosen" : "", text === null ? " — failed" : ""),
+            text === null ? null : valueBlock(text),
           ),
         ),
       ),
@@ -148,13 +148,35 @@ function bestOfN(run) {
       "section",
       { class: "panel-box", id: "judgments" },
       h("h3", {}, "Judge's verdicts"),
-      Array.isArray(judgments)
-        ? h("ol", {}, judgments.map((verdict) => h("li", {}, typeof verdict === "string" ? textBlock(verdict) : jsonBlock(verdict))))
-        : judgments === undefined
-          ? h("p", { class: "muted" }, "No verdicts.")
-          : textBlock(String(judgments)),
+      Array.isArray(judgments) && judgments.length
+        ? h("ol", { class: "verdicts" }, judgments.map((verdict) => h("li", {}, verdictView(verdict))))
+        : h("p", { class: "muted" }, "No verdicts."),
     ),
   ];
+}
+
+// A pairwise comparison ({pair, votes, winner, tie, reasons}) or a pointwise score ({candidate, score, reason}),
+// candidates by their index from 0, shown numbered from 1 as the stages are.
+function verdictView(verdict) {
+  if (verdict && Array.isArray(verdict.pair)) {
+    const [a, b] = verdict.pair.map((index) => index + 1);
+    const outcome = verdict.tie ? `tie, kept by candidate ${Number(verdict.winner) + 1}` : `candidate ${Number(verdict.winner) + 1} wins`;
+    return [
+      h("strong", {}, `Candidate ${a} vs ${b}: ${outcome}`),
+      Array.isArray(verdict.votes) ? h("span", { class: "muted" }, ` (votes, both orders: ${verdict.votes.map((v) => v === null ? "none" : Number(v) + 1).join(", ")})`) : null,
+      (verdict.reasons || []).map((reason) => textBlock(reason)),
+    ];
+  }
+  if (verdict && verdict.candidate !== undefined) {
+    const score = verdict.score === null || verdict.score === undefined ? "no score" : `score ${verdict.score}`;
+    return [h("strong", {}, `Candidate ${Number(verdict.candidate) + 1}: ${score}`), verdict.reason ? textBlock(verdict.reason) : null];
+  }
+  return valueBlock(verdict);
+}
+
+// Any intermediate value: text as text, JSON data (a panel's lenses, best-of-n's verdicts) pretty-printed.
+export function valueBlock(value) {
+  return typeof value === "string" || value === null || value === undefined ? textBlock(value) : jsonBlock(value);
 }
 
 function advisor(run) {
