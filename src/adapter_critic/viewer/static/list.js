@@ -158,6 +158,7 @@ export async function showList(main, params, navigate) {
 
   let seen = null;
   let nextCursor = null;
+  let shown = null;
   const render = (runs) => {
     const focusedId = document.activeElement && document.activeElement.dataset ? document.activeElement.dataset.id : null;
     const rows = runs.map((run) => {
@@ -213,6 +214,9 @@ export async function showList(main, params, navigate) {
       }),
     );
     nextCursor = page.nextCursor;
+    const snapshot = JSON.stringify(page);
+    if (snapshot === shown) return; // nothing changed: keep the rows (and the user's selection or hover) as they are
+    shown = snapshot;
     render(page.runs.map(runView));
     replace(
       pager,
