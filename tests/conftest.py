@@ -24,6 +24,22 @@ UPSTREAM_URL = "http://upstream.test/v1"
 OTHER_URL = "http://other.test/v1"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def user_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The standalone server records runs in the user's data directory: a temporary one here (servers started in
+    subprocesses inherit it)."""
+    saved = {name: os.environ.get(name) for name in ("XDG_DATA_HOME", "ADAPTER_CRITIC_STORE")}
+    path = tmp_path_factory.mktemp("data")
+    os.environ["XDG_DATA_HOME"] = str(path)
+    os.environ.pop("ADAPTER_CRITIC_STORE", None)
+    yield path
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"

@@ -17,6 +17,7 @@ from .errors import ConfigError
 from .http.app import build_app, create_standalone_app
 from .http.chat import Service
 from .observe.logs import configure_standalone_logging
+from .store.settings import default_url
 
 CONFIG_ENV = "ADAPTER_CRITIC_CONFIG"
 
@@ -34,7 +35,8 @@ def standalone_app() -> Starlette:
         "demo-critic, answered by a small deterministic demo model, not a real LLM). To serve real models, set "
         f"{CONFIG_ENV}=/path/to/config.toml (see examples/)."
     )
-    return build_app(Service(demo_config(), in_process_app=demo_model_app()), prefix="/v1", standalone=True)
+    service = Service(demo_config(), in_process_app=demo_model_app(), store_default=default_url())
+    return build_app(service, prefix="/v1", standalone=True)
 
 
 def _say(message: str) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
@@ -35,6 +35,7 @@ class RunStarted:
 class StageStarted:
     stage: str
     target: str  # `model@base_url` of the primary target
+    messages: Any = None  # the messages the call sends (as the workflow built them)
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +173,7 @@ class Extension(msgspec.Struct, omit_defaults=True):
     timings_ms: dict[str, float]
     degraded: bool = False
     targets: dict[str, str] = {}  # stage -> `model@base_url` that answered it (a fallback, after a failure)
+    run_id: str = ""  # the run's id: its record in the run store, `GET /runs/{run_id}`
 
 
 def _tokens(record: RunRecord, stages: dict[str, Usage]) -> Tokens:
@@ -191,4 +193,5 @@ def extension(record: RunRecord) -> Extension:
         timings_ms=timings,
         degraded=record.degraded,
         targets={name: stage.target for name, stage in record.stages.items() if stage.answered},
+        run_id=record.run_id,
     )

@@ -603,8 +603,9 @@ async def test_response_shape(serve: AppFactory, upstream: ScriptedUpstream, mod
         }
     ]
     ext = data["adapter_critic"]
-    assert set(ext) == {"mode", "intermediate", "tokens", "timings_ms", "targets"}
+    assert set(ext) == {"mode", "intermediate", "tokens", "timings_ms", "targets", "run_id"}
     assert ext["mode"] == mode
+    assert ext["run_id"] == data["id"]  # the run's id: its record in the run store
     # Which target answered each stage (a fallback's, after failures: tests/upstream/test_resilience.py).
     models = {"api": "api-model", "api_draft": "api-model", "api_final": "api-model", "adapter": "adapter-model"}
     assert ext["targets"] == {s: f"{models.get(s, 'critic-model')}@{UPSTREAM_URL}" for s in stages}

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from ..errors import ConfigError
+from ..store.settings import StoreConfig
 from ..workflows import registry
 from .describe import convert
 
@@ -105,6 +106,8 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
     cors_allowed_origins: list[str] = []
     # Where every other request under the mount goes (`/embeddings`, `/completions`, …); None: those are 404s.
     passthrough: Target | None = None
+    # The run store and the runs API (`store.settings`).
+    store: StoreConfig = StoreConfig()
     ui: UIConfig = UIConfig()
 
     def __post_init__(self) -> None:

@@ -28,6 +28,7 @@ from ..config import Config, load_config, require_absolute_urls
 from ..errors import RequestError, ServerError
 from ..observe.logs import served_line
 from ..request.resolve import unknown_model
+from ..store.settings import default_url
 from ..upstream.retry import Sleep
 from ..viewer import Viewer
 from .auth import AuthMiddleware
@@ -35,7 +36,9 @@ from .chat import Service
 from .health import DeepHealth
 from .models import model_object
 from .passthrough import Passthrough
+from .requestid import RequestIdMiddleware
 from .responses import JSON, encode, error_response
+from .runs import RunsAPI
 
 logger = logging.getLogger("adapter_critic")
 
@@ -61,7 +64,7 @@ def create_app(
 
 def create_standalone_app(config: Config | str | Path) -> Starlette:
     """`create_app` with its routes under `/v1`, as `uvicorn adapter_critic.asgi:app` serves them."""
-    return build_app(Service(_absolute(config)), prefix="/v1", standalone=True)
+    return build_app(Service(_absolute(config), store_default=default_url()), prefix="/v1", standalone=True)
 
 
 def _absolute(config: Config | str | Path) -> Config:
@@ -121,6 +124,7 @@ def build_app(service: Service, *, prefix: str = "", standalone: bool = False) -
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         logger.info(served_line(config))
         service.start()
+        await service.start_recording()
         try:
             yield
         finally:
@@ -132,6 +136,7 @@ def build_app(service: Service, *, prefix: str = "", standalone: bool = False) -
             Route(f"{prefix}/models", models, methods=["GET"]),
             Route(f"{prefix}/models/{{model:path}}", _ASGIEndpoint(model), methods=["GET"]),
             Route(f"{prefix}/health", health, methods=["GET"]),
+            *runs_routes(service, prefix),
             *(viewer.routes() if viewer is not None else []),
             *([Route(f"{prefix}/{{path:path}}", passthrough)] if passthrough is not None else []),
         ],
@@ -153,10 +158,22 @@ class _ASGIEndpoint:
         await self.app(scope, receive, send)
 
 
+def runs_routes(service: Service, prefix: str) -> list[Route]:
+    """`GET {prefix}/runs…` (the runs API) when the service records runs and `store.api` is on."""
+    if service.store is None or not service.config.store.api:
+        return []
+    api = RunsAPI(service.store)
+
+    async def runs(scope: Scope, receive: Receive, send: Send) -> None:
+        await api.dispatch(scope, receive, send, scope["path_params"]["rest"])
+
+    return [Route(f"{prefix}/runs{{rest:path}}", _ASGIEndpoint(runs), methods=["GET"])]
+
+
 def _middleware(service: Service, prefix: str, public: list[str]) -> list[Middleware]:
     """CORS outermost (a browser's preflight carries no API key), then inbound auth — inside Starlette's error
     middleware but before routing, so 404s and 405s need the key too."""
-    stack = []
+    stack = [Middleware(RequestIdMiddleware)]
     origins = service.config.cors_allowed_origins
     if origins:
         stack.append(

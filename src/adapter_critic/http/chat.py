@@ -22,6 +22,8 @@ from ..pipeline.run import Run
 from ..redact import Secrets, protect_logs
 from ..request.decode import decode_request
 from ..request.resolve import check_overrides, resolve
+from ..store.recorder import RunRecorder
+from ..store.settings import recording_store, start_recording
 from ..upstream.client import Upstream
 from ..upstream.retry import RetryPolicy, Sleep
 from ..workflows import registry
@@ -29,6 +31,7 @@ from .admission import Admission
 from .auth import InboundAuth, client_token
 from .chunks import ChunkWriter
 from .disconnect import ClientGone, cancel_on_disconnect, guard_send, log_client_gone
+from .requestid import bind
 from .responses import JSON, completion, error_response, new_completion_id
 from .stream import StreamResponse
 
@@ -46,6 +49,7 @@ class Service:
         in_process_app: ASGIApp | None = None,
         sleep: Sleep | None = None,
         subscribers: tuple[Subscriber, ...] = (),
+        store_default: str | None = None,
     ) -> None:
         self.config = config
         self.secrets = Secrets(config.key_env_names())
@@ -69,6 +73,8 @@ class Service:
         protect_request_ids()
         self.subscribers = (request_log, *subscribers)
         self.admission = Admission(config.max_concurrent_requests, config.queue_timeout_seconds)
+        # The run store (None: not recording): configured, or `store_default` (the standalone server's).
+        self.store = recording_store(config.store, store_default, self.secrets.values)
         self._plans: dict[str, Plan] = {}
         self._per_request_plans: set[str] = set()
 
@@ -80,15 +86,35 @@ class Service:
     async def stop(self) -> None:
         """Lifespan shutdown: let the requests in flight finish (up to `shutdown_grace_seconds`), then close."""
         await self.admission.drain(self.config.shutdown_grace_seconds)
+        await self.stop_recording()
         await self.upstream.aclose()
 
-    async def chat(self, body: bytes, *, client_token: str | None = None, request_id: str | None = None) -> ASGIApp:
+    async def start_recording(self) -> None:
+        """Lifespan start-up of the run store (when there is one): says where runs go."""
+        if self.store is not None:
+            await start_recording(self.store, self.config.store)
+
+    async def stop_recording(self) -> None:
+        """Write what is queued and close the run store."""
+        if self.store is not None:
+            await self.store.aclose()
+
+    async def chat(
+        self,
+        body: bytes,
+        *,
+        client_token: str | None = None,
+        request_id: str | None = None,
+        run_id: str | None = None,
+    ) -> ASGIApp:
         """Run one chat-completions request body through its workflow; returns the response to send.
 
         A streaming request's run happens inside the returned response, as it is sent. `client_token` is the
-        caller's bearer token, sent only to targets with `forward_client_authorization`.
+        caller's bearer token, sent only to targets with `forward_client_authorization`. `run_id` is the run's id
+        (also the completion's), `request_id` what the logs and an unexpected error name (default: the run id).
         """
-        completion_id = request_id or new_completion_id()
+        completion_id = run_id or request_id or new_completion_id()
+        request_id = request_id or completion_id
         redact = self.secrets.redact  # also what the request itself echoes (model names, URLs)
         try:
             request = decode_request(body, max_messages=self.config.max_messages)
@@ -105,7 +131,7 @@ class Service:
                 self.retry_policy,
                 run_id=completion_id,
                 request_timeout=self.config.request_timeout_seconds,
-                subscribers=self.subscribers,
+                subscribers=self.subscribers if self.store is None else self._recorded(request_id, request, plan),
             )
             if request.stream:
                 chunks = ChunkWriter(
@@ -114,7 +140,7 @@ class Service:
                 return StreamResponse(
                     run.execute,
                     chunks,
-                    request_id=completion_id,
+                    request_id=request_id,
                     keepalive_seconds=self.config.keepalive_seconds,
                     redact=redact,
                     progress=bool(request.overrides is not None and request.overrides.progress),
@@ -123,9 +149,16 @@ class Service:
         except APIError as exc:
             return error_response(exc, redact=redact)
         except Exception:
-            logger.exception("request %s failed unexpectedly", completion_id)
-            return error_response(internal_error(completion_id))
+            logger.exception("request %s failed unexpectedly", request_id)
+            return error_response(internal_error(request_id))
         return Response(completion(record, completion_id=completion_id), media_type=JSON)
+
+    def _recorded(self, request_id: str, request: ChatRequest, plan: Plan) -> tuple[Subscriber, ...]:
+        """The subscribers of a run that the store records (`store.recorder`)."""
+        assert self.store is not None
+        token = next((t.client_token for t in plan.all_targets() if t.client_token), None)
+        recorder = RunRecorder(self.store.enqueue, request_id, request, self.config.store.capture, token)
+        return (*self.subscribers, recorder)
 
     def _plan(self, request: ChatRequest, client_token: str | None) -> Plan:
         """`resolve`, remembered per served model for requests without overrides: then it depends only on the
@@ -161,7 +194,7 @@ class Service:
         """Answer one chat-completions request body, within a request slot (overload limit, shutdown).
 
         A client that goes away meanwhile cancels the request and leaves one line in the log (`disconnect`)."""
-        request_id = new_completion_id()
+        request_id, run_id = bind(scope)
         send = guard_send(send)
         token = client_token(scope)
         with request_scope(request_id):
@@ -169,7 +202,9 @@ class Service:
                 try:
                     async with self.admission.slot():
                         response = await cancel_on_disconnect(
-                            receive, request_id, lambda: self.chat(body, client_token=token, request_id=request_id)
+                            receive,
+                            request_id,
+                            lambda: self.chat(body, client_token=token, request_id=request_id, run_id=run_id),
                         )
                         if response is not None:
                             await response(scope, receive, send)  # a stream holds its slot until it is sent

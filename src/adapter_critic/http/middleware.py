@@ -19,7 +19,9 @@ from ..observe.logs import served_line
 from ..upstream.retry import Sleep
 from .chat import Service
 from .models import ServedModels, models_path
+from .requestid import bind, with_header
 from .responses import error_response
+from .runs import RunsAPI
 
 logger = logging.getLogger("adapter_critic")
 
@@ -65,15 +67,23 @@ class AdapterCriticMiddleware:
         self.path = path
         self.service = Service(config, http_client=http_client, in_process_app=app, sleep=sleep)
         self.models = ServedModels(app, config, models_path(path))
+        # The runs API beside the models path (`/v1/runs`), when the store is configured and `store.api` is on.
+        store = self.service.store
+        self.runs_path = models_path(path).removesuffix("/models") + "/runs"
+        self.runs = RunsAPI(store) if store is not None and config.store.api else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
             await self._lifespan(scope, receive, send)
             return
         if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != self.path:
-            if scope["type"] == "http" and scope["method"] == "GET" and self.models.handles(scope["path"]):
-                await self.models(scope, receive, send)
-                return
+            if scope["type"] == "http" and scope["method"] == "GET":
+                if self.models.handles(scope["path"]):
+                    await self.models(scope, receive, send)
+                    return
+                if self.runs is not None and _under(scope["path"], self.runs_path):
+                    await self._runs(scope, receive, send)
+                    return
             await self.app(scope, receive, send)
             return
 
@@ -82,11 +92,23 @@ class AdapterCriticMiddleware:
             await self.app(scope, _replay(buffered, receive), send)
             return
         # Only requests the pipeline serves need our API key; the wrapped app guards the rest its own way.
+        request_id, _ = bind(scope)
+        send = with_header(send, request_id)
         refused = self.service.auth.check(scope)
         if refused is not None:
             await error_response(refused)(scope, receive, send)
             return
         await self.service.respond(body, scope, receive, send)
+
+    async def _runs(self, scope: Scope, receive: Receive, send: Send) -> None:
+        assert self.runs is not None
+        request_id, _ = bind(scope)
+        send = with_header(send, request_id)
+        refused = self.service.auth.check(scope)
+        if refused is not None:
+            await error_response(refused)(scope, receive, send)
+            return
+        await self.runs.dispatch(scope, receive, send, scope["path"].removeprefix(self.runs_path))
 
     def _serves(self, body: bytes) -> bool:
         try:
@@ -104,9 +126,11 @@ class AdapterCriticMiddleware:
             if message["type"] == "lifespan.startup":
                 logger.info(served_line(service.config))
                 service.start()
+                await service.start_recording()
             elif message["type"] == "lifespan.shutdown":
                 # Before the wrapped app hears of it: our requests in flight may be calling it in-process.
                 await service.admission.drain(service.config.shutdown_grace_seconds)
+                await service.stop_recording()
             return message
 
         async def lifespan_send(message: Message) -> None:
@@ -132,6 +156,10 @@ async def _peek_body(receive: Receive, limit: int) -> tuple[list[Message], bytes
         if not message.get("more_body", False):
             break
     return buffered, b"".join(m.get("body", b"") for m in buffered), True
+
+
+def _under(path: str, base: str) -> bool:
+    return path == base or path.startswith(base + "/")
 
 
 def _replay(buffered: list[Message], receive: Receive) -> Receive:

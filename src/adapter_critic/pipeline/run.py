@@ -162,7 +162,9 @@ class Run:
             return relay
 
         try:
-            relay = await self.calls.call(final.stage, final.target, attempt, lambda r: r.usage, lambda: not relayed)
+            relay = await self.calls.call(
+                final.stage, final.target, attempt, lambda r: r.usage, lambda: not relayed, messages=final.messages
+            )
         except UpstreamError as exc:
             if final.first:
                 raise exc.evolve(relay=True) from None

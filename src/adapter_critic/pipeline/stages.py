@@ -54,7 +54,7 @@ class StageCalls:
                 body.update(options)
             return await self.upstream.complete(stage, to, body)
 
-        return await self.call(stage, target, attempt, lambda c: c.usage)
+        return await self.call(stage, target, attempt, lambda c: c.usage, messages=messages)
 
     async def call(
         self,
@@ -63,10 +63,12 @@ class StageCalls:
         attempt: Callable[[StageTarget], Awaitable[_T]],
         usage_of: Callable[[_T], Usage | None],
         may_retry: Callable[[], bool] = lambda: True,
+        *,
+        messages: Any = None,
     ) -> _T:
         """One stage call: `attempt` with retries and fallbacks within the request deadline, reported as
         `StageStarted`/`StageFinished` with every attempt, and the usage of every attempt that reported any."""
-        self.publish(StageStarted(stage, target.label))
+        self.publish(StageStarted(stage, target.label, messages))
         attempts: list[Attempt] = []
         usage = Usage()
         reported = False

@@ -51,6 +51,8 @@ are redacted before anything is written, whatever the capture level.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .records import (
     BadCursor,
     RunDetail,
@@ -64,15 +66,38 @@ from .records import (
     StoredStage,
 )
 
+if TYPE_CHECKING:
+    from .runstore import RunStore
+
+
+async def open_store(url: str) -> RunStore:
+    """The store at `url`, its schema upgraded, ready to read (`async with` it, or `await store.aclose()`).
+
+    Needs the `store` extra (SQLite) or the `postgres` extra (PostgreSQL)."""
+    from .runstore import open_store as open_
+
+    return await open_(url)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "RunStore":  # imported on use: the database libraries are an extra
+        from .runstore import RunStore
+
+        return RunStore
+    raise AttributeError(name)
+
+
 __all__ = [
     "BadCursor",
     "RunDetail",
     "RunPage",
     "RunQuery",
+    "RunStore",
     "RunSummary",
     "StoredAnswer",
     "StoredAttempt",
     "StoredError",
     "StoredRequest",
     "StoredStage",
+    "open_store",
 ]

@@ -1,0 +1,164 @@
+"""The runs API over a run store: `GET /runs`, `GET /runs/{id}`, `GET /runs/{id}/events` (SSE replay and live tail).
+
+The JSON is the store's own shapes (`store.records`), documented in `adapter_critic.store`. A bad filter, cursor or
+run id is a 400 and an unknown run a 404, in the §7 envelope.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import urllib.parse
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import msgspec
+from starlette.types import Receive, Scope, Send
+
+from ..errors import RequestError
+from ..store.records import STATUSES, BadCursor, RunQuery, parse_time
+from .disconnect import ClientGone, guard_send
+from .responses import JSON, error_response
+
+if TYPE_CHECKING:
+    from ..store.runstore import RunStore
+
+_encoder = msgspec.json.Encoder()
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+=-]{0,127}")
+_FILTERS = ("served_model", "mode", "status", "degraded", "since", "until", "request_id", "limit", "cursor")
+MAX_LIMIT = 1000
+KEEPALIVE_SECONDS = 15.0
+_SSE_HEADERS = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),
+]
+
+
+class RunsAPI:
+    """The runs API of one store; `dispatch` answers a request for `/runs` + `rest`."""
+
+    def __init__(self, store: RunStore) -> None:
+        self.store = store
+
+    async def dispatch(self, scope: Scope, receive: Receive, send: Send, rest: str) -> None:
+        try:
+            if rest in ("", "/"):
+                await self.list(scope, receive, send)
+                return
+            run_id, _, tail = rest.removeprefix("/").partition("/")
+            run_id = urllib.parse.unquote(run_id)
+            if tail not in ("", "events") or not _RUN_ID.fullmatch(run_id):
+                if tail not in ("", "events"):
+                    raise RequestError(f"Unknown path {scope['path']!r}.", status_code=404)
+                raise RequestError(
+                    f"{run_id[:140]!r} is not a run id: a run id is 1 to 128 letters, digits and . _ : @ + = -",
+                    param="id",
+                )
+            if tail == "events":
+                await self.events(scope, receive, send, run_id)
+            else:
+                await self.detail(scope, receive, send, run_id)
+        except RequestError as exc:
+            await error_response(exc)(scope, receive, send)
+
+    async def list(self, scope: Scope, receive: Receive, send: Send) -> None:
+        query, limit, cursor = _query(scope)
+        try:
+            page = await self.store.list_runs(query, limit=limit, cursor=cursor)
+        except BadCursor:
+            raise RequestError(
+                "`cursor` is not one this server handed out: pass a page's next_cursor as it is.", param="cursor"
+            ) from None
+        await _json(scope, receive, send, _encoder.encode(page))
+
+    async def detail(self, scope: Scope, receive: Receive, send: Send, run_id: str) -> None:
+        run = await self.store.get_run(run_id)
+        if run is None:
+            raise _not_found(run_id)
+        await _json(scope, receive, send, _encoder.encode(run))
+
+    async def events(self, scope: Scope, receive: Receive, send: Send, run_id: str) -> None:
+        """Replay the run's stages as SSE, then tail it while it is running; ends with `event: end`."""
+        if await self.store.database.get_summary(run_id) is None:
+            raise _not_found(run_id)
+        send = guard_send(send)
+        with contextlib.suppress(ClientGone):  # the viewer closed the stream: nothing to say
+            await self._stream(receive, send, run_id)
+
+    async def _stream(self, receive: Receive, send: Send, run_id: str) -> None:
+        sender, events = anyio.create_memory_object_stream[bytes](16)
+
+        async def produce() -> None:
+            async with sender:
+                async for kind, item in self.store.follow(run_id):
+                    head = f"id: {item.index}\n" if kind == "stage" else ""  # type: ignore[union-attr]
+                    await sender.send(f"{head}event: {kind}\ndata: ".encode() + _encoder.encode(item) + b"\n\n")
+
+        async def watch(scope_: anyio.CancelScope) -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            scope_.cancel()
+
+        await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(produce)
+            tg.start_soon(watch, tg.cancel_scope)
+            async with events:
+                while True:
+                    data = b": keep-alive\n\n"
+                    with anyio.move_on_after(KEEPALIVE_SECONDS):
+                        try:
+                            data = await events.receive()
+                        except anyio.EndOfStream:
+                            break
+                    await send({"type": "http.response.body", "body": data, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            tg.cancel_scope.cancel()
+
+
+def _not_found(run_id: str) -> RequestError:
+    return RequestError(f"No run {run_id!r} in the run store.", status_code=404, param="id", code="run_not_found")
+
+
+async def _json(scope: Scope, receive: Receive, send: Send, body: bytes) -> None:
+    headers = [(b"content-type", JSON.encode()), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _query(scope: Scope) -> tuple[RunQuery, int, str | None]:
+    """The list's filters from the query string; a 400 naming the parameter for any that is wrong."""
+    params: dict[str, str] = {}
+    for name, value in urllib.parse.parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True):
+        if name not in _FILTERS:
+            raise RequestError(f"Unknown query parameter {name!r}; the filters are {', '.join(_FILTERS)}.", param=name)
+        params[name] = value
+    fields: dict[str, Any] = {}
+    for name in ("served_model", "mode", "request_id"):
+        if name in params:
+            fields[name] = params[name]
+    if "status" in params:
+        if params["status"] not in STATUSES:
+            raise RequestError(f"`status` must be one of {', '.join(STATUSES)}.", param="status")
+        fields["status"] = params["status"]
+    if "degraded" in params:
+        flag = params["degraded"].lower()
+        if flag not in ("true", "false", "1", "0"):
+            raise RequestError("`degraded` must be true or false.", param="degraded")
+        fields["degraded"] = flag in ("true", "1")
+    for name in ("since", "until"):
+        if name in params:
+            try:
+                fields[name] = parse_time(params[name])
+            except ValueError:
+                raise RequestError(
+                    f"`{name}` must be an ISO 8601 time (2026-01-31T12:00:00Z) or Unix seconds.", param=name
+                ) from None
+    limit = 50
+    if "limit" in params:
+        text = params["limit"]
+        if not text.isdigit() or not 1 <= int(text) <= MAX_LIMIT:
+            raise RequestError(f"`limit` must be a whole number from 1 to {MAX_LIMIT}.", param="limit")
+        limit = int(text)
+    return RunQuery(**fields), limit, params.get("cursor") or None

@@ -1,0 +1,229 @@
+"""`Database`: the store's tables behind SQLAlchemy Core's async engine — SQLite through aiosqlite (embedded, no
+server) or PostgreSQL through asyncpg (several workers and instances sharing one store). Every statement is written
+once, for both.
+
+It owns the SQL: writing a batch of records in one transaction, the reads of the runs API, the instances table
+(which process runs what, so runs of a process that is gone become `interrupted`) and retention.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+from sqlalchemy import and_, bindparam, delete, event, func, or_, select, update
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from .recorder import Record, RunClosed, RunOpened, StageDone
+from .records import RunDetail, RunPage, RunQuery, RunSummary, StoredStage, decode_cursor, encode_cursor
+from .rows import Cleaner, closed_row, detail, opened_row, stage, stage_row, summary
+from .schema import instances, runs, stages, upgrade
+
+# An instance that has not said it is alive for this long is gone (it beats every `HEARTBEAT_SECONDS`).
+HEARTBEAT_SECONDS = 30.0
+STALE_SECONDS = 120.0
+_SUMMARY = [c for c in runs.c if c.name not in ("request", "intermediate", "answer", "instance")]
+
+
+class StoreURLError(ValueError):
+    """A `store.url` this store cannot open (the message says which forms it takes)."""
+
+
+def engine_url(url: str) -> str:
+    """`url` with the async driver this store uses (`sqlite+aiosqlite`, `postgresql+asyncpg`)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        raise StoreURLError(
+            f"store.url {url!r} is not a URL; use sqlite:///path/to/runs.db, postgresql://user@host/db or none"
+        )
+    driver = {
+        "sqlite": "sqlite+aiosqlite",
+        "sqlite+aiosqlite": "sqlite+aiosqlite",
+        "postgresql": "postgresql+asyncpg",
+        "postgres": "postgresql+asyncpg",
+        "postgresql+asyncpg": "postgresql+asyncpg",
+    }.get(scheme.lower())
+    if driver is None:
+        raise StoreURLError(f"store.url scheme {scheme!r} is not supported; use sqlite:///… or postgresql://…")
+    return f"{driver}://{rest}"
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    # WAL: readers (the runs API, another worker) never wait for the writer; a busy file is waited for, not failed.
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA busy_timeout=10000")
+    cursor.close()
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
+class Database:
+    """One store's engine and SQL."""
+
+    def __init__(self, url: str) -> None:
+        self.url = make_url(engine_url(url))
+        self.dialect = self.url.get_backend_name()
+        file = self.url.database if self.dialect == "sqlite" and self.url.database not in ("", ":memory:") else None
+        self._folder = None if file is None else os.path.dirname(os.path.abspath(file))
+        self.engine: AsyncEngine = create_async_engine(self.url)
+        if self.dialect == "sqlite":
+            event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)
+
+    def where(self) -> str:
+        """The store's location for a log line (a password masked)."""
+        return self.url.render_as_string(hide_password=True)
+
+    async def upgrade(self) -> int:
+        """Create or upgrade the schema (and a SQLite file's directory); returns the version found."""
+        folder = self._folder
+        if folder is not None:
+            await anyio.to_thread.run_sync(lambda: os.makedirs(folder, exist_ok=True))
+        async with self.engine.begin() as conn:
+            return await conn.run_sync(upgrade)
+
+    async def aclose(self) -> None:
+        await self.engine.dispose()
+
+    # -- writing ---------------------------------------------------------------------------------------------------
+    async def write(self, batch: Sequence[Record], instance: str, clean: Cleaner) -> None:
+        """Write a batch in one transaction: opened runs, then finished stages, then closed runs (a run's records
+        are in queue order, so its row exists before its stages and its end)."""
+        opened = [opened_row(r, instance, clean.for_secret(r.secret)) for r in batch if type(r) is RunOpened]
+        done = [stage_row(r, clean.for_secret(r.secret)) for r in batch if type(r) is StageDone]
+        closed = [closed_row(r, clean.for_secret(r.secret)) for r in batch if type(r) is RunClosed]
+        async with self.engine.begin() as conn:
+            if opened:
+                await conn.execute(runs.insert(), opened)
+            if done:
+                await conn.execute(stages.insert(), done)
+            if closed:
+                statement = update(runs).where(runs.c.run_id == bindparam("b_run_id"))
+                values: dict[str, Any] = {name: bindparam(name) for name in closed[0] if name != "b_run_id"}
+                await conn.execute(statement.values(values), closed)
+
+    # -- instances -------------------------------------------------------------------------------------------------
+    async def register(self, instance: str) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                instances.insert().values(
+                    instance_id=instance, hostname=socket.gethostname(), pid=os.getpid(), heartbeat_at=time.time()
+                )
+            )
+
+    async def heartbeat(self, instance: str) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                update(instances).where(instances.c.instance_id == instance).values(heartbeat_at=time.time())
+            )
+
+    async def unregister(self, instance: str) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(delete(instances).where(instances.c.instance_id == instance))
+
+    async def mark_interrupted(self) -> int:
+        """Runs left `running` by a server process that is gone (killed, crashed) become `interrupted`: a process
+        on this host whose pid is no longer alive, or any that stopped beating; returns how many."""
+        here = socket.gethostname()
+        now = time.time()
+        async with self.engine.begin() as conn:
+            rows = (await conn.execute(select(instances))).mappings().all()
+            gone = [
+                row["instance_id"]
+                for row in rows
+                if (row["hostname"] == here and not pid_alive(row["pid"])) or now - row["heartbeat_at"] > STALE_SECONDS
+            ]
+            if gone:
+                await conn.execute(delete(instances).where(instances.c.instance_id.in_(gone)))
+            alive = select(instances.c.instance_id)
+            orphaned = update(runs).where(runs.c.status == "running", runs.c.instance.not_in(alive))
+            result = await conn.execute(orphaned.values(status="interrupted"))
+            return int(result.rowcount)
+
+    # -- retention -------------------------------------------------------------------------------------------------
+    async def prune(self, max_age_days: float | None, max_runs: int | None) -> int:
+        """Delete runs older than `max_age_days` and all but the newest `max_runs`; returns how many."""
+        removed = 0
+        async with self.engine.begin() as conn:
+            doomed: list[Any] = []
+            if max_age_days is not None:
+                cutoff = time.time() - max_age_days * 86400
+                doomed.append(select(runs.c.run_id).where(runs.c.started_at < cutoff))
+            if max_runs is not None:
+                newest = select(runs.c.run_id).order_by(runs.c.started_at.desc(), runs.c.run_id.desc())
+                doomed.append(newest.offset(max_runs))
+            for query in doomed:
+                ids = (await conn.execute(query)).scalars().all()
+                for chunk in range(0, len(ids), 500):
+                    part = ids[chunk : chunk + 500]
+                    await conn.execute(delete(stages).where(stages.c.run_id.in_(part)))
+                    removed += int((await conn.execute(delete(runs).where(runs.c.run_id.in_(part)))).rowcount)
+        return removed
+
+    # -- reading ---------------------------------------------------------------------------------------------------
+    async def list_runs(self, query: RunQuery, limit: int, cursor: str | None) -> RunPage:
+        statement = select(*_SUMMARY)
+        conditions = []
+        for name in ("served_model", "mode", "status", "request_id"):
+            value = getattr(query, name)
+            if value is not None:
+                conditions.append(runs.c[name] == value)
+        if query.degraded is not None:
+            conditions.append(runs.c.degraded == query.degraded)
+        if query.since is not None:
+            conditions.append(runs.c.started_at >= query.since)
+        if query.until is not None:
+            conditions.append(runs.c.started_at < query.until)
+        if cursor is not None:
+            started_at, run_id = decode_cursor(cursor)
+            conditions.append(
+                or_(runs.c.started_at < started_at, and_(runs.c.started_at == started_at, runs.c.run_id < run_id))
+            )
+        statement = statement.where(*conditions).order_by(runs.c.started_at.desc(), runs.c.run_id.desc())
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(statement.limit(limit + 1))).mappings().all()
+        page = [summary(row) for row in rows[:limit]]
+        more = len(rows) > limit
+        next_cursor = encode_cursor(rows[limit - 1]["started_at"], rows[limit - 1]["run_id"]) if more else None
+        return RunPage(data=page, next_cursor=next_cursor, has_more=more)
+
+    async def get_run(self, run_id: str) -> RunDetail | None:
+        async with self.engine.connect() as conn:
+            row = (await conn.execute(select(runs).where(runs.c.run_id == run_id))).mappings().first()
+            if row is None:
+                return None
+            stage_rows = (
+                (await conn.execute(select(stages).where(stages.c.run_id == run_id).order_by(stages.c.idx)))
+                .mappings()
+                .all()
+            )
+        return detail(row, stage_rows)
+
+    async def get_summary(self, run_id: str) -> RunSummary | None:
+        async with self.engine.connect() as conn:
+            row = (await conn.execute(select(*_SUMMARY).where(runs.c.run_id == run_id))).mappings().first()
+        return None if row is None else summary(row)
+
+    async def stages_from(self, run_id: str, index: int) -> list[StoredStage]:
+        """The run's finished stages from `index` on, in order."""
+        statement = select(stages).where(stages.c.run_id == run_id, stages.c.idx >= index).order_by(stages.c.idx)
+        async with self.engine.connect() as conn:
+            return [stage(row) for row in (await conn.execute(statement)).mappings().all()]
+
+    async def count(self) -> int:
+        async with self.engine.connect() as conn:
+            return int((await conn.execute(select(func.count()).select_from(runs))).scalar() or 0)

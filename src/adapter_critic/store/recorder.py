@@ -1,0 +1,123 @@
+"""`RunRecorder`: a run-event subscriber (one per run) that turns a run's events into store records.
+
+It runs on the request's task for every event, so it only notes times and hands plain objects to the store's
+queue (`enqueue`, which never blocks); encoding, capture and redaction happen later, in the store's background
+writer (`store.rows`). Three records per run and one per stage: `RunOpened` when the run starts, `StageDone` as
+each stage call ends, `RunClosed` when the run ends.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core import Answer, ChatRequest, Usage
+from ..errors import APIError
+from ..events import Event, RunFinished, RunStarted, StageFinished, StageStarted
+from .records import Capture
+
+
+@dataclass(slots=True)
+class RunOpened:
+    run_id: str
+    request_id: str
+    served_model: str
+    mode: str
+    stream: bool
+    started_at: float
+    capture: Capture
+    request: ChatRequest
+    secret: str | None = None  # a forwarded caller's token: redacted like a configured key
+
+
+@dataclass(slots=True)
+class StageDone:
+    run_id: str
+    index: int
+    finished: StageFinished
+    started_offset_ms: float
+    messages: Any
+    capture: Capture
+    secret: str | None = None
+
+
+@dataclass(slots=True)
+class RunClosed:
+    run_id: str
+    status: str
+    finished_at: float
+    duration_ms: float
+    usage: Usage
+    error: APIError | None
+    intermediate: dict[str, str]
+    answer: Answer
+    capture: Capture
+    secret: str | None = None
+
+
+Record = RunOpened | StageDone | RunClosed
+
+
+@dataclass(slots=True)
+class RunRecorder:
+    """Records one run: call it with each of the run's events (it is an `events.Subscriber`)."""
+
+    enqueue: Callable[[Record], None]
+    request_id: str
+    request: ChatRequest
+    capture: Capture = "full"
+    secret: str | None = None
+    _run_id: str = ""
+    _began: float = 0.0
+    _index: int = 0
+    # Per stage name: when its call started (perf_counter) and the messages it sent.
+    _open: dict[str, tuple[float, Any]] = field(default_factory=dict)
+
+    def __call__(self, event: Event) -> None:
+        kind = type(event)
+        if kind is StageStarted:
+            assert isinstance(event, StageStarted)
+            self._open[event.stage] = (time.perf_counter(), event.messages)
+        elif kind is StageFinished:
+            assert isinstance(event, StageFinished)
+            began, messages = self._open.pop(event.stage, (time.perf_counter() - event.elapsed_ms / 1000, None))
+            offset = round((began - self._began) * 1000, 3)
+            done = StageDone(self._run_id, self._index, event, offset, messages, self.capture, self.secret)
+            self._index += 1
+            self.enqueue(done)
+        elif kind is RunStarted:
+            assert isinstance(event, RunStarted)
+            self._run_id = event.run_id
+            self._began = time.perf_counter()
+            self.enqueue(
+                RunOpened(
+                    event.run_id,
+                    self.request_id,
+                    event.served_model,
+                    event.mode,
+                    event.stream,
+                    time.time(),
+                    self.capture,
+                    self.request,
+                    self.secret,
+                )
+            )
+        elif kind is RunFinished:
+            assert isinstance(event, RunFinished)
+            record = event.record
+            self.enqueue(
+                RunClosed(
+                    self._run_id,
+                    event.status,
+                    time.time(),
+                    round((time.perf_counter() - self._began) * 1000, 3),
+                    record.total_usage(),
+                    event.error,
+                    dict(record.intermediate),
+                    record.answer,
+                    self.capture,
+                    self.secret,
+                )
+            )

@@ -1,0 +1,236 @@
+"""Store records as table rows, and table rows as the API's shapes (`records`).
+
+Writing (in the background writer, never on a request's task): every text value is JSON-encoded and then has
+every secret masked (`redact`) — the values of the configured key env vars in each form an upstream may echo
+them, any bearer token, any URL userinfo — whatever the capture level. Under capture `metadata` no message text is
+kept: no messages, no stage outputs, no answer text, intermediate values null.
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.parse
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import msgspec
+
+from ..core import Usage
+from ..errors import APIError, UpstreamError, render_error
+from ..redact import redact, secret_values
+from .recorder import RunClosed, RunOpened, StageDone
+from .records import (
+    AttemptError,
+    RunDetail,
+    RunSummary,
+    StoredAnswer,
+    StoredAttempt,
+    StoredError,
+    StoredRequest,
+    StoredStage,
+    Tokens,
+    iso,
+)
+
+_encoder = msgspec.json.Encoder()
+# `model@base_url`: the first `@` followed by a URL scheme or a path (a model name may hold an `@` too).
+_LABEL = re.compile(r"^(.*?)@((?:[A-Za-z][A-Za-z0-9+.-]*://|/).*)$", re.DOTALL)
+
+
+class Cleaner:
+    """JSON encoding and redaction with one batch's secret values (`redact.Secrets.values()`)."""
+
+    def __init__(self, values: Sequence[str]) -> None:
+        self.values = values
+
+    def text(self, value: str | None) -> str | None:
+        return None if value is None else redact(value, self.values)
+
+    def json(self, value: Any) -> str | None:
+        if value is None:
+            return None
+        return redact(_encoder.encode(value).decode("utf-8", "surrogateescape"), self.values)
+
+    def for_secret(self, secret: str | None) -> Cleaner:
+        """This cleaner masking `secret` too (a forwarded caller's token)."""
+        if secret is None:
+            return self
+        return Cleaner(sorted({*secret_values((), (secret,)), *self.values}, key=len, reverse=True))
+
+
+def target_parts(label: str) -> tuple[str, str]:
+    """A target label (`model@base_url`, userinfo already masked) as its model and host — never a key."""
+    match = _LABEL.match(label)
+    if match is None:
+        return label, ""
+    model, base_url = match.groups()
+    if base_url.startswith("/"):
+        return model, "in-process"
+    host = urllib.parse.urlsplit(base_url).netloc.rpartition("@")[2]
+    return model, host
+
+
+def _attempt_error(error: UpstreamError | None, clean: Cleaner) -> AttemptError | None:
+    if error is None:
+        return None
+    return AttemptError(kind=error.kind, message=clean.text(error.message) or "", status=error.upstream_status)
+
+
+def _usage(usage: Usage) -> Tokens:
+    return Tokens(usage.prompt_tokens, usage.completion_tokens, usage.total_tokens)
+
+
+class _Envelope(msgspec.Struct):
+    message: str = ""
+    type: str = "server_error"
+    param: str | None = None
+    code: str | int | None = None
+
+
+def stored_error(error: APIError, clean: Cleaner) -> StoredError:
+    """The §7 error the client got, as stored."""
+    rendered = render_error(error)
+    try:
+        inner = msgspec.json.decode(rendered.body, type=dict[str, _Envelope])["error"]
+    except (msgspec.DecodeError, KeyError):
+        inner = _Envelope(message=error.message, type=error.error_type)
+    code = None if inner.code is None else str(inner.code)
+    return StoredError(rendered.status, inner.type, clean.text(inner.message) or "", inner.param, code)
+
+
+# -- records -> rows ------------------------------------------------------------------------------------------------
+
+
+def opened_row(record: RunOpened, instance: str, clean: Cleaner) -> dict[str, Any]:
+    request = record.request
+    options: dict[str, Any] = dict(request.options)
+    if request.stream:
+        options["stream"] = True
+    if request.overrides is not None:
+        options[request.overrides_param] = request.overrides
+    messages = request.messages_json if record.capture == "full" else None
+    return {
+        "run_id": record.run_id,
+        "request_id": record.request_id,
+        "served_model": clean.text(record.served_model),
+        "mode": record.mode,
+        "stream": record.stream,
+        "status": "running",
+        "degraded": False,
+        "started_at": record.started_at,
+        "capture": record.capture,
+        "instance": instance,
+        "request": clean.json({"options": options, "messages": messages}),
+    }
+
+
+def stage_row(record: StageDone, clean: Cleaner) -> dict[str, Any]:
+    finished = record.finished
+    model, host = target_parts(finished.target)
+    attempts = [StoredAttempt(*target_parts(a.target), error=_attempt_error(a.error, clean)) for a in finished.attempts]
+    full = record.capture == "full"
+    return {
+        "run_id": record.run_id,
+        "idx": record.index,
+        "stage": finished.stage,
+        "status": "ok" if finished.error is None else "error",
+        "target_model": clean.text(model),
+        "target_host": clean.text(host),
+        "started_offset_ms": record.started_offset_ms,
+        "elapsed_ms": round(finished.elapsed_ms, 3),
+        "attempts": clean.json(attempts),
+        "usage": clean.json(finished.usage),
+        "usage_reported": finished.reported,
+        "messages": clean.json(record.messages) if full else None,
+        "output": clean.text(finished.output) if full else None,
+        "error": clean.json(_attempt_error(finished.error, clean)),
+    }
+
+
+def closed_row(record: RunClosed, clean: Cleaner) -> dict[str, Any]:
+    full = record.capture == "full"
+    answer = record.answer
+    stored_answer = StoredAnswer(
+        finish_reason=answer.finish_reason,
+        content=answer.content if full else None,
+        tool_calls=answer.tool_calls if full else None,
+    )
+    intermediate: Mapping[str, str | None] = record.intermediate if full else dict.fromkeys(record.intermediate)
+    return {
+        "b_run_id": record.run_id,
+        "status": record.status,
+        "degraded": record.status == "degraded",
+        "finished_at": record.finished_at,
+        "duration_ms": record.duration_ms,
+        "usage": clean.json(_usage(record.usage)),
+        "error": clean.json(stored_error(record.error, clean) if record.error is not None else None),
+        "intermediate": clean.json(intermediate),
+        "answer": clean.json(stored_answer),
+    }
+
+
+# -- rows -> records ------------------------------------------------------------------------------------------------
+
+_tokens = msgspec.json.Decoder(Tokens)
+_error = msgspec.json.Decoder(StoredError)
+_request = msgspec.json.Decoder(StoredRequest)
+_answer = msgspec.json.Decoder(StoredAnswer)
+_intermediate = msgspec.json.Decoder(dict[str, str | None])
+_attempts = msgspec.json.Decoder(list[StoredAttempt])
+_attempt_error_decoder = msgspec.json.Decoder(AttemptError)
+_any = msgspec.json.Decoder()
+
+
+def _maybe(decoder: msgspec.json.Decoder[Any], text: str | None) -> Any:
+    return None if text is None else decoder.decode(text)
+
+
+def summary_fields(row: Mapping[Any, Any]) -> dict[str, Any]:
+    finished = row["finished_at"]
+    return {
+        "id": row["run_id"],
+        "request_id": row["request_id"],
+        "served_model": row["served_model"],
+        "mode": row["mode"],
+        "stream": bool(row["stream"]),
+        "status": row["status"],
+        "degraded": bool(row["degraded"]),
+        "started_at": iso(row["started_at"]),
+        "finished_at": None if finished is None else iso(finished),
+        "duration_ms": row["duration_ms"],
+        "usage": _maybe(_tokens, row["usage"]),
+        "error": _maybe(_error, row["error"]),
+    }
+
+
+def summary(row: Mapping[Any, Any]) -> RunSummary:
+    return RunSummary(**summary_fields(row))
+
+
+def detail(row: Mapping[Any, Any], stage_rows: Sequence[Mapping[Any, Any]]) -> RunDetail:
+    return RunDetail(
+        **summary_fields(row),
+        capture=row["capture"],
+        request=_maybe(_request, row["request"]),
+        intermediate=_maybe(_intermediate, row["intermediate"]) or {},
+        answer=_maybe(_answer, row["answer"]),
+        stages=[stage(s) for s in stage_rows],
+    )
+
+
+def stage(row: Mapping[Any, Any]) -> StoredStage:
+    return StoredStage(
+        index=row["idx"],
+        stage=row["stage"],
+        status=row["status"],
+        target_model=row["target_model"],
+        target_host=row["target_host"],
+        started_offset_ms=row["started_offset_ms"],
+        elapsed_ms=row["elapsed_ms"],
+        attempts=_attempts.decode(row["attempts"]),
+        usage=_any.decode(row["usage"]),
+        usage_reported=bool(row["usage_reported"]),
+        messages=_maybe(_any, row["messages"]),
+        output=row["output"],
+        error=_maybe(_attempt_error_decoder, row["error"]),
+    )

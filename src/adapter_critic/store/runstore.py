@@ -1,0 +1,238 @@
+"""`RunStore`: a store to read runs from and, in a server, to record them to — off the hot path.
+
+Recording: `enqueue` (called by each run's `RunRecorder` on the request's task) appends a record to a bounded
+in-memory queue and never blocks or fails. A background task takes what is queued in batches of up to
+`batch_size` and writes each batch in one transaction. When the queue is full a record is dropped — and so are the
+later records of a run whose start was dropped — counted in `dropped` and logged at most once a minute. `aclose`
+drains the queue before closing. Another task beats for this process in the `instances` table, marks runs of
+processes that are gone `interrupted` and prunes by age and count (`max_age_days`, `max_runs`).
+
+Readers (`list_runs`, `get_run`, `follow`) need no task: `open_store(url)` is enough.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Literal
+
+from .database import HEARTBEAT_SECONDS, Database
+from .recorder import Record, RunClosed, RunOpened
+from .records import RunDetail, RunPage, RunQuery, RunSummary, StoredStage
+from .rows import Cleaner
+
+logger = logging.getLogger("adapter_critic")
+
+DROP_LOG_SECONDS = 60.0
+FOLLOW_POLL_SECONDS = 1.0  # how often `follow` looks for stages written by another process
+
+FollowEvent = tuple[Literal["run", "stage", "end"], RunSummary | StoredStage]
+
+
+class RunStore:
+    """A run store (see the package docstring). Open one with `open_store`."""
+
+    def __init__(
+        self,
+        database: Database,
+        *,
+        queue_size: int = 10_000,
+        batch_size: int = 500,
+        max_age_days: float | None = None,
+        max_runs: int | None = None,
+        prune_interval_seconds: float = 300.0,
+        secrets: Callable[[], Sequence[str]] = list,
+    ) -> None:
+        self.database = database
+        self.queue_size, self.batch_size = queue_size, batch_size
+        self.max_age_days, self.max_runs = max_age_days, max_runs
+        self.prune_interval_seconds = prune_interval_seconds
+        self.secrets = secrets  # every form of every secret, read for each batch (keys may rotate)
+        self.instance = uuid.uuid4().hex
+        self.dropped = 0  # records dropped because the queue was full (a metric reads it)
+        self.failed = 0  # records lost because writing their batch failed
+        self._queue: collections.deque[Record] = collections.deque()
+        self._lost_runs: set[str] = set()  # runs whose start was dropped: their later records are dropped too
+        self._enqueued = 0
+        self._handled = 0
+        self._wake = asyncio.Event()
+        self._written = asyncio.Event()  # set (and replaced) after each batch
+        self._tasks: list[asyncio.Task[None]] = []
+        self._dropped_logged = 0
+        self._drop_logged_at = -DROP_LOG_SECONDS
+
+    @property
+    def queue_depth(self) -> int:
+        """Records waiting to be written (a metric reads it)."""
+        return len(self._queue)
+
+    def where(self) -> str:
+        return self.database.where()
+
+    async def __aenter__(self) -> RunStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # -- reading ---------------------------------------------------------------------------------------------------
+    async def list_runs(self, query: RunQuery | None = None, *, limit: int = 50, cursor: str | None = None) -> RunPage:
+        """Runs newest first, `limit` at a time; `cursor` is a page's `next_cursor` (BadCursor when it is not)."""
+        return await self.database.list_runs(query or RunQuery(), limit, cursor)
+
+    async def get_run(self, run_id: str) -> RunDetail | None:
+        """The whole record of a run, its stages in order; None when there is no such run."""
+        return await self.database.get_run(run_id)
+
+    async def follow(self, run_id: str) -> AsyncIterator[FollowEvent]:
+        """The run (`"run"`), each of its finished stages in order (`"stage"`) — the ones to come too, while it
+        is running — and the run as it ended (`"end"`). Nothing at all when there is no such run."""
+        run = await self.database.get_summary(run_id)
+        if run is None:
+            return
+        yield "run", run
+        index = 0
+        while True:
+            written = self._written
+            for stage in await self.database.stages_from(run_id, index):
+                index = stage.index + 1
+                yield "stage", stage
+            if run.status != "running":
+                yield "end", run
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(written.wait(), FOLLOW_POLL_SECONDS)
+            run = await self.database.get_summary(run_id) or run
+
+    # -- recording -------------------------------------------------------------------------------------------------
+    def enqueue(self, record: Record) -> None:
+        """Queue a record for writing; drops it (counted) when the queue is full. Never blocks, never raises."""
+        kind = type(record)
+        if self._lost_runs and record.run_id in self._lost_runs:
+            if kind is RunClosed:
+                self._lost_runs.discard(record.run_id)
+            self._drop()
+            return
+        if len(self._queue) >= self.queue_size:
+            if kind is RunOpened:
+                self._lost_runs.add(record.run_id)
+            self._drop()
+            return
+        self._queue.append(record)
+        self._enqueued += 1
+        if not self._wake.is_set():
+            self._wake.set()
+
+    def _drop(self) -> None:
+        self.dropped += 1
+        now = time.monotonic()
+        if now - self._drop_logged_at >= DROP_LOG_SECONDS:
+            self._drop_logged_at = now
+            logger.warning(
+                "run store queue full (%d records): %d record(s) dropped since the last warning, %d in all; "
+                "requests are not affected. A slow database, or raise store.queue_size",
+                self.queue_size,
+                self.dropped - self._dropped_logged,
+                self.dropped,
+            )
+            self._dropped_logged = self.dropped
+
+    async def start(self) -> None:
+        """Start recording: upgrade the schema, register this process, mark runs of dead ones `interrupted`, prune,
+        and start the writer and the upkeep task."""
+        await self.database.upgrade()
+        await self.database.register(self.instance)
+        interrupted = await self.database.mark_interrupted()
+        if interrupted:
+            logger.warning("run store: %d run(s) left running by a stopped server marked interrupted", interrupted)
+        await self.prune()
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._writer()), loop.create_task(self._upkeep())]
+
+    async def flush(self) -> None:
+        """Wait until every record queued so far is written (or its batch failed)."""
+        target = self._enqueued
+        if not self._tasks:
+            while self._handled < target:
+                await self._write_batch()
+            return
+        while self._handled < target:
+            await self._written.wait()
+
+    async def prune(self) -> int:
+        """Apply retention now; returns how many runs were deleted."""
+        if self.max_age_days is None and self.max_runs is None:
+            return 0
+        removed = await self.database.prune(self.max_age_days, self.max_runs)
+        if removed:
+            logger.info("run store: pruned %d run(s) (store.max_age_days / store.max_runs)", removed)
+        return removed
+
+    async def aclose(self) -> None:
+        """Drain the queue, stop the tasks, leave the `instances` table, close the database."""
+        try:
+            if self._tasks:
+                await self.flush()
+                for task in self._tasks:
+                    task.cancel()
+                await asyncio.gather(*self._tasks, return_exceptions=True)
+                self._tasks = []
+                await self.database.unregister(self.instance)
+        finally:
+            await self.database.aclose()
+
+    async def _writer(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._queue:
+                await self._write_batch()
+
+    async def _write_batch(self) -> None:
+        take = min(self.batch_size, len(self._queue))
+        batch = [self._queue.popleft() for _ in range(take)]
+        try:
+            if batch:
+                await self.database.write(batch, self.instance, Cleaner(self.secrets()))
+        except Exception as exc:  # the database is down or full: the records are lost, the server goes on
+            self.failed += len(batch)
+            logger.warning("run store: writing %d record(s) failed: %s", len(batch), _reason(exc))
+        finally:
+            self._handled += len(batch)
+            written, self._written = self._written, asyncio.Event()
+            written.set()
+
+    async def _upkeep(self) -> None:
+        last_prune = time.monotonic()
+        while True:
+            await asyncio.sleep(HEARTBEAT_SECONDS)
+            try:
+                await self.database.heartbeat(self.instance)
+                await self.database.mark_interrupted()
+                if time.monotonic() - last_prune >= self.prune_interval_seconds:
+                    last_prune = time.monotonic()
+                    await self.prune()
+            except Exception as exc:
+                logger.warning("run store upkeep failed: %s", _reason(exc))
+
+
+def _reason(exc: BaseException) -> str:
+    """An exception in one line (a database error's first line: its SQL and parameters stay out of the log)."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
+
+
+async def open_store(url: str) -> RunStore:
+    """A store at `url` (`sqlite:///…`, `postgresql://…`) to read, its schema upgraded; see the package docstring."""
+    store = RunStore(Database(url))
+    try:
+        await store.database.upgrade()
+    except BaseException:
+        await store.database.aclose()
+        raise
+    return store

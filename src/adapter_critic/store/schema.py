@@ -1,0 +1,119 @@
+"""The store's tables (one definition for SQLite and PostgreSQL, as SQLAlchemy Core) and its versioned upgrades.
+
+`schema_version` holds the version a store is at; `upgrade` applies every later step in order, in one transaction
+(PostgreSQL: under an advisory lock, so workers starting together upgrade once). A step is a function of a
+connection; add one to `STEPS` to change the schema, never edit a released one.
+
+JSON values (usage, attempts, messages, …) are text columns: portable, and read whole, never queried into.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sqlalchemy import (
+    Boolean,
+    Column,
+    Double,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    select,
+    text,
+)
+from sqlalchemy.engine import Connection
+
+metadata = MetaData()
+
+runs = Table(
+    "runs",
+    metadata,
+    Column("run_id", String(128), primary_key=True),
+    Column("request_id", String(128), nullable=False),
+    Column("served_model", String(256), nullable=False),
+    Column("mode", String(64), nullable=False),
+    Column("stream", Boolean, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("degraded", Boolean, nullable=False),
+    Column("started_at", Double, nullable=False),  # Unix seconds
+    Column("finished_at", Double),
+    Column("duration_ms", Double),
+    Column("capture", String(16), nullable=False),
+    Column("instance", String(64), nullable=False),  # the server process that runs it (`instances`)
+    Column("usage", Text),  # JSON: Tokens
+    Column("error", Text),  # JSON: StoredError
+    Column("request", Text),  # JSON: StoredRequest
+    Column("intermediate", Text),  # JSON: dict[str, str | None]
+    Column("answer", Text),  # JSON: StoredAnswer
+    Index("runs_started", "started_at", "run_id"),
+    Index("runs_request_id", "request_id"),
+    Index("runs_status", "status"),
+)
+
+stages = Table(
+    "stages",
+    metadata,
+    Column("run_id", String(128), primary_key=True),
+    Column("idx", Integer, primary_key=True),
+    Column("stage", String(128), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("target_model", String(256), nullable=False),
+    Column("target_host", String(256), nullable=False),
+    Column("started_offset_ms", Double, nullable=False),
+    Column("elapsed_ms", Double, nullable=False),
+    Column("attempts", Text, nullable=False),  # JSON: list[StoredAttempt]
+    Column("usage", Text, nullable=False),  # JSON: the stage's usage
+    Column("usage_reported", Boolean, nullable=False),
+    Column("messages", Text),  # JSON, capture `full` only
+    Column("output", Text),  # capture `full` only
+    Column("error", Text),  # JSON: AttemptError
+)
+
+# The server processes writing to the store: a run left `running` by a process that is gone is `interrupted`.
+instances = Table(
+    "instances",
+    metadata,
+    Column("instance_id", String(64), primary_key=True),
+    Column("hostname", String(256), nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("heartbeat_at", Double, nullable=False),
+)
+
+schema_version = Table("schema_version", metadata, Column("version", Integer, nullable=False))
+
+
+def _v1(conn: Connection) -> None:
+    for table in (runs, stages, instances):
+        table.create(conn, checkfirst=True)
+
+
+STEPS: tuple[Callable[[Connection], None], ...] = (_v1,)
+VERSION = len(STEPS)
+
+
+class SchemaTooNew(RuntimeError):
+    """The store was written by a newer version of adapter_critic."""
+
+
+def upgrade(conn: Connection) -> int:
+    """Bring the store's schema to `VERSION` (inside the caller's transaction); returns the version it was at."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("SELECT pg_advisory_xact_lock(7305712201)"))  # any constant: one upgrader at a time
+    schema_version.create(conn, checkfirst=True)
+    found = conn.execute(select(schema_version.c.version)).scalar()
+    current = int(found) if found is not None else 0
+    if current > VERSION:
+        raise SchemaTooNew(
+            f"the run store is at schema version {current}, newer than this adapter_critic's ({VERSION}); "
+            "upgrade adapter_critic or point store.url at another database"
+        )
+    for step in STEPS[current:]:
+        step(conn)
+    if found is None:
+        conn.execute(schema_version.insert().values(version=VERSION))
+    elif current != VERSION:
+        conn.execute(schema_version.update().values(version=VERSION))
+    return current

@@ -1,0 +1,109 @@
+"""The `[store]` table of the config, and which store a server records to.
+
+The env var `ADAPTER_CRITIC_STORE` wins over `store.url`; `"none"` turns recording off. Without either, the
+standalone server records to a SQLite file in the user's data directory (`default_url`) and a mounted app or the
+middleware records nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Literal
+
+import msgspec
+
+from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    from .runstore import RunStore
+
+logger = logging.getLogger("adapter_critic")
+
+STORE_ENV = "ADAPTER_CRITIC_STORE"
+OFF = "none"
+
+
+class StoreConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    """Where runs are recorded and what of them (README "Runs: the store and the runs API")."""
+
+    url: str | None = None  # sqlite:///path, postgresql://…, or "none"
+    capture: Literal["full", "metadata"] = "full"
+    api: bool = True  # serve GET /runs, /runs/{id}, /runs/{id}/events
+    max_age_days: Annotated[float, msgspec.Meta(gt=0)] | None = None
+    max_runs: Annotated[int, msgspec.Meta(gt=0)] | None = None
+    queue_size: Annotated[int, msgspec.Meta(gt=0)] = 10_000
+    batch_size: Annotated[int, msgspec.Meta(gt=0)] = 500
+    prune_interval_seconds: Annotated[float, msgspec.Meta(gt=0)] = 300.0
+
+
+def data_dir() -> Path:
+    """The user's data directory for adapter_critic (XDG on Linux, Application Support on macOS, LOCALAPPDATA on
+    Windows)."""
+    if sys.platform == "win32":
+        base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
+    elif sys.platform == "darwin":
+        base = Path.home() / "Library" / "Application Support"
+    else:
+        base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return base / "adapter_critic"
+
+
+def default_url() -> str:
+    return f"sqlite:///{data_dir() / 'runs.sqlite3'}"
+
+
+def store_url(config: StoreConfig, default: str | None) -> str | None:
+    """The URL to record to (None: off): the env var, else `store.url`, else `default`."""
+    chosen = os.environ.get(STORE_ENV, "").strip() or config.url or default
+    if chosen is None or chosen.strip().lower() == OFF:
+        return None
+    return chosen.strip()
+
+
+def recording_store(config: StoreConfig, default: str | None, secrets: Callable[[], Sequence[str]]) -> RunStore | None:
+    """The store a server records to (not started yet), or None when recording is off.
+
+    A store that was asked for explicitly (env var, `store.url`) and cannot be used is a `ConfigError`; the
+    standalone default is given up with a warning instead (the database libraries are the `store` extra)."""
+    url = store_url(config, None)
+    explicit = url is not None
+    if url is None and config.url is None and not os.environ.get(STORE_ENV, "").strip():
+        url = store_url(config, default)
+    if url is None:
+        return None
+    try:
+        from .database import Database, StoreURLError
+        from .runstore import RunStore
+    except ImportError as exc:
+        extra = "postgres" if url.startswith("postgres") else "store"
+        message = f"the run store needs the `{extra}` extra (pip install 'adapter_critic[{extra}]'): {exc}"
+        if explicit:
+            raise ConfigError(f"store.url: {message}") from None
+        logger.warning("not recording runs: %s", message)
+        return None
+    try:
+        database = Database(url)
+    except (StoreURLError, ImportError, ValueError) as exc:
+        if explicit:
+            raise ConfigError(f"store.url: {exc}") from None
+        logger.warning("not recording runs: %s", exc)
+        return None
+    return RunStore(
+        database,
+        queue_size=config.queue_size,
+        batch_size=config.batch_size,
+        max_age_days=config.max_age_days,
+        max_runs=config.max_runs,
+        prune_interval_seconds=config.prune_interval_seconds,
+        secrets=secrets,
+    )
+
+
+async def start_recording(store: RunStore, config: StoreConfig) -> None:
+    """Start `store` at a server's start-up and say where runs go (one INFO line)."""
+    await store.start()
+    logger.info("recording runs to %s (capture %s)", store.where(), config.capture)

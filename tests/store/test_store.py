@@ -1,0 +1,290 @@
+"""The run store on both backends (SQLite, PostgreSQL): recording, reading, overflow, drain, retention, schema."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import time
+
+import anyio
+import msgspec
+import pytest
+import sqlalchemy
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from adapter_critic.core import Answer, Usage
+from adapter_critic.errors import UpstreamError
+from adapter_critic.events import Attempt, StageFinished
+from adapter_critic.redact import Secrets
+from adapter_critic.store import BadCursor, RunQuery, open_store
+from adapter_critic.store.database import Database, engine_url
+from adapter_critic.store.recorder import RunClosed, RunOpened, StageDone
+from adapter_critic.store.records import iso
+from adapter_critic.store.runstore import RunStore
+from adapter_critic.store.schema import VERSION, SchemaTooNew
+
+from ..conftest import TESTS
+from .runs import record_run, request
+
+pytestmark = pytest.mark.anyio
+T0 = 1_780_000_000.0  # a Unix time in 2026
+
+
+async def test_a_recorded_run_reads_back_whole(store_url: str) -> None:
+    store = await open_store(store_url)
+    async with store:
+        record_run(store, "run-1", served_model="m-critic", mode="critic", stages=("api_draft", "critic", "api_final"))
+        await store.flush()
+        run = await store.get_run("run-1")
+    assert run is not None
+    assert (run.id, run.request_id, run.served_model, run.mode, run.status) == (
+        "run-1",
+        "run-1",
+        "m-critic",
+        "critic",
+        "ok",
+    )
+    assert run.finished_at is not None and run.duration_ms is not None and run.usage is not None
+    assert run.usage.total_tokens == 9
+    assert [s.stage for s in run.stages] == ["api_draft", "critic", "api_final"]
+    assert [s.index for s in run.stages] == [0, 1, 2]
+    first = run.stages[0]
+    assert (first.target_model, first.target_host, first.status) == ("api-model", "upstream.test", "ok")
+    assert first.messages == [{"role": "user", "content": "Hello"}] and first.output == "Hi!"
+    assert [s.started_offset_ms for s in run.stages] == sorted(s.started_offset_ms for s in run.stages)
+    assert run.request is not None and run.request.messages == [{"role": "user", "content": "Hello"}]
+    assert run.answer is not None and run.answer.content == "Hi!" and run.answer.finish_reason == "stop"
+    assert run.intermediate == {"api_draft": "Hi!", "critic": "Hi!", "api_final": "Hi!"}
+    # The detail's JSON is the API's: every documented field is there.
+    fields = set(msgspec.json.decode(msgspec.json.encode(run)))
+    assert {"id", "object", "request_id", "stages", "capture", "request", "intermediate", "answer", "error"} <= fields
+
+
+async def test_a_running_run_is_readable_before_it_ends(store_url: str) -> None:
+    store = await open_store(store_url)
+    async with store:
+        record_run(store, "live", stages=("api_draft",), finish=False)
+        await store.flush()
+        run = await store.get_run("live")
+        assert run is not None and run.status == "running" and run.finished_at is None and run.usage is None
+        assert [s.stage for s in run.stages] == ["api_draft"]
+
+
+async def test_metadata_capture_keeps_no_message_text(store_url: str) -> None:
+    store = await open_store(store_url)
+    async with store:
+        record_run(store, "meta", content="private words", answer="private answer", capture="metadata")
+        await store.flush()
+        run = await store.get_run("meta")
+        dump = await _dump(store_url)
+    assert run is not None and run.capture == "metadata"
+    assert run.request is not None and run.request.messages is None
+    assert run.stages[0].messages is None and run.stages[0].output is None
+    assert run.intermediate == {"api": None}
+    assert run.answer is not None and run.answer.content is None and run.answer.finish_reason == "stop"
+    assert "private" not in dump
+
+
+async def test_a_configured_key_never_reaches_the_store(store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "sk-live-Z9x8c7v6b5n4m3"
+    monkeypatch.setenv("UPSTREAM_KEY", secret)
+    store = await open_store(store_url)
+    store.secrets = Secrets(["UPSTREAM_KEY"]).values
+    failure = UpstreamError(
+        stage="api", target="m@http://x/v1", kind="status", detail=f"answered 401: bad key {secret}"
+    )
+    async with store:
+        record_run(
+            store,
+            "leaky",
+            content=f"my key is {secret}",
+            answer=f"you said {secret}",
+            stage_error=failure,
+            status="error",
+            error=failure,
+        )
+        await store.flush()
+        run = await store.get_run("leaky")
+        dump = await _dump(store_url)
+    assert secret not in dump and "***" in dump
+    assert run is not None and run.error is not None and "***" in run.error.message
+    assert run.stages[0].error is not None and run.stages[0].error.kind == "status"
+
+
+async def test_list_is_newest_first_with_cursors_and_filters(store_url: str) -> None:
+    store = await open_store(store_url)
+    async with store:
+        for i in range(5):
+            mode = "critic" if i % 2 else "direct"
+            status = "degraded" if i == 3 else "ok"
+            model, rid = f"m-{mode}", f"req-{i % 2}"
+            record_run(
+                store, f"run-{i}", served_model=model, mode=mode, status=status, request_id=rid, started_at=T0 + i
+            )
+        await store.flush()
+        seen, cursor = [], None
+        while True:
+            page = await store.list_runs(limit=2, cursor=cursor)
+            seen.append([run.id for run in page.data])
+            cursor = page.next_cursor
+            if cursor is None:
+                assert not page.has_more
+                break
+        assert seen == [["run-4", "run-3"], ["run-2", "run-1"], ["run-0"]]
+        assert [r.id for r in (await store.list_runs(RunQuery(mode="critic"))).data] == ["run-3", "run-1"]
+        assert [r.id for r in (await store.list_runs(RunQuery(served_model="m-direct"))).data] == [
+            "run-4",
+            "run-2",
+            "run-0",
+        ]
+        assert [r.id for r in (await store.list_runs(RunQuery(degraded=True))).data] == ["run-3"]
+        assert [r.id for r in (await store.list_runs(RunQuery(status="degraded"))).data] == ["run-3"]
+        assert [r.id for r in (await store.list_runs(RunQuery(request_id="req-0"))).data] == ["run-4", "run-2", "run-0"]
+        middle = await store.list_runs(RunQuery(since=T0 + 1, until=T0 + 3))  # `until` is exclusive
+        assert [r.id for r in middle.data] == ["run-2", "run-1"]
+        assert (await store.list_runs(RunQuery(since=T0 + 4))).data[0].started_at == iso(T0 + 4)
+        with pytest.raises(BadCursor):
+            await store.list_runs(cursor="not-a-cursor")
+
+
+async def test_a_full_queue_drops_records_counts_them_and_warns_once(
+    store_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = await open_store(store_url)
+    store.queue_size = 4
+    caplog.set_level(logging.WARNING, "adapter_critic")
+    async with store:
+        for i in range(3):  # 3 records each: the second run's stage and end, and the whole third run, are dropped
+            record_run(store, f"run-{i}")
+        assert store.dropped == 5 and store.queue_depth == 4
+        await store.flush()
+        first, second, third = [await store.get_run(f"run-{i}") for i in range(3)]
+    warnings = [r for r in caplog.records if "queue full" in r.getMessage()]
+    assert len(warnings) == 1
+    assert first is not None and first.status == "ok" and len(first.stages) == 1
+    assert second is not None and second.status == "running" and second.stages == []
+    assert third is None
+
+
+async def test_closing_a_store_drains_its_queue(store_url: str) -> None:
+    store = RunStore(Database(store_url))
+    await store.start()
+    for i in range(50):
+        record_run(store, f"run-{i}")
+    assert store.queue_depth == 150  # nothing was written yet: the writer has not run
+    await store.aclose()
+    async with await open_store(store_url) as again:
+        page = await again.list_runs(limit=100)
+    assert len(page.data) == 50 and {r.status for r in page.data} == {"ok"}
+
+
+async def test_retention_prunes_by_age_and_count(store_url: str) -> None:
+    store = await open_store(store_url)
+    store.max_age_days, store.max_runs = 5, 3
+    async with store:
+        old = RunOpened("ancient", "ancient", "m", "direct", False, time.time() - 10 * 86400, "full", request())
+        store.enqueue(old)
+        for i in range(4):
+            record_run(store, f"run-{i}")
+        await store.flush()
+        assert await store.prune() == 2  # the one too old, then all but the newest 3
+        ids = [r.id for r in (await store.list_runs()).data]
+        assert ids == ["run-3", "run-2", "run-1"]
+        assert await store.get_run("run-0") is None
+    assert "run-0" not in await _dump(store_url)  # its stages went with it
+
+
+async def test_runs_of_a_killed_server_are_marked_interrupted(store_url: str) -> None:
+    alive = RunStore(Database(store_url))
+    await alive.start()
+    try:
+        record_run(alive, "still-going", finish=False)
+        await alive.flush()
+        env = {**os.environ, "PYTHONPATH": str(TESTS.parent)}
+        command = [sys.executable, "-m", "tests.store.crashing_writer", store_url]
+        async with await anyio.open_process(command, env=env, stdout=subprocess.PIPE) as proc:
+            assert proc.stdout is not None
+            with anyio.fail_after(60):
+                assert (await proc.stdout.receive()).strip() == b"recorded"
+            proc.kill()  # no shutdown, no drain: as a crash or SIGKILL leaves it
+            await proc.wait()
+        restarted = RunStore(Database(store_url))
+        await restarted.start()
+        await restarted.aclose()
+        crashed = await alive.get_run("crashed")
+        going = await alive.get_run("still-going")
+    finally:
+        await alive.aclose()
+    assert crashed is not None and crashed.status == "interrupted"
+    assert going is not None and going.status == "running"  # its server is alive: not interrupted
+
+
+async def test_follow_replays_then_tails_a_running_run(store_url: str) -> None:
+    store = RunStore(Database(store_url))
+    await store.start()
+    seen: list[tuple[str, str]] = []
+    first_stage = anyio.Event()
+    try:
+        record_run(store, "tail", stages=("api_draft",), finish=False)
+        await store.flush()
+
+        async def follow() -> None:
+            async for kind, item in store.follow("tail"):
+                seen.append((kind, getattr(item, "stage", None) or item.status))  # type: ignore[union-attr]
+                if kind == "stage":
+                    first_stage.set()
+
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(follow)
+                await first_stage.wait()
+                record_more(store, "tail")  # the rest of the run, written after the follower caught up
+    finally:
+        await store.aclose()
+    assert seen == [("run", "running"), ("stage", "api_draft"), ("stage", "critic"), ("end", "ok")]
+
+
+def record_more(store: RunStore, run_id: str) -> None:
+    """The rest of the run `tail`: its `critic` stage and its end (index 1, after `api_draft`)."""
+
+    finished = StageFinished(
+        "critic",
+        "critic@http://upstream.test/v1",
+        (Attempt("critic@http://upstream.test/v1"),),
+        Usage(1, 1, 2),
+        3.0,
+        "fine",
+    )
+    store.enqueue(StageDone(run_id, 1, finished, 10.0, None, "full"))
+    store.enqueue(RunClosed(run_id, "ok", time.time(), 20.0, Usage(1, 1, 2), None, {}, Answer("x"), "full"))
+
+
+async def test_schema_is_versioned_and_a_newer_one_is_refused(store_url: str) -> None:
+    async with await open_store(store_url):
+        pass
+    async with await open_store(store_url):  # a second start finds it current
+        pass
+    engine = create_async_engine(engine_url(store_url))
+    try:
+        async with engine.begin() as conn:
+            assert (await conn.execute(sqlalchemy.text("SELECT version FROM schema_version"))).scalar() == VERSION
+            await conn.execute(sqlalchemy.text(f"UPDATE schema_version SET version = {VERSION + 1}"))
+    finally:
+        await engine.dispose()
+    with pytest.raises(SchemaTooNew, match="newer than this adapter_critic"):
+        await open_store(store_url)
+
+
+async def _dump(url: str) -> str:
+    """Every value of every table, as text."""
+    engine = create_async_engine(engine_url(url))
+    try:
+        async with engine.connect() as conn:
+            rows = []
+            for table in ("runs", "stages", "instances"):
+                rows += [repr(tuple(row)) for row in await conn.execute(sqlalchemy.text(f"SELECT * FROM {table}"))]
+    finally:
+        await engine.dispose()
+    return "\n".join(rows)
