@@ -5,7 +5,7 @@ import { renderDiff } from "./diff.js";
 import { count, h, ms, replace, statusBadge, textBlock, when } from "./dom.js";
 import { marked } from "./list.js";
 import { runView } from "./model.js";
-import { timeline } from "./timeline.js";
+import { span, timeline } from "./timeline.js";
 
 export async function showCompare(main, ids, navigate) {
   const [first, second] = [ids[0] || marked[0] || "", ids[1] || marked[1] || ""];
@@ -45,14 +45,14 @@ export async function showCompare(main, ids, navigate) {
       { class: "compare", id: "compare" },
       h("h1", {}, "Compare"),
       pick,
-      h("div", { class: "columns" }, side("A", a), side("B", b)),
+      h("div", { class: "columns" }, side("A", a, Math.max(span(a), span(b))), side("B", b, Math.max(span(a), span(b)))),
       h("section", { class: "panel-box", id: "answer-diff" }, h("h2", {}, "Final answers: A → B"), renderDiff(a.answer || "", b.answer || "", "answer A to B")),
     ),
   );
   return () => {};
 }
 
-function side(label, run) {
+function side(label, run, scale) {
   return h(
     "section",
     { class: "side", "data-side": label, "data-run-id": run.id },
@@ -67,7 +67,7 @@ function side(label, run) {
       h("div", {}, h("dt", {}, "Latency"), h("dd", {}, ms(run.durationMs))),
       h("div", {}, h("dt", {}, "Tokens"), h("dd", {}, count(run.tokens.total))),
     ),
-    timeline(run, true),
+    timeline(run, true, scale),
     h("h3", {}, "Final answer"),
     textBlock(run.answer, `answer ${label}`),
   );

@@ -25,8 +25,10 @@ export async function showList(main, params, navigate) {
     mode: params.get("mode") || "",
     status: params.get("status") || "",
     request_id: params.get("request_id") || "",
+    limit: params.get("limit") || "",
   };
   const cursor = params.get("cursor") || "";
+  const limit = Math.min(Math.max(Number.parseInt(params.get("limit"), 10) || PAGE_SIZE, 1), 200);
   const trail = (params.get("trail") || "").split(",").filter(Boolean);
   const table = h("tbody", { id: "runs-body" });
   const note = h("p", { class: "muted", id: "list-note", role: "status" });
@@ -205,7 +207,7 @@ export async function showList(main, params, navigate) {
   const load = async () => {
     const page = listPage(
       await get("/runs", {
-        limit: PAGE_SIZE,
+        limit,
         cursor,
         served_model: filters.model,
         mode: filters.mode,

@@ -3,11 +3,17 @@
 
 import { h, ms } from "./dom.js";
 
-// `compact`: only each stage's duration beside its bar (for two timelines side by side).
-export function timeline(run, compact) {
+// How long a run's timeline is: the run's duration, or its last stage's end if that is later.
+export function span(run) {
+  return Math.max(run.durationMs || 0, ...run.stages.map((stage) => stage.startMs + stage.durationMs), 1);
+}
+
+// `compact`: only each stage's duration beside its bar; `scale`: the time the track stands for (two timelines
+// side by side share one, so their bars compare).
+export function timeline(run, compact, scale) {
   const stages = run.stages;
   if (!stages.length) return h("p", { class: "muted" }, "No stage has finished yet.");
-  const end = Math.max(run.durationMs || 0, ...stages.map((stage) => stage.startMs + stage.durationMs), 1);
+  const end = scale || span(run);
   const rows = stages.map((stage, index) => {
     const overlaps = stages.filter(
       (other, at) => at !== index && other.startMs < stage.startMs + stage.durationMs && stage.startMs < other.startMs + other.durationMs,
