@@ -13,11 +13,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import openai
 import pytest
 from openai import OpenAI
 from playwright.sync_api import Browser, ConsoleMessage, Locator, Page, expect
 
-from ..conftest import run_server
+from ..conftest import RemoteUpstream, run_server
 from .conftest import screenshot
 
 UVICORN = ["-m", "uvicorn", "adapter_critic.asgi:app", "--log-level", "warning"]
@@ -232,30 +233,35 @@ def test_dark_mode(demo: str, browser: Browser) -> None:
 
 
 @pytest.fixture(scope="module")
-def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def scripted() -> Iterator[str]:
+    with run_server(["-m", "tests.scripted_upstream"]) as (url, _):
+        yield url
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory: pytest.TempPathFactory, scripted: str) -> Iterator[str]:
     """A server with inbound auth on, in front of the scripted upstream, recording to a SQLite store."""
     tmp = tmp_path_factory.mktemp("guarded")
-    with run_server(["-m", "tests.scripted_upstream"]) as (upstream, _):
-        config = tmp / "config.json"
-        config.write_text(
-            json.dumps(
-                {
-                    "auth_api_keys_env": "VIEWER_KEYS",
-                    "default_api_key_env": "VIEWER_UPSTREAM_KEY",
-                    "served_models": {
-                        "guarded": {"mode": "direct", "api": {"model": "m", "base_url": f"{upstream}/v1"}}
-                    },
-                }
-            )
+    upstream = scripted
+    config = tmp / "config.json"
+    config.write_text(
+        json.dumps(
+            {
+                "auth_api_keys_env": "VIEWER_KEYS",
+                "retries": 0,
+                "default_api_key_env": "VIEWER_UPSTREAM_KEY",
+                "served_models": {"guarded": {"mode": "direct", "api": {"model": "m", "base_url": f"{upstream}/v1"}}},
+            }
         )
-        env = {
-            "ADAPTER_CRITIC_CONFIG": str(config),
-            "ADAPTER_CRITIC_STORE": f"sqlite:///{tmp / 'runs.sqlite3'}",
-            "VIEWER_KEYS": KEY,
-        }
-        with run_server(UVICORN, env=env) as (url, _):
-            wait_ready(url)
-            yield url
+    )
+    env = {
+        "ADAPTER_CRITIC_CONFIG": str(config),
+        "ADAPTER_CRITIC_STORE": f"sqlite:///{tmp / 'runs.sqlite3'}",
+        "VIEWER_KEYS": KEY,
+    }
+    with run_server(UVICORN, env=env) as (url, _):
+        wait_ready(url)
+        yield url
 
 
 def test_the_page_asks_for_the_key_and_keeps_it_in_the_tab(guarded: str, page: Page) -> None:
@@ -318,3 +324,34 @@ def test_the_diff_stands_for_both_texts(demo: str, page: Page) -> None:
         ["+", "leaps high"],
     ]
     assert [op for op, _ in results[7]] == ["=", "+", "="]
+
+
+def enter_key(page: Page) -> None:
+    expect(page.locator("#key-dialog")).to_be_visible()
+    page.fill("#key-input", KEY)
+    page.click("#key-submit")
+    expect(page.locator("#key-dialog")).to_be_hidden()
+
+
+def test_a_failed_run_stands_out_with_its_error_envelope(guarded: str, scripted: str, page: Page) -> None:
+    RemoteUpstream(scripted).reset().script({"status": 500, "body": '{"error": {"message": "the model fell over"}}'})
+    client = OpenAI(base_url=f"{guarded}/v1", api_key=KEY, max_retries=0)
+    with pytest.raises(openai.APIStatusError) as failed:
+        client.chat.completions.create(
+            model="guarded",
+            messages=[{"role": "user", "content": "hi"}],
+            extra_headers={"x-request-id": "viewer-failed-run"},  # the client's own request id
+        )
+    envelope = failed.value.response.json()
+    page.goto(f"{guarded}/v1/ui")
+    enter_key(page)
+    failed_row = page.locator("tr.run", has_text="viewer-failed-run")
+    expect(failed_row).to_have_class(re.compile(r"\bstatus-row-error\b"))
+    expect(failed_row.locator(".status")).to_have_text("error")
+    page.fill("#search", "viewer-failed-run")
+    page.press("#search", "Enter")
+    expect(page.locator("#run-error h2")).to_have_text(f"Error: HTTP {failed.value.status_code}")
+    assert json.loads(page.locator("#run-error pre").inner_text()) == envelope
+    stage = page.locator('details.stage[data-stage="api"]')
+    expect(stage.locator(".status-error")).to_have_text("failed")
+    screenshot(page, "failed-run")

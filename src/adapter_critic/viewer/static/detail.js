@@ -60,6 +60,7 @@ function page(run, navigate) {
     h(
       "dl",
       { class: "summary" },
+      run.requestId !== run.id ? fact("Request id", h("code", {}, run.requestId)) : null,
       fact("Served model", run.servedModel),
       fact("Mode", run.mode),
       fact("Status", statusBadge(run.status)),
@@ -79,7 +80,11 @@ function page(run, navigate) {
       "section",
       { id: "answer" },
       h("h2", {}, "Final answer", run.finishReason ? h("span", { class: "muted" }, ` (finish_reason: ${run.finishReason})`) : null),
-      run.answer === null && run.toolCalls ? null : textBlock(run.answer, "final answer"),
+      run.answer === null && run.toolCalls
+        ? null
+        : run.answer === null && run.status !== "ok" && run.status !== "degraded"
+          ? h("p", { class: "muted" }, run.status === "running" ? "Not yet: the run is still going." : `No answer: the run ended ${run.status}.`)
+          : textBlock(run.answer, "final answer"),
       run.toolCalls ? [h("h4", {}, "Tool calls"), jsonBlock(run.toolCalls)] : null,
     ),
     h("section", { id: "stages" }, h("h2", {}, "Stages"), run.stages.map(stageBox)),
