@@ -124,7 +124,7 @@ function stageBox(stage, index) {
     h(
       "summary",
       {},
-      h("strong", {}, stage.name),
+      h("strong", {}, stage.label),
       ` · ${stage.target} · ${ms(stage.durationMs)} · ${count(stage.tokens.total)} tokens`,
       stage.error ? h("span", { class: "status status-error" }, "failed") : null,
     ),
@@ -147,7 +147,7 @@ function stageBox(stage, index) {
       h("h4", {}, "Messages sent"),
       stage.messages === null ? h("p", { class: "muted" }, "Not recorded (capture = metadata).") : messageList(stage.messages),
       h("h4", {}, "Output"),
-      stage.output === null ? h("p", { class: "muted" }, stage.error ? "No output: the stage failed." : "Not recorded.") : textBlock(stage.output, `${stage.name} output`),
+      stage.output === null ? h("p", { class: "muted" }, stage.error ? "No output: the stage failed." : "Not recorded.") : textBlock(stage.output, `${stage.label} output`),
     ),
   );
 }
@@ -178,7 +178,7 @@ function tokenTable(run) {
     h(
       "tbody",
       {},
-      run.stages.map((stage) => row(stage.name, stage.tokens, stage.reported ? "" : "not reported by the upstream")),
+      run.stages.map((stage) => row(stage.label, stage.tokens, stage.reported ? "" : "not reported by the upstream")),
       row("Total", run.tokens),
     ),
   );

@@ -40,8 +40,20 @@ export function runView(run) {
     answer: answer.content ?? null,
     toolCalls: answer.tool_calls ?? null,
     finishReason: answer.finish_reason ?? null,
-    stages: (run.stages || []).map(stageView),
+    stages: labelled((run.stages || []).map(stageView)),
   };
+}
+
+// A stage called more than once (an adapter asked again, a judge's comparisons) gets its call's number.
+function labelled(stages) {
+  const total = {};
+  for (const stage of stages) total[stage.name] = (total[stage.name] || 0) + 1;
+  const seen = {};
+  for (const stage of stages) {
+    seen[stage.name] = (seen[stage.name] || 0) + 1;
+    stage.label = total[stage.name] > 1 ? `${stage.name} #${seen[stage.name]}` : stage.name;
+  }
+  return stages;
 }
 
 function target(model, host) {

@@ -22,7 +22,7 @@ export function timeline(run, compact, scale) {
       "div",
       {
         class: `bar${stage.error ? " bar-error" : ""}${overlaps.length ? " bar-overlap" : ""}`,
-        title: `${stage.name}: starts at +${ms(stage.startMs)}, takes ${ms(stage.durationMs)}`,
+        title: `${stage.label}: starts at +${ms(stage.startMs)}, takes ${ms(stage.durationMs)}`,
       },
     );
     // Positions go through the CSS object model, which the page's Content-Security-Policy allows
@@ -34,15 +34,19 @@ export function timeline(run, compact, scale) {
       `+${ms(stage.startMs)}`,
       ms(stage.durationMs),
       `${attempts || 1} attempt${attempts > 1 ? "s" : ""}`,
-      overlaps.length ? `concurrent with ${[...new Set(overlaps.map((other) => other.name))].join(", ")}` : null,
+      overlaps.length ? `overlaps ${overlaps.length} other${overlaps.length > 1 ? "s" : ""}` : null,
       stage.error ? "failed" : null,
     ].filter(Boolean);
     return h(
       "li",
       { class: "lane", "data-stage": stage.name },
-      h("button", { type: "button", class: "lane-name link", title: "Show this stage", onclick: () => reveal(index) }, stage.name),
+      h("button", { type: "button", class: "lane-name link", title: "Show this stage", onclick: () => reveal(index) }, stage.label),
       h("div", { class: "track" }, bar),
-      h("span", { class: "lane-facts" }, compact ? ms(stage.durationMs) : facts.join(" · ")),
+      h(
+        "span",
+        { class: "lane-facts", title: overlaps.length ? `Ran at the same time as ${overlaps.map((other) => other.label).join(", ")}` : null },
+        compact ? ms(stage.durationMs) : facts.join(" · "),
+      ),
     );
   });
   const ticks = [0, 0.25, 0.5, 0.75, 1].map((share) => {
