@@ -178,6 +178,11 @@ def test_model_output_is_shown_as_text_and_never_run(demo: str, page: Page) -> N
     expect(page.locator('details.stage[data-stage="api_draft"] ol.messages')).to_contain_text(HOSTILE)
     assert page.evaluate("window.__pwned") is None
     assert page.locator("main script, main img").count() == 0
+    # The browser enforces the page's Trusted Types policy: no script on it can write HTML from a string at all.
+    refused = page.evaluate(
+        "() => { try { document.body.innerHTML = '<b>x</b>'; return null; } catch (e) { return e.name; } }"
+    )
+    assert refused == "TypeError"
     screenshot(page, "hostile-output-as-text")
 
 
