@@ -319,6 +319,7 @@ def product_config(mock_url: str) -> dict[str, Any]:
     api = {"model": payloads.API_MODEL, "base_url": mock_url}
     return {
         "timeout_seconds": 60,
+        "store": {"url": "none"},  # the pipeline alone: `benchmarks/store.py` measures what recording runs costs
         "served_models": {
             "bench-direct": {"mode": "direct", "api": api},
             "bench-adapter": {

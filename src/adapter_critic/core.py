@@ -17,7 +17,7 @@ from .redact import redact_userinfo
 Role = Literal["system", "developer", "user", "assistant", "tool"]
 
 
-class Message(msgspec.Struct, kw_only=True):
+class Message(msgspec.Struct, kw_only=True, gc=False):
     """The fields of a request message the workflows read; unknown fields stay in the raw form."""
 
     role: Role

@@ -53,6 +53,7 @@ class _DemoRequest(msgspec.Struct):
     stream: bool = False
     tools: list[Any] | None = None
     response_format: dict[str, Any] | None = None
+    n: int = 1
 
 
 _request_decoder = msgspec.json.Decoder(_DemoRequest)
@@ -122,11 +123,12 @@ async def _chat_completions(request: Request) -> Response:
         "object": "chat.completion",
         "created": int(time.time()),
         "model": demo.model,
-        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+        # `n` choices, all alike: the demo model is deterministic.
+        "choices": [{"index": i, "message": message, "finish_reason": finish_reason} for i in range(max(demo.n, 1))],
         "usage": {
             "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
+            "completion_tokens": completion_tokens * max(demo.n, 1),
+            "total_tokens": prompt_tokens + completion_tokens * max(demo.n, 1),
         },
     }
     if demo.stream:
@@ -138,13 +140,14 @@ async def _demo_events(completion: dict[str, Any]) -> AsyncIterator[bytes]:
     """The completion as OpenAI-style SSE: a role chunk, a chunk per word, the finish chunk, usage, [DONE]."""
     head = {"id": completion["id"], "object": "chat.completion.chunk", "created": completion["created"]}
     head["model"] = completion["model"]
-    choice = completion["choices"][0]
-    deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
-    deltas += [{"content": word} for word in re.split(r"(?<=\s)", choice["message"]["content"] or "") if word]
-    deltas += [{"tool_calls": [{"index": i, **call}]} for i, call in enumerate(choice["message"].get("tool_calls", []))]
-    for delta in deltas:
-        yield _sse({**head, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
-    yield _sse({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]})
+    for index, choice in enumerate(completion["choices"]):
+        deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
+        deltas += [{"content": word} for word in re.split(r"(?<=\s)", choice["message"]["content"] or "") if word]
+        calls = choice["message"].get("tool_calls", [])
+        deltas += [{"tool_calls": [{"index": i, **call}]} for i, call in enumerate(calls)]
+        for delta in deltas:
+            yield _sse({**head, "choices": [{"index": index, "delta": delta, "finish_reason": None}]})
+        yield _sse({**head, "choices": [{"index": index, "delta": {}, "finish_reason": choice["finish_reason"]}]})
     yield _sse({**head, "choices": [], "usage": completion["usage"]})
     yield b"data: [DONE]\n\n"
 

@@ -148,3 +148,23 @@ async def test_demo_answers_valid_json_when_asked(
     if response_format["type"] == "json_schema":
         assert set(value) == {"city", "rank", "tags"}
         assert isinstance(value["city"], str) and isinstance(value["rank"], int) and isinstance(value["tags"], list)
+
+
+async def test_demo_direct_answers_every_choice_of_n(demo: httpx.AsyncClient) -> None:
+    body = {**chat("demo-direct", "Hi"), "n": 3}
+    plain = (await demo.post("/v1/chat/completions", json=body)).json()
+    assert [c["index"] for c in plain["choices"]] == [0, 1, 2]
+    assert all(c["message"]["content"].startswith(DRAFT_LEAD) for c in plain["choices"])
+    assert plain["usage"]["completion_tokens"] == 3 * len(plain["choices"][0]["message"]["content"].split())
+
+    streamed = await demo.post("/v1/chat/completions", json={**body, "stream": True})
+    chunks = [json.loads(e[6:]) for e in streamed.text.split("\n\n") if e.startswith("data: {")]
+    texts: dict[int, str] = {}
+    finishes: dict[int, str] = {}
+    for chunk in chunks:
+        for choice in chunk["choices"]:
+            texts[choice["index"]] = texts.get(choice["index"], "") + (choice["delta"].get("content") or "")
+            if choice["finish_reason"]:
+                finishes[choice["index"]] = choice["finish_reason"]
+    assert texts == {i: plain["choices"][0]["message"]["content"] for i in range(3)}
+    assert finishes == {0: "stop", 1: "stop", 2: "stop"}

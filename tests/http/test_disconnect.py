@@ -20,6 +20,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import httpx
+import openai
 import pytest
 from asgi_lifespan import LifespanManager
 from starlette.types import ASGIApp, Message, Receive, Send
@@ -248,6 +249,13 @@ def test_half_closed_connections_are_ordinary_disconnects(upstream_url: str, tmp
         up.reset()
         answer = httpx.post(f"{url}/v1/chat/completions", json=chat("hc-critic"), timeout=30)
         assert answer.status_code == 200, answer.text  # the server keeps serving
+        # A client that read the whole stream and then closes its connection did not go away early.
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+        for served in ("hc-direct", "hc-critic"):
+            up.reset()
+            stream = client.chat.completions.create(**chat(served), stream=True)
+            assert [c for c in stream if c.choices and c.choices[0].finish_reason]
+            stream.close()
         # The server first lets every request finish: one still running, not cancelled, keeps it from stopping.
         log = stop_server(proc)
 

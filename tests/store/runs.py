@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
 import msgspec
 
+from adapter_critic import create_app
 from adapter_critic.core import Answer, Usage
 from adapter_critic.errors import APIError, UpstreamError
 from adapter_critic.events import Attempt, Noted, RunFinished, RunRecord, RunStarted, StageFinished, StageStarted
@@ -13,7 +17,25 @@ from adapter_critic.request.decode import decode_request
 from adapter_critic.store.recorder import RunOpened, RunRecorder
 from adapter_critic.store.runstore import RunStore
 
+from ..conftest import asgi_client, make_config
+from ..scripted_upstream import ScriptedUpstream
+
 TARGET = "api-model@http://upstream.test/v1"
+
+
+@contextlib.asynccontextmanager
+async def recording(
+    upstream: ScriptedUpstream, url: str, **store: Any
+) -> AsyncIterator[tuple[httpx.AsyncClient, RunStore]]:
+    """The app recording to `url`, its upstream calls going to `upstream`; yields a client and the store."""
+    top = store.pop("top", {})
+    config = make_config(store={"url": url, **store}, **top)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=upstream.app)) as upstream_client:
+        app = create_app(config, http_client=upstream_client)
+        store_ = app.state.adapter_critic.store
+        assert store_ is not None
+        async with asgi_client(app) as client:
+            yield client, store_
 
 
 def request(content: str = "Hello", **fields: Any) -> Any:

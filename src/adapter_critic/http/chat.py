@@ -91,8 +91,8 @@ class Service:
 
     async def start_recording(self) -> None:
         """Lifespan start-up of the run store (when there is one): says where runs go."""
-        if self.store is not None:
-            await start_recording(self.store, self.config.store)
+        if self.store is not None and not await start_recording(self.store, self.config.store):
+            self.store = None
 
     async def stop_recording(self) -> None:
         """Write what is queued and close the run store."""

@@ -70,7 +70,7 @@ class AdapterCriticMiddleware:
         # The runs API beside the models path (`/v1/runs`), when the store is configured and `store.api` is on.
         store = self.service.store
         self.runs_path = models_path(path).removesuffix("/models") + "/runs"
-        self.runs = RunsAPI(store) if store is not None and config.store.api else None
+        self.runs = RunsAPI(lambda: self.service.store) if store is not None and config.store.api else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import re
 import urllib.parse
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -36,13 +37,27 @@ _SSE_HEADERS = [
 
 
 class RunsAPI:
-    """The runs API of one store; `dispatch` answers a request for `/runs` + `rest`."""
+    """The runs API of the store `source` returns (None: not recording, a 404); `dispatch` answers a request for
+    `/runs` + `rest`."""
 
-    def __init__(self, store: RunStore) -> None:
-        self.store = store
+    def __init__(self, source: Callable[[], RunStore | None]) -> None:
+        self.source = source
+
+    @property
+    def store(self) -> RunStore:
+        store = self.source()
+        if store is None:
+            raise RequestError(
+                "This server records no runs: store.url is none, or the run store could not be opened (see the "
+                "server log).",
+                status_code=404,
+                code="store_off",
+            )
+        return store
 
     async def dispatch(self, scope: Scope, receive: Receive, send: Send, rest: str) -> None:
         try:
+            self.store  # noqa: B018 (a 404 when not recording)
             if rest in ("", "/"):
                 await self.list(scope, receive, send)
                 return

@@ -85,6 +85,7 @@ class StreamResponse:
                 await self._write(self.chunks.tail(record, self._finish))
             else:  # the answer was known whole (an adapter's, a degraded draft)
                 await self._write(self.chunks.answer(record.answer) + self.chunks.tail(record, None))
+            self._complete = True  # `[DONE]` is out: a client that now closes its connection has its whole answer
         except ClientGone:
             raise
         except APIError as exc:
@@ -97,9 +98,9 @@ class StreamResponse:
 
     def _client_gone(self, scope: CancelScope) -> None:
         """The client went away (it disconnected, or a write found its connection closed): cancel everything."""
-        if not self._gone:
-            self._gone = True
+        if not self._gone and not self._complete:
             log_client_gone(self.request_id)
+        self._gone = True
         scope.cancel()
 
     async def _progress(self, finished: StageFinished) -> None:
@@ -122,6 +123,7 @@ class StreamResponse:
     _writing = False
     _ticking: anyio.Event | None = None
     _gone = False
+    _complete = False
 
     async def _write(self, data: bytes) -> None:
         if self._ticking is not None:

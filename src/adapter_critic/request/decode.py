@@ -50,7 +50,7 @@ class Overrides(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, omit_d
         return {} if self.max_adapter_retries is None else {"max_adapter_retries": self.max_adapter_retries}
 
 
-class _StreamOptions(msgspec.Struct):
+class _StreamOptions(msgspec.Struct, gc=False):
     include_usage: bool = False
 
 
@@ -158,7 +158,7 @@ def _decode_request(body: bytes, max_messages: int | None) -> ChatRequest:
     )
 
 
-class _PlainView(msgspec.Struct):
+class _PlainView(msgspec.Struct, gc=False):
     """A request without overrides, validated in one typed pass (the common case)."""
 
     model: NonEmpty
@@ -179,11 +179,14 @@ def _decode_plain(body: bytes, fields: dict[str, msgspec.Raw], max_messages: int
         return None
     if max_messages is not None and len(view.messages) > max_messages:
         return None
+    # Only `model` and `messages` of our own fields are here (the caller checked): the rest are the options.
+    messages_json = fields.pop("messages")
+    del fields["model"]
     return ChatRequest(
         model=view.model,
         messages=view.messages,
-        messages_json=fields["messages"],
-        options={key: value for key, value in fields.items() if key not in _OWN_FIELDS},
+        messages_json=messages_json,
+        options=fields,
         stream=bool(view.stream),
         include_usage=bool(view.stream_options and view.stream_options.include_usage),
     )

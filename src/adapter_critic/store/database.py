@@ -17,6 +17,7 @@ from typing import Any
 import anyio
 from sqlalchemy import and_, bindparam, delete, event, func, or_, select, update
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from .recorder import Record, RunClosed, RunOpened, StageDone
@@ -53,13 +54,21 @@ def engine_url(url: str) -> str:
     return f"{driver}://{rest}"
 
 
-def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
     # WAL: readers (the runs API, another worker) never wait for the writer; a busy file is waited for, not failed.
+    # The driver's own transaction handling is off: `_sqlite_begin` says when and how a transaction starts.
+    dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA busy_timeout=10000")
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute("PRAGMA busy_timeout=10000")
     cursor.close()
+
+
+def _sqlite_begin(conn: Any) -> None:
+    # A writing transaction takes the write lock at once (BEGIN IMMEDIATE): two workers that both read, then write,
+    # would otherwise find each other's write lock mid-transaction and fail or wait out the busy timeout.
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("writes") else "BEGIN")
 
 
 def pid_alive(pid: int) -> bool:
@@ -82,7 +91,9 @@ class Database:
         self._folder = None if file is None else os.path.dirname(os.path.abspath(file))
         self.engine: AsyncEngine = create_async_engine(self.url)
         if self.dialect == "sqlite":
-            event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)
+            event.listen(self.engine.sync_engine, "connect", _sqlite_connect)
+            event.listen(self.engine.sync_engine, "begin", _sqlite_begin)
+        self._writer = self.engine.execution_options(writes=True)  # for transactions that write
 
     def where(self) -> str:
         """The store's location for a log line (a password masked)."""
@@ -93,8 +104,16 @@ class Database:
         folder = self._folder
         if folder is not None:
             await anyio.to_thread.run_sync(lambda: os.makedirs(folder, exist_ok=True))
-        async with self.engine.begin() as conn:
-            return await conn.run_sync(upgrade)
+        for attempt in range(3):
+            try:
+                async with self._writer.begin() as conn:
+                    return await conn.run_sync(upgrade)
+            except DBAPIError:
+                # SQLite has no lock for DDL: workers starting together may both create a table; the loser retries
+                # and finds it there. (PostgreSQL upgrades under an advisory lock.)
+                if self.dialect != "sqlite" or attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
 
     async def aclose(self) -> None:
         await self.engine.dispose()
@@ -106,7 +125,7 @@ class Database:
         opened = [opened_row(r, instance, clean.for_secret(r.secret)) for r in batch if type(r) is RunOpened]
         done = [stage_row(r, clean.for_secret(r.secret)) for r in batch if type(r) is StageDone]
         closed = [closed_row(r, clean.for_secret(r.secret)) for r in batch if type(r) is RunClosed]
-        async with self.engine.begin() as conn:
+        async with self._writer.begin() as conn:
             if opened:
                 await conn.execute(runs.insert(), opened)
             if done:
@@ -118,7 +137,7 @@ class Database:
 
     # -- instances -------------------------------------------------------------------------------------------------
     async def register(self, instance: str) -> None:
-        async with self.engine.begin() as conn:
+        async with self._writer.begin() as conn:
             await conn.execute(
                 instances.insert().values(
                     instance_id=instance, hostname=socket.gethostname(), pid=os.getpid(), heartbeat_at=time.time()
@@ -126,13 +145,13 @@ class Database:
             )
 
     async def heartbeat(self, instance: str) -> None:
-        async with self.engine.begin() as conn:
+        async with self._writer.begin() as conn:
             await conn.execute(
                 update(instances).where(instances.c.instance_id == instance).values(heartbeat_at=time.time())
             )
 
     async def unregister(self, instance: str) -> None:
-        async with self.engine.begin() as conn:
+        async with self._writer.begin() as conn:
             await conn.execute(delete(instances).where(instances.c.instance_id == instance))
 
     async def mark_interrupted(self) -> int:
@@ -140,7 +159,7 @@ class Database:
         on this host whose pid is no longer alive, or any that stopped beating; returns how many."""
         here = socket.gethostname()
         now = time.time()
-        async with self.engine.begin() as conn:
+        async with self._writer.begin() as conn:
             rows = (await conn.execute(select(instances))).mappings().all()
             gone = [
                 row["instance_id"]
@@ -158,7 +177,7 @@ class Database:
     async def prune(self, max_age_days: float | None, max_runs: int | None) -> int:
         """Delete runs older than `max_age_days` and all but the newest `max_runs`; returns how many."""
         removed = 0
-        async with self.engine.begin() as conn:
+        async with self._writer.begin() as conn:
             doomed: list[Any] = []
             if max_age_days is not None:
                 cutoff = time.time() - max_age_days * 86400

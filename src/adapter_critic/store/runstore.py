@@ -54,6 +54,7 @@ class RunStore:
         self.prune_interval_seconds = prune_interval_seconds
         self.secrets = secrets  # every form of every secret, read for each batch (keys may rotate)
         self.instance = uuid.uuid4().hex
+        self.required = True  # a server stops its start-up when this store cannot be opened (else goes on without)
         self.dropped = 0  # records dropped because the queue was full (a metric reads it)
         self.failed = 0  # records lost because writing their batch failed
         self._queue: collections.deque[Record] = collections.deque()

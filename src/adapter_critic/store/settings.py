@@ -92,7 +92,7 @@ def recording_store(config: StoreConfig, default: str | None, secrets: Callable[
             raise ConfigError(f"store.url: {exc}") from None
         logger.warning("not recording runs: %s", exc)
         return None
-    return RunStore(
+    store = RunStore(
         database,
         queue_size=config.queue_size,
         batch_size=config.batch_size,
@@ -101,9 +101,23 @@ def recording_store(config: StoreConfig, default: str | None, secrets: Callable[
         prune_interval_seconds=config.prune_interval_seconds,
         secrets=secrets,
     )
+    store.required = explicit
+    return store
 
 
-async def start_recording(store: RunStore, config: StoreConfig) -> None:
-    """Start `store` at a server's start-up and say where runs go (one INFO line)."""
-    await store.start()
+async def start_recording(store: RunStore, config: StoreConfig) -> bool:
+    """Start `store` at a server's start-up and say where runs go (one INFO line). A store that cannot be opened
+    stops the start-up when it was asked for (`store.url`, the env var); the standalone default is given up with a
+    warning instead, and False says so."""
+    try:
+        await store.start()
+    except Exception as exc:
+        reason = f"the run store at {store.where()} could not be opened: {type(exc).__name__}: {exc}"
+        if store.required:
+            logger.error("%s (store.url, %s)", reason, STORE_ENV)
+            raise
+        logger.warning("not recording runs: %s", reason)
+        await store.aclose()
+        return False
     logger.info("recording runs to %s (capture %s)", store.where(), config.capture)
+    return True

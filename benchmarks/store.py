@@ -1,0 +1,126 @@
+"""What recording runs costs: the product's CPU per request with the run store off and on, side by side in one run.
+
+    python -m benchmarks.store            # 5 rounds x 3000 requests per figure, a couple of minutes
+    python -m benchmarks.store --quick    # 1 round x 300 requests, to check the harness
+
+The same mock upstream and the same product (`uvicorn adapter_critic.asgi:app`, one worker, pinned to one core as
+in `benchmarks/run.py`) run in three variants, each its own process: `store off` (`store.url = "none"`),
+`sqlite` (the standalone default: every run recorded to a SQLite file, capture `full`) and `sqlite, metadata`
+(capture `metadata`). Each round measures every variant once (direct mode, plain and streamed, a fixed batch at
+concurrency 16); the figure is the median over rounds of utime+stime per request — the background writer's work
+included, since it runs in the same process — and each variant's ratio to `store off`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+if str(HERE.parent) not in sys.path:
+    sys.path.insert(0, str(HERE.parent))
+
+from benchmarks import payloads, run  # noqa: E402
+
+VARIANTS = ("store off", "sqlite", "sqlite, metadata")
+TARGET = 1.15  # the issue's bound for recording (with metrics) on against off, direct mode
+
+
+@contextlib.contextmanager
+def servers(workdir: Path, proxy: list[int] | None, other: list[int] | None) -> Iterator[dict[str, run.Server]]:
+    started: dict[str, run.Server] = {}
+    try:
+        mock = run.start_server(
+            "mock", ["-m", "uvicorn", "benchmarks.mock_upstream:app", "--lifespan", "off"],
+            cpus=other, env={}, workdir=workdir,
+        )  # fmt: skip
+        started["mock"] = mock
+        base = run.product_config(f"http://127.0.0.1:{mock.port}/v1")
+        stores = {
+            "store off": {"url": "none"},
+            "sqlite": {"url": f"sqlite:///{workdir / 'runs.sqlite3'}"},
+            "sqlite, metadata": {"url": f"sqlite:///{workdir / 'runs-metadata.sqlite3'}", "capture": "metadata"},
+        }
+        for name in VARIANTS:
+            config = workdir / f"{name.replace(' ', '_').replace(',', '')}.json"
+            config.write_text(json.dumps({**base, "store": stores[name]}))
+            env = {"ADAPTER_CRITIC_CONFIG": str(config), "ADAPTER_CRITIC_STORE": ""}
+            started[name] = run.start_server(
+                name, ["-m", "uvicorn", "adapter_critic.asgi:app"], cpus=proxy, env=env, workdir=workdir
+            )
+        deadline = time.monotonic() + 60
+        for server in started.values():
+            run.wait_ready(server, deadline)
+        yield started
+    finally:
+        for server in started.values():
+            run.stop_server(server)
+
+
+def cpu_us(server: run.Server, load: run.Load, body: str, requests: int) -> float:
+    before = run.cpu_seconds(server.pid)
+    done = load.batch(server.port, body, requests, 16)
+    time.sleep(0.2)  # let the background writer write the batch's last records: they are this batch's cost
+    return (run.cpu_seconds(server.pid) - before) / done["requests"] * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="1 round x 300 requests: check the harness")
+    parser.add_argument("--rounds", type=int, help="override the number of rounds")
+    parser.add_argument("--python-load", action="store_true", help="use benchmarks/loadgen.py even if wrk is installed")
+    args = parser.parse_args()
+    rounds, batch, warmup = (1, 300, 50) if args.quick else (5, 3000, 300)
+    rounds = args.rounds or rounds
+    use_wrk = run.shutil.which("wrk") is not None and not args.python_load
+    proxy, other = run.cpu_layout()
+    bodies = ("direct", "direct-stream")
+    figures: dict[tuple[str, str], list[float]] = {(v, b): [] for v in VARIANTS for b in bodies}
+    with tempfile.TemporaryDirectory(prefix="adapter-critic-store-") as tmp:
+        workdir = Path(tmp)
+        files = {}
+        for body in bodies:
+            files[body] = workdir / f"{body}.json"
+            files[body].write_bytes(payloads.request_bytes("bench-direct", stream=body.endswith("stream")))
+        load = run.Load(files, other, use_wrk)
+        with servers(workdir, proxy, other) as started:
+            for name in VARIANTS:
+                for body in bodies:
+                    load.batch(started[name].port, body, warmup, 16)
+            for number in range(rounds):
+                print(f"round {number + 1}/{rounds}", file=sys.stderr)
+                for name in VARIANTS:
+                    for body in bodies:
+                        figures[(name, body)].append(cpu_us(started[name], load, body, batch))
+    print(table(figures, rounds, batch, "wrk" if use_wrk else "benchmarks/loadgen.py"))
+
+
+def table(figures: dict[tuple[str, str], list[float]], rounds: int, batch: int, loader: str) -> str:
+    median = {key: statistics.median(values) for key, values in figures.items()}
+    lines = [
+        f"run store overhead: product CPU µs per request (median of {rounds} round(s) x {batch} requests @16, "
+        f"load: {loader})",
+        "",
+        f"{'variant':<20}{'direct':>8}{'x off':>7}{'stream':>9}{'x off':>7}",
+    ]
+    for name in VARIANTS:
+        plain, stream = median[(name, "direct")], median[(name, "direct-stream")]
+        lines.append(
+            f"{name:<20}{plain:>8.0f}{plain / median[('store off', 'direct')]:>7.2f}"
+            f"{stream:>9.0f}{stream / median[('store off', 'direct-stream')]:>7.2f}"
+        )
+    ratio = median[("sqlite", "direct")] / median[("store off", "direct")]
+    mark = "ok  " if ratio <= TARGET else "MISS"
+    lines += ["", f"  {mark} sqlite store on: direct CPU/request vs off: {ratio:.2f} (target ≤ {TARGET})"]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()

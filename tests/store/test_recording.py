@@ -1,0 +1,176 @@
+"""Runs recorded by the server: run ids on every response, two-phase records through the app, errors, capture,
+which apps record (standalone default, `none`, mounted only when configured, the env var) — on both backends where
+the database matters."""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from adapter_critic import create_app
+from adapter_critic.http.app import create_standalone_app
+from adapter_critic.store import open_store
+
+from ..conftest import UPSTREAM_URL, asgi_client, chat, make_config
+from ..scripted_upstream import Reply, ScriptedUpstream
+from .runs import recording
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_every_response_carries_its_request_id(serve: Any) -> None:
+    async with serve() as client:
+        plain = await client.post("/chat/completions", json=chat("m-direct"))
+        body = plain.json()
+        assert plain.headers["x-request-id"] == body["id"] == body["adapter_critic"]["run_id"]
+        kept = await client.post("/chat/completions", json=chat("m-direct"), headers={"x-request-id": "trace-42.a"})
+        assert kept.headers["x-request-id"] == "trace-42.a"
+        assert kept.json()["adapter_critic"]["run_id"] == kept.json()["id"] != "trace-42.a"
+        odd = await client.post("/chat/completions", json=chat("m-direct"), headers={"x-request-id": "x" * 129})
+        assert odd.headers["x-request-id"] == odd.json()["id"]  # too long: replaced by the run id
+        streamed = await client.post("/chat/completions", json=chat("m-direct", stream=True))
+        events = [json.loads(line[6:]) for line in streamed.text.splitlines() if line.startswith("data: {")]
+        assert streamed.headers["x-request-id"] == events[0]["id"] == events[-1]["adapter_critic"]["run_id"]
+        for error in (
+            await client.post("/chat/completions", content=b"{"),
+            await client.post("/chat/completions", json=chat("nope")),
+            await client.get("/nowhere"),
+        ):
+            assert error.status_code >= 400 and error.headers["x-request-id"].startswith("chatcmpl-")
+
+
+async def test_the_logs_of_a_run_carry_its_request_id(serve: Any, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, "adapter_critic")
+    async with serve() as client:
+        await client.post("/chat/completions", json=chat("m-direct"), headers={"x-request-id": "abc-123"})
+    lines = [r.getMessage() for r in caplog.records if getattr(r, "request_id", None) == "abc-123"]
+    assert lines and all(line.startswith("[abc-123]") for line in lines)
+
+
+async def test_a_run_is_visible_while_it_runs_and_finalised_when_it_ends(
+    upstream: ScriptedUpstream, store_url: str
+) -> None:
+    upstream.script(Reply("the draft"), Reply("the critique", delay=60))
+    holding = upstream.holding_signal()
+    async with recording(upstream, store_url) as (client, store):
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(functools.partial(client.post, "/chat/completions", json=chat("m-critic", "secret plan")))
+                await holding.wait()  # the draft is done, the critic is being asked
+                await store.flush()
+                [running] = (await store.list_runs()).data
+                mid = await store.get_run(running.id)
+                tg.cancel_scope.cancel()  # the client goes away: the run is cancelled
+        await store.flush()
+        end = await store.get_run(running.id)
+    assert mid is not None and mid.status == "running" and mid.finished_at is None
+    assert [(s.stage, s.status, s.output) for s in mid.stages] == [("api_draft", "ok", "the draft")]
+    assert mid.request is not None and mid.request.messages == [{"role": "user", "content": "secret plan"}]
+    assert end is not None and end.status == "cancelled" and end.finished_at is not None
+    assert [s.stage for s in end.stages][:1] == ["api_draft"]
+
+
+async def test_a_failed_run_keeps_its_error_and_every_attempt(upstream: ScriptedUpstream, store_url: str) -> None:
+    upstream.script(Reply(status=500, body='{"error": {"message": "boom"}}'), Reply(status=503, body="down"))
+    async with recording(upstream, store_url, top={"retries": 1, "retry_backoff_seconds": 0}) as (client, store):
+        response = await client.post("/chat/completions", json=chat("m-direct"))
+        await store.flush()
+        run = await store.get_run(response.headers["x-request-id"])  # an error's header names its run too
+    assert response.status_code == 502
+    assert run is not None and run.status == "error"
+    assert run.error is not None and run.error.status == 502 and run.error.type == "upstream_error"
+    assert run.error.message == response.json()["error"]["message"]
+    [stage] = run.stages
+    assert stage.status == "error" and [a.error.status for a in stage.attempts if a.error] == [500, 503]
+    assert stage.target_model == "api-model" and stage.target_host == "upstream.test"
+
+
+async def test_streamed_and_degraded_runs_are_recorded(upstream: ScriptedUpstream, tmp_path: Any) -> None:
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    upstream.script(Reply("draft"), Reply(status=400, body='{"error": {"message": "no"}}'))
+    async with recording(upstream, url) as (client, store):
+        response = await client.post("/chat/completions", json=chat("m-critic", stream=True))
+        await store.flush()
+        [summary] = (await store.list_runs()).data
+        run = await store.get_run(summary.id)
+    assert response.headers["x-request-id"] == summary.id == summary.request_id
+    assert run is not None and run.stream and run.status == "degraded" and run.degraded
+    assert run.answer is not None and run.answer.content == "draft"
+    assert [(s.stage, s.status) for s in run.stages] == [("api_draft", "ok"), ("critic", "error")]
+    assert run.request is not None and run.request.options["stream"] is True
+
+
+async def test_which_apps_record(upstream: ScriptedUpstream, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert create_app(make_config()).state.adapter_critic.store is None  # mounted, not configured
+    standalone = create_standalone_app(make_config())
+    assert standalone.state.adapter_critic.store.where().endswith("/adapter_critic/runs.sqlite3")
+    assert create_standalone_app(make_config(store={"url": "none"})).state.adapter_critic.store is None
+    monkeypatch.setenv("ADAPTER_CRITIC_STORE", f"sqlite:///{tmp_path / 'env.db'}")
+    assert create_app(make_config()).state.adapter_critic.store.where().endswith("env.db")
+    monkeypatch.setenv("ADAPTER_CRITIC_STORE", "none")
+    assert (
+        create_standalone_app(make_config(store={"url": f"sqlite:///{tmp_path}/x.db"})).state.adapter_critic.store
+        is None
+    )
+
+
+async def test_the_store_url_is_checked_at_start_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    from adapter_critic import ConfigError
+
+    with pytest.raises(ConfigError, match=r"store\.url scheme 'mysql' is not supported"):
+        create_app(make_config(store={"url": "mysql://db/runs"}))
+
+
+async def test_the_standalone_default_records_and_says_where(
+    upstream: ScriptedUpstream, user_data_dir: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, "adapter_critic")
+    app = create_standalone_app(make_config())
+    async with asgi_client(app):
+        pass
+    where = user_data_dir / "adapter_critic" / "runs.sqlite3"
+    assert f"recording runs to sqlite+aiosqlite:///{where}" in caplog.text
+    async with await open_store(f"sqlite:///{where}") as store:
+        assert (await store.list_runs()).data is not None
+
+
+async def test_upstream_hosts_are_recorded_never_keys(upstream: ScriptedUpstream, tmp_path: Any) -> None:
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    served = {
+        "m-direct": {"mode": "direct", "api": {"model": "api-model", "base_url": "http://user:pw@upstream.test/v1"}}
+    }
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=upstream.app)) as upstream_client:
+        app = create_app(make_config(served_models=served, store={"url": url}), http_client=upstream_client)
+        async with asgi_client(app) as client:
+            await client.post("/chat/completions", json=chat("m-direct"))
+            store = app.state.adapter_critic.store
+            await store.flush()
+            [summary] = (await store.list_runs()).data
+            run = await store.get_run(summary.id)
+    assert run is not None and run.stages[0].target_host == "upstream.test"
+    assert "pw" not in json.dumps([s.target_host for s in run.stages])
+    assert UPSTREAM_URL.startswith("http://upstream.test")
+
+
+async def test_a_default_store_that_cannot_open_is_given_up_an_asked_for_one_stops_start_up(
+    upstream: ScriptedUpstream, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    monkeypatch.setenv("XDG_DATA_HOME", str(blocker))  # the data dir cannot be made
+    async with asgi_client(create_standalone_app(make_config())) as client:  # it starts all the same
+        models = await client.get("/v1/models")
+        runs = await client.get("/v1/runs")
+    assert "not recording runs: the run store at" in caplog.text
+    assert models.status_code == 200
+    assert runs.status_code == 404 and runs.json()["error"]["code"] == "store_off"
+    asked = create_app(make_config(store={"url": f"sqlite:///{blocker}/runs.db"}))
+    with pytest.raises(Exception, match="not-a-dir"):
+        async with asgi_client(asked):
+            pass
