@@ -360,3 +360,12 @@ def test_a_failed_run_stands_out_with_its_error_envelope(guarded: str, scripted:
     stage = page.locator('details.stage[data-stage="api"]')
     expect(stage.locator(".status-error")).to_have_text("failed")
     screenshot(page, "failed-run")
+
+
+def test_without_a_run_store_the_page_says_how_to_turn_it_on(page: Page) -> None:
+    env = {"ADAPTER_CRITIC_CONFIG": "", "ADAPTER_CRITIC_STORE": "none"}
+    with run_server(UVICORN, env=env) as (url, _):
+        wait_ready(url)
+        page.goto(f"{url}/v1/ui")
+        expect(page.locator("#load-error")).to_be_visible()
+        expect(page.locator("#store-hint")).to_contain_text("store.url")

@@ -48,8 +48,8 @@ async function route() {
         h("h1", {}, "Could not load"),
         h("p", {}, error.message || String(error)),
         error instanceof ApiError && error.envelope ? jsonBlock(error.envelope) : null,
-        error instanceof ApiError && error.status === 404 && /runs/.test(error.message)
-          ? h("p", { class: "muted" }, "Is the run store on? The viewer reads runs from this server's runs API.")
+        noRunsApi(error)
+          ? h("p", { class: "muted", id: "store-hint" }, "The viewer reads runs from this server's runs API: turn on the run store (store.url) and the runs API (store.api).")
           : null,
         h("p", {}, h("a", { href: "#/runs" }, "Back to runs")),
       ),
@@ -57,6 +57,12 @@ async function route() {
   } finally {
     document.getElementById("forget-key").hidden = !hasKey();
   }
+}
+
+function noRunsApi(error) {
+  if (!(error instanceof ApiError) || error.status !== 404) return false;
+  const code = error.envelope && error.envelope.error ? error.envelope.error.code : null;
+  return code === "store_off" || /^Unknown path '[^']*\/runs/.test(error.message);
 }
 
 // -- the API key ------------------------------------------------------------------------------------------
