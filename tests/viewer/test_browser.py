@@ -7,66 +7,14 @@ Every wait is on the page's state (a selector appearing), never a sleep. Screens
 from __future__ import annotations
 
 import itertools
-import json
 import re
-from collections.abc import Iterator
-from typing import Any
 
-import httpx
-import openai
-import pytest
-from openai import OpenAI
-from playwright.sync_api import Browser, ConsoleMessage, Locator, Page, expect
+from playwright.sync_api import Browser, Locator, Page, expect
 
-from ..conftest import RemoteUpstream, run_server
-from .conftest import screenshot
+from .conftest import ask, row, screenshot
 
-UVICORN = ["-m", "uvicorn", "adapter_critic.asgi:app", "--log-level", "warning"]
-KEY = "viewer-browser-key"
 # Text a model might echo back: it must show as characters and never run.
 HOSTILE = '<script>window.__pwned = 1</script><img src="x" onerror="window.__pwned = 2">'
-
-
-def wait_ready(url: str) -> None:
-    with httpx.Client(timeout=10) as client:
-        client.get(f"{url}/v1/health").raise_for_status()  # the listening socket queues us until the app is up
-
-
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The demo server recording to a SQLite store of its own; yields its base URL."""
-    store = tmp_path_factory.mktemp("store") / "runs.sqlite3"
-    env = {"ADAPTER_CRITIC_CONFIG": "", "ADAPTER_CRITIC_STORE": f"sqlite:///{store}"}
-    with run_server(UVICORN, env=env) as (url, _):
-        wait_ready(url)
-        yield url
-
-
-@pytest.fixture
-def page(browser: Browser) -> Iterator[Page]:
-    """A fresh tab that records what the browser refused or failed at (CSP violations, script errors)."""
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    tab = context.new_page()
-    problems: list[str] = []
-    tab.on("pageerror", lambda error: problems.append(f"script error: {error}"))
-
-    def on_console(message: ConsoleMessage) -> None:
-        if message.type == "error" and "Content Security Policy" in message.text:
-            problems.append(message.text)
-
-    tab.on("console", on_console)
-    yield tab
-    context.close()
-    assert problems == []
-
-
-def ask(url: str, model: str, content: str, key: str = "unused") -> tuple[str, dict[str, Any]]:
-    """One chat completion through the openai SDK: its run id (`adapter_critic.run_id`) and the completion."""
-    client = OpenAI(base_url=f"{url}/v1", api_key=key, max_retries=0)
-    completion = client.chat.completions.create(model=model, messages=[{"role": "user", "content": content}])
-    body = completion.model_dump()
-    run_id: str = body["adapter_critic"]["run_id"]
-    return run_id, body
 
 
 def focus_row(page: Page, run_id: str) -> None:
@@ -83,10 +31,6 @@ def sides(diff: Locator) -> tuple[str, str]:
     """The two texts a rendered diff stands for: without its insertions, and without its deletions."""
     script = "(pre, skip) => [...pre.childNodes].filter(n => n.nodeName !== skip).map(n => n.textContent).join('')"
     return diff.evaluate(script, "INS"), diff.evaluate(script, "DEL")
-
-
-def row(page: Page, run_id: str) -> Locator:
-    return page.locator(f'tr.run[data-id="{run_id}"]')
 
 
 def test_runs_appear_live_and_a_critic_run_shows_its_stages(demo: str, page: Page) -> None:
@@ -234,65 +178,6 @@ def test_dark_mode(demo: str, browser: Browser) -> None:
     assert light == "rgb(255, 255, 255)"
 
 
-# -- inbound auth -------------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def scripted() -> Iterator[str]:
-    with run_server(["-m", "tests.scripted_upstream"]) as (url, _):
-        yield url
-
-
-@pytest.fixture(scope="module")
-def guarded(tmp_path_factory: pytest.TempPathFactory, scripted: str) -> Iterator[str]:
-    """A server with inbound auth on, in front of the scripted upstream, recording to a SQLite store."""
-    tmp = tmp_path_factory.mktemp("guarded")
-    upstream = scripted
-    config = tmp / "config.json"
-    config.write_text(
-        json.dumps(
-            {
-                "auth_api_keys_env": "VIEWER_KEYS",
-                "retries": 0,
-                "default_api_key_env": "VIEWER_UPSTREAM_KEY",
-                "served_models": {"guarded": {"mode": "direct", "api": {"model": "m", "base_url": f"{upstream}/v1"}}},
-            }
-        )
-    )
-    env = {
-        "ADAPTER_CRITIC_CONFIG": str(config),
-        "ADAPTER_CRITIC_STORE": f"sqlite:///{tmp / 'runs.sqlite3'}",
-        "VIEWER_KEYS": KEY,
-    }
-    with run_server(UVICORN, env=env) as (url, _):
-        wait_ready(url)
-        yield url
-
-
-def test_the_page_asks_for_the_key_and_keeps_it_in_the_tab(guarded: str, page: Page) -> None:
-    run_id, _ = ask(guarded, "guarded", "hi", key=KEY)
-    page.goto(f"{guarded}/v1/ui")
-    dialog = page.locator("#key-dialog")
-    expect(dialog).to_be_visible()
-    page.fill("#key-input", "wrong-key")
-    page.click("#key-submit")
-    expect(page.locator("#key-error")).to_have_text("That key was refused.")
-    page.fill("#key-input", KEY)
-    page.click("#key-submit")
-    expect(row(page, run_id)).to_be_visible()
-    assert page.evaluate("sessionStorage.getItem('adapter_critic.api_key')") == KEY
-    assert page.evaluate("JSON.stringify(localStorage)").find(KEY) == -1
-    assert KEY not in page.url
-    # A new tab (a new session) asks again.
-    other = page.context.new_page()
-    other.goto(f"{guarded}/v1/ui")
-    expect(other.locator("#key-dialog")).to_be_visible()
-    other.close()
-    page.click("#forget-key")
-    expect(dialog).to_be_visible()
-    assert page.evaluate("sessionStorage.getItem('adapter_critic.api_key')") is None
-
-
 DIFF_CASES = [
     ("", ""),
     ("same text", "same text"),
@@ -329,43 +214,3 @@ def test_the_diff_stands_for_both_texts(demo: str, page: Page) -> None:
         ["+", "leaps high"],
     ]
     assert [op for op, _ in results[7]] == ["=", "+", "="]
-
-
-def enter_key(page: Page) -> None:
-    expect(page.locator("#key-dialog")).to_be_visible()
-    page.fill("#key-input", KEY)
-    page.click("#key-submit")
-    expect(page.locator("#key-dialog")).to_be_hidden()
-
-
-def test_a_failed_run_stands_out_with_its_error_envelope(guarded: str, scripted: str, page: Page) -> None:
-    RemoteUpstream(scripted).reset().script({"status": 500, "body": '{"error": {"message": "the model fell over"}}'})
-    client = OpenAI(base_url=f"{guarded}/v1", api_key=KEY, max_retries=0)
-    with pytest.raises(openai.APIStatusError) as failed:
-        client.chat.completions.create(
-            model="guarded",
-            messages=[{"role": "user", "content": "hi"}],
-            extra_headers={"x-request-id": "viewer-failed-run"},  # the client's own request id
-        )
-    envelope = failed.value.response.json()
-    page.goto(f"{guarded}/v1/ui")
-    enter_key(page)
-    failed_row = page.locator("tr.run", has_text="viewer-failed-run")
-    expect(failed_row).to_have_class(re.compile(r"\bstatus-row-error\b"))
-    expect(failed_row.locator(".status")).to_have_text("error")
-    page.fill("#search", "viewer-failed-run")
-    page.press("#search", "Enter")
-    expect(page.locator("#run-error h2")).to_have_text(f"Error: HTTP {failed.value.status_code}")
-    assert json.loads(page.locator("#run-error pre").inner_text()) == envelope
-    stage = page.locator('details.stage[data-stage="api"]')
-    expect(stage.locator(".status-error")).to_have_text("failed")
-    screenshot(page, "failed-run")
-
-
-def test_without_a_run_store_the_page_says_how_to_turn_it_on(page: Page) -> None:
-    env = {"ADAPTER_CRITIC_CONFIG": "", "ADAPTER_CRITIC_STORE": "none"}
-    with run_server(UVICORN, env=env) as (url, _):
-        wait_ready(url)
-        page.goto(f"{url}/v1/ui")
-        expect(page.locator("#load-error")).to_be_visible()
-        expect(page.locator("#store-hint")).to_contain_text("store.url")

@@ -3,6 +3,7 @@
 
 import { ApiError, get } from "./api.js";
 import { count, h, ms, replace, statusBadge, when } from "./dom.js";
+import { listKeys } from "./keys.js";
 import { listPage, runView } from "./model.js";
 
 const POLL_MS = 2000;
@@ -246,43 +247,7 @@ export async function showList(main, params, navigate) {
     );
   };
 
-  const move = (step) => {
-    const rows = [...table.querySelectorAll("tr.run")];
-    if (!rows.length) return;
-    const at = rows.indexOf(document.activeElement);
-    const next = rows[Math.max(0, Math.min(rows.length - 1, at < 0 ? 0 : at + step))];
-    next.focus();
-  };
-  const onKey = (event) => {
-    if (event.target instanceof HTMLInputElement || event.target instanceof HTMLSelectElement) {
-      if (event.key === "Escape") event.target.blur();
-      return;
-    }
-    if (event.ctrlKey || event.metaKey || event.altKey) return;
-    const row = document.activeElement && document.activeElement.closest ? document.activeElement.closest("tr.run") : null;
-    const pagerButton = (id) => {
-      const button = pager.querySelector(`#${id}`);
-      if (button && !button.disabled) button.click();
-    };
-    const actions = {
-      ArrowDown: () => move(1),
-      j: () => move(1),
-      ArrowUp: () => move(-1),
-      k: () => move(-1),
-      Enter: () => row && row.click(),
-      o: () => row && row.click(),
-      x: () => row && toggleMark(row.dataset.id),
-      c: () => compareButton.click(),
-      "/": () => search.focus(),
-      n: () => pagerButton("older"),
-      p: () => pagerButton("newer"),
-    };
-    const action = actions[event.key];
-    if (action) {
-      event.preventDefault();
-      action();
-    }
-  };
+  const onKey = listKeys({ table, pager, search, compare: () => compareButton.click(), mark: toggleMark });
   document.addEventListener("keydown", onKey);
 
   await load();
