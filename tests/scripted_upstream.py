@@ -39,6 +39,11 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
     model: str | None = None  # only answer calls for this model (None: any)
+    match: str | None = None  # only answer calls whose messages' text contains this (None: any)
+    # Hold the call until `gather` calls scripted with the same `group` are all being held, then answer them all:
+    # proof that they overlapped in time. A group not complete within 10 s answers 500 (the test fails, not hangs).
+    gather: int = 0
+    group: str = ""
     # Streaming (`"stream": true` calls) only:
     first_chunk_delay: float = 0.0  # seconds between the response headers and the first event
     chunk_delay: float = 0.0  # seconds before each later event
@@ -83,6 +88,11 @@ class ScriptedUpstream:
         self.aborted: list[Call] = []  # calls whose slow reply or stream was cancelled/closed before it finished
         self._aborted_event: anyio.Event | None = None
         self._holding_event: anyio.Event | None = None
+        self._groups: dict[str, tuple[list[Call], anyio.Event]] = {}
+        self.in_flight = 0
+        self.max_in_flight = 0  # the most chat calls this upstream had in flight at once
+        self.holding = 0  # calls being held by their reply's `delay` now
+        self._holding_changed: anyio.Event | None = None
         self.app = Starlette(
             routes=[
                 Route("/{prefix:path}/chat/completions", self._chat, methods=["POST"]),
@@ -107,6 +117,8 @@ class ScriptedUpstream:
         self.aborted.clear()
         self._aborted_event = None
         self._holding_event = None
+        self._groups.clear()
+        self.in_flight = self.max_in_flight = 0
 
     def aborted_signal(self) -> anyio.Event:
         """An event set once a call was aborted (create it inside the event loop, e.g. in the test)."""
@@ -122,19 +134,45 @@ class ScriptedUpstream:
             self._holding_event = anyio.Event()
         return self._holding_event
 
+    async def until_holding(self, count: int) -> None:
+        """Wait until `count` calls are being held by their reply's `delay` at once (wrap it in a timeout)."""
+        while self.holding < count:
+            if self._holding_changed is None:
+                self._holding_changed = anyio.Event()
+            await self._holding_changed.wait()
+
     def _abort(self, call: Call) -> None:
         self.aborted.append(call)
         if self._aborted_event is not None:
             self._aborted_event.set()
 
-    def _next(self, model: str) -> Reply | None:
+    def _next(self, model: str, text: str) -> Reply | None:
         for reply in self.replies:
-            if reply.model is None or reply.model == model:
+            if (reply.model is None or reply.model == model) and (reply.match is None or reply.match in text):
                 self.replies.remove(reply)
                 return reply
         return None
 
     async def _chat(self, request: Request) -> Response:
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            return await self._answer(request)
+        finally:
+            self.in_flight -= 1
+
+    async def _gather(self, call: Call, reply: Reply) -> bool:
+        """Hold `call` until its group is complete; False if that took longer than 10 s."""
+        members, complete = self._groups.setdefault(reply.group, ([], anyio.Event()))
+        members.append(call)
+        if len(members) >= reply.gather:
+            complete.set()
+        with anyio.move_on_after(10):
+            await complete.wait()
+            return True
+        return False
+
+    async def _answer(self, request: Request) -> Response:
         raw = await request.body()
         try:
             body = json.loads(raw)
@@ -150,7 +188,9 @@ class ScriptedUpstream:
         )
         self.calls.append(call)
         model = str(body.get("model"))
-        reply = self._next(model) or Reply(content=f"echo {model}: {_last_user_text(body)}")
+        reply = self._next(model, _text(body)) or Reply(content=f"echo {model}: {_last_user_text(body)}")
+        if reply.gather and not await self._gather(call, reply):
+            return JSONResponse({"error": {"message": f"group {reply.group!r} never gathered"}}, status_code=500)
         if reply.delay and not await self._hold(request, call, reply.delay):
             return Response(status_code=499)  # nobody is left to read it
         if reply.body is not None:
@@ -231,10 +271,15 @@ class ScriptedUpstream:
             tg.start_soon(until_gone)
             if self._holding_event is not None:
                 self._holding_event.set()
+            self.holding += 1
+            if self._holding_changed is not None:
+                self._holding_changed.set()
+                self._holding_changed = None
             try:
                 await anyio.sleep(seconds)
                 held = True
             finally:
+                self.holding -= 1
                 if not held:
                     self._abort(call)
             tg.cancel_scope.cancel()
@@ -258,6 +303,18 @@ class ScriptedUpstream:
             with anyio.move_on_after(wait):
                 await self.aborted_signal().wait()
         return JSONResponse([asdict(call) for call in self.aborted])
+
+
+def _text(body: dict[str, Any]) -> str:
+    """Every message's text, one after another (what `Reply.match` looks in)."""
+    texts = []
+    for message in body.get("messages") or []:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, str):
+            texts.append(content)
+        elif isinstance(content, list):
+            texts += [part["text"] for part in content if isinstance(part, dict) and isinstance(part.get("text"), str)]
+    return "\n".join(texts)
 
 
 def _last_user_text(body: dict[str, Any]) -> str:

@@ -19,7 +19,7 @@ from .errors import (
 )
 from .http.app import create_app
 from .http.middleware import AdapterCriticMiddleware
-from .workflows.base import RunContext, Workflow
+from .workflows.base import RunContext, StageCall, StageFailed, Workflow
 
 try:
     __version__ = version("adapter_critic")
@@ -43,6 +43,8 @@ __all__ = [
     "RunContext",
     "ServedModel",
     "ServerError",
+    "StageCall",
+    "StageFailed",
     "StageTarget",
     "Target",
     "UpstreamError",

@@ -32,7 +32,8 @@ def standalone_app() -> Starlette:
         return create_standalone_app(path)
     _say(
         "adapter_critic: no config given, serving the built-in DEMO (served models demo-direct, demo-adapter, "
-        "demo-critic, answered by a small deterministic demo model, not a real LLM). To serve real models, set "
+        "demo-critic, demo-advisor, demo-panel, demo-best-of-3, answered by a small deterministic demo model, not a "
+        "real LLM). To serve real models, set "
         f"{CONFIG_ENV}=/path/to/config.toml (see examples/)."
     )
     service = Service(demo_config(), in_process_app=demo_model_app(), store_default=default_url())

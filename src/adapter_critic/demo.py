@@ -4,9 +4,9 @@ The demo model calls a tool when the last user message names one of the request'
 JSON under `response_format` (`json_object`, or `json_schema` with the schema's required keys), so tool calling
 and structured output can be tried offline.
 
-`uvicorn adapter_critic.asgi:app` without `ADAPTER_CRITIC_CONFIG` serves `demo-direct`,
-`demo-adapter` and `demo-critic`, whose stages call the demo model in-process, so all three
-workflows can be seen working with no API key and no network.
+`uvicorn adapter_critic.asgi:app` without `ADAPTER_CRITIC_CONFIG` serves `demo-direct`, `demo-adapter`,
+`demo-critic`, `demo-advisor`, `demo-panel` and `demo-best-of-3`, whose stages call the demo model in-process,
+so every built-in workflow can be seen working with no API key and no network.
 """
 
 from __future__ import annotations
@@ -24,7 +24,16 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from .config import Config, ServedModel, Target
-from .demo_answers import drafted_calls, structured, tool_call
+from .demo_answers import (
+    ADVISED_LEAD,
+    PANEL_LEAD,
+    advised,
+    candidate_note,
+    drafted_calls,
+    stage_reply,
+    structured,
+    tool_call,
+)
 from .errors import error_envelope
 from .workflows.prompts import (
     DEFAULT_ADAPTER_SYSTEM_PROMPT,
@@ -40,6 +49,7 @@ ADAPTER_EDIT = "Demo model draft (this is not a real LLM), checked by the demo a
 CRITIQUE = "- The draft does not say that a reviewer checked it; say so in the revised answer."
 SECOND_PASS_LEAD = SECOND_PASS_INSTRUCTION.partition("{critique}")[0]  # how the critic's second pass begins
 REVISED_LEAD = "Demo model, revised after the demo critic's review (this is not a real LLM)."
+PANEL_REVISED_LEAD = "Demo model, revised after the demo panel's review (this is not a real LLM)."
 
 
 class _DemoMessage(msgspec.Struct):
@@ -53,6 +63,7 @@ class _DemoRequest(msgspec.Struct):
     stream: bool = False
     tools: list[Any] | None = None
     response_format: dict[str, Any] | None = None
+    seed: int | None = None
     n: int = 1
 
 
@@ -66,14 +77,22 @@ def demo_config() -> Config:
             "demo-direct": ServedModel(mode="direct", api=target),
             "demo-adapter": ServedModel(mode="adapter", api=target),
             "demo-critic": ServedModel(mode="critic", api=target),
+            "demo-advisor": ServedModel(mode="advisor", api=target),
+            "demo-panel": ServedModel(mode="panel", api=target),
+            "demo-best-of-3": ServedModel(
+                mode="best_of_n", api=target, settings={"n": 3, "candidate_options": {"temperature": 0.8, "seed": 1}}
+            ),
         }
     )
 
 
-def demo_reply(messages: list[_DemoMessage]) -> str:
+def demo_reply(messages: list[_DemoMessage], seed: int | None = None) -> str:
     """What the demo model says: it recognises the default reviewer prompts and plays each stage's part."""
     system = content_text(messages[0].content) if messages and messages[0].role == "system" else ""
     last = content_text(messages[-1].content) if messages else ""
+    reply = stage_reply(system, last)
+    if reply is not None:
+        return reply
     if system == DEFAULT_ADAPTER_SYSTEM_PROMPT:
         if DRAFT_LEAD in last:
             return f"<<<<<<< SEARCH\n{DRAFT_LEAD}\n=======\n{ADAPTER_EDIT}\n>>>>>>> REPLACE"
@@ -82,10 +101,10 @@ def demo_reply(messages: list[_DemoMessage]) -> str:
         return CRITIQUE
     if last.startswith(SECOND_PASS_LEAD) and len(messages) >= 2:
         draft = content_text(messages[-2].content)
-        return draft.replace(DRAFT_LEAD, REVISED_LEAD, 1)
-    user = next((content_text(m.content) for m in reversed(messages) if m.role == "user"), "")
+        return draft.replace(DRAFT_LEAD, PANEL_REVISED_LEAD if PANEL_LEAD[2:] in last else REVISED_LEAD, 1)
+    user, was_advised = advised(next((content_text(m.content) for m in reversed(messages) if m.role == "user"), ""))
     said = " ".join(user.split())[:200]
-    return f'{DRAFT_LEAD}\nYou said: "{said}"'
+    return f'{ADVISED_LEAD if was_advised else DRAFT_LEAD}\nYou said: "{said}"{candidate_note(seed)}'
 
 
 def demo_tool_calls(messages: list[_DemoMessage], tools: list[Any] | None) -> list[Any] | None:
@@ -112,7 +131,7 @@ async def _chat_completions(request: Request) -> Response:
         message = {"role": "assistant", "content": None, "tool_calls": calls}
         reply, finish_reason = json.dumps(calls), "tool_calls"
     else:
-        reply = demo_reply(demo.messages)
+        reply = demo_reply(demo.messages, demo.seed)
         if demo.response_format is not None:
             reply = structured(demo.response_format, reply)
         message, finish_reason = {"role": "assistant", "content": reply}, "stop"

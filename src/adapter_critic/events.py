@@ -21,6 +21,9 @@ from .core import Answer, Usage
 from .errors import APIError, UpstreamError
 
 Status = Literal["running", "ok", "degraded", "error", "cancelled"]
+# A value in the extension's `intermediate`: mostly text (a draft, a critique), or JSON data a workflow reports
+# (a panel's critiques by lens, best-of-n's candidates, its judgments and the chosen index).
+Value = str | int | float | bool | list[Any] | dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +66,7 @@ class Noted:
     """A value the workflow reports in the extension's `intermediate` (a draft, a critique, a reason)."""
 
     key: str
-    value: str
+    value: Value
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +115,7 @@ class RunRecord:
     mode: str
     started: float = field(default_factory=time.perf_counter)
     stages: dict[str, StageRecord] = field(default_factory=dict)
-    intermediate: dict[str, str] = field(default_factory=dict)
+    intermediate: dict[str, Value] = field(default_factory=dict)
     answer: Answer = field(default_factory=Answer)
     degraded: bool = False
     status: Status = "running"
@@ -168,7 +171,7 @@ class Extension(msgspec.Struct, omit_defaults=True):
     """The `adapter_critic` object of a response (SPEC §6)."""
 
     mode: str
-    intermediate: dict[str, str]
+    intermediate: dict[str, Value]
     tokens: Tokens
     timings_ms: dict[str, float]
     degraded: bool = False

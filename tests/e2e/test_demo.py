@@ -47,9 +47,16 @@ def answer(body: dict[str, Any]) -> str:
     return content
 
 
-async def test_demo_lists_its_three_models(demo: httpx.AsyncClient) -> None:
+async def test_demo_lists_its_models(demo: httpx.AsyncClient) -> None:
     models = (await demo.get("/v1/models")).json()
-    assert [m["id"] for m in models["data"]] == ["demo-direct", "demo-adapter", "demo-critic"]
+    assert [m["id"] for m in models["data"]] == [
+        "demo-direct",
+        "demo-adapter",
+        "demo-critic",
+        "demo-advisor",
+        "demo-panel",
+        "demo-best-of-3",
+    ]
 
 
 async def test_demo_direct_answers_with_the_demo_model(demo: httpx.AsyncClient) -> None:
@@ -87,7 +94,7 @@ async def test_demo_critic_revises_the_draft(demo: httpx.AsyncClient) -> None:
 
 async def test_demo_is_plainly_named(demo: httpx.AsyncClient) -> None:
     assert "demo" in DEMO_MODEL
-    for model in ("demo-direct", "demo-adapter", "demo-critic"):
+    for model in ("demo-direct", "demo-adapter", "demo-critic", "demo-advisor", "demo-panel", "demo-best-of-3"):
         body = await ask(demo, model)
         assert "demo" in body["model"]
         assert answer(body).startswith("Demo model")
@@ -103,7 +110,9 @@ WEATHER_TOOL = {
 }
 
 
-@pytest.mark.parametrize("model", ["demo-direct", "demo-adapter", "demo-critic"])
+@pytest.mark.parametrize(
+    "model", ["demo-direct", "demo-adapter", "demo-critic", "demo-advisor", "demo-panel", "demo-best-of-3"]
+)
 async def test_demo_calls_a_tool_the_user_names(demo: httpx.AsyncClient, model: str) -> None:
     body = chat(model, "Please use get_weather for Paris.", tools=[WEATHER_TOOL])
     response = await demo.post("/v1/chat/completions", json=body)
@@ -132,7 +141,9 @@ SCHEMA = {
 }
 
 
-@pytest.mark.parametrize("model", ["demo-direct", "demo-adapter", "demo-critic"])
+@pytest.mark.parametrize(
+    "model", ["demo-direct", "demo-adapter", "demo-critic", "demo-advisor", "demo-panel", "demo-best-of-3"]
+)
 @pytest.mark.parametrize(
     "response_format",
     [{"type": "json_object"}, {"type": "json_schema", "json_schema": {"name": "place", "schema": SCHEMA}}],

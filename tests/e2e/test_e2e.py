@@ -339,14 +339,33 @@ def test_without_config_the_demo_is_served(monkeypatch: pytest.MonkeyPatch) -> N
         client = OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0)
         answers = {
             model: client.chat.completions.create(model=model, messages=MESSAGES)
-            for model in ("demo-direct", "demo-adapter", "demo-critic")
+            for model in ("demo-direct", "demo-adapter", "demo-critic", "demo-advisor", "demo-panel", "demo-best-of-3")
+        }
+        streamed = {
+            model: "".join(
+                chunk.choices[0].delta.content or ""
+                for chunk in client.chat.completions.create(model=model, messages=MESSAGES, stream=True)
+                if chunk.choices
+            )
+            for model in ("demo-advisor", "demo-panel", "demo-best-of-3")
         }
         stderr = stop_server(proc)
 
+    modes = {"demo-best-of-3": "best_of_n"}
     for model, response in answers.items():
         assert response.model == model
         assert "not a real LLM" in (response.choices[0].message.content or "")
-        assert extension(response)["mode"] == model.removeprefix("demo-")
+        assert extension(response)["mode"] == modes.get(model, model.removeprefix("demo-"))
+    for model, text in streamed.items():
+        assert text == answers[model].choices[0].message.content  # the demo is deterministic
+    assert "advisor" in extension(answers["demo-advisor"])["intermediate"]
+    assert set(extension(answers["demo-panel"])["intermediate"]["lenses"]) == {
+        "correctness",
+        "completeness",
+        "instructions",
+        "clarity",
+    }
+    assert extension(answers["demo-best-of-3"])["intermediate"]["chosen"] == 2
     assert extension(answers["demo-adapter"])["intermediate"]["adapter"].startswith("<<<<<<< SEARCH")
     assert "critic" in extension(answers["demo-critic"])["intermediate"]
     assert "serving the built-in DEMO" in stderr

@@ -20,17 +20,19 @@ from ..conftest import asgi_client, run_server
 EXAMPLES = Path(__file__).parents[2] / "examples"
 CONFIGS = sorted(p for p in EXAMPLES.iterdir() if p.suffix in (".toml", ".json", ".yaml", ".yml"))
 MODES = {"direct", "adapter", "critic"}
+# The configs of one workflow each (the others show the first three modes together).
+ONE_MODE = {"advisor.toml": {"advisor"}, "panel.toml": {"panel"}, "best_of_n.toml": {"best_of_n"}}
 
 
 def test_the_examples_folder_has_every_documented_config() -> None:
     names = {p.name for p in CONFIGS}
-    assert {"vllm.toml", "llamacpp.toml", "ollama.toml", "openai.toml", "compat.json"} <= names
+    assert {"vllm.toml", "llamacpp.toml", "ollama.toml", "openai.toml", "compat.json", *ONE_MODE} <= names
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
-def test_every_example_config_loads_and_uses_all_three_modes(path: Path) -> None:
+def test_every_example_config_loads_and_uses_its_modes(path: Path) -> None:
     config = load_config(path)
-    assert {served.mode for served in config.served_models.values()} == MODES
+    assert {served.mode for served in config.served_models.values()} == ONE_MODE.get(path.name, MODES)
     for served in config.served_models.values():
         for target in (served.api, *served.targets.values()):
             # Every example is a sidecar config: absolute URLs only (relative ones need the middleware).
@@ -170,3 +172,11 @@ def test_middleware_example_streams_every_mode(middleware_example_url: str, mode
     assert text == ("Echo (proofread): hi" if model == "toy-adapter" else "Echo: hi")
     assert chunks[-2].choices[0].finish_reason == "stop"
     assert chunks[-1].usage is not None and chunks[-1].choices == []
+
+
+@pytest.mark.parametrize("name", sorted(ONE_MODE))
+def test_workflow_examples_send_the_openai_key_only_to_openai(name: str) -> None:
+    config = load_config(EXAMPLES / name)
+    bindings = {(t.url, config.key_env_for(t)) for t in config.targets()}
+    assert {env for url, env in bindings if url == "https://api.openai.com/v1"} == {"OPENAI_API_KEY"}
+    assert all(env != "OPENAI_API_KEY" for url, env in bindings if url.startswith("http://127.0.0.1"))

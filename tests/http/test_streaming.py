@@ -823,7 +823,9 @@ async def test_mounted_app_streams(serve: AppFactory, upstream: ScriptedUpstream
     assert streamed.content() == ANSWER
 
 
-@pytest.mark.parametrize("served", ["demo-direct", "demo-adapter", "demo-critic"])
+@pytest.mark.parametrize(
+    "served", ["demo-direct", "demo-adapter", "demo-critic", "demo-advisor", "demo-panel", "demo-best-of-3"]
+)
 async def test_demo_streams_every_mode(served: str) -> None:
     app = build_app(Service(demo_config(), in_process_app=demo_model_app()), prefix="/v1")
     async with asgi_client(app, base_url="http://testserver/v1") as client:

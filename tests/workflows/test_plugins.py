@@ -23,8 +23,8 @@ PLUGIN = Path(__file__).parents[2] / "examples" / "workflow_plugin"
 
 def test_the_built_in_modes_are_registered_entry_points() -> None:
     names = {entry.name for entry in entry_points(group=registry.GROUP)}
-    assert {"direct", "adapter", "critic"} <= names
-    assert list(registry.workflows())[:3] == ["direct", "adapter", "critic"]
+    assert {"direct", "adapter", "critic", "advisor", "panel", "best_of_n"} <= names
+    assert list(registry.workflows())[:6] == ["direct", "adapter", "critic", "advisor", "panel", "best_of_n"]
 
 
 def test_an_unregistered_mode_is_refused_naming_the_registered_ones() -> None:
@@ -51,7 +51,7 @@ def test_the_installed_plugin_is_listed_with_the_built_in_modes(plugin_path: Pat
     listed = subprocess.run(
         [sys.executable, "-c", code], env={"PYTHONPATH": str(plugin_path)}, capture_output=True, check=True
     )
-    assert listed.stdout.decode().strip() == "direct,adapter,critic,uppercase"
+    assert listed.stdout.decode().strip() == "direct,adapter,critic,advisor,panel,best_of_n,uppercase"
 
 
 @pytest.fixture(scope="module")

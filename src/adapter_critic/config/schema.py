@@ -101,6 +101,8 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
     max_concurrent_requests: Annotated[int, msgspec.Meta(gt=0)] | None = None
     queue_timeout_seconds: Annotated[float, msgspec.Meta(ge=0)] = 10.0
     max_upstream_connections: Annotated[int, msgspec.Meta(gt=0)] = DEFAULT_MAX_UPSTREAM_CONNECTIONS
+    # Upstream calls one request may have in flight at once (a panel's lenses, best-of-n's candidates).
+    max_concurrent_calls_per_run: Annotated[int, msgspec.Meta(gt=0)] = 8
     shutdown_grace_seconds: Annotated[float, msgspec.Meta(ge=0)] = 30.0
     # Browser origins allowed to call the API (CORS, preflight included); empty: CORS is off.
     cors_allowed_origins: list[str] = []
@@ -208,8 +210,8 @@ def _served_model(data: Any, source: str, where: str) -> ServedModel:
     for key, value in data.items():
         if key in _SERVED_KEYS:
             base[key] = value
-        elif key in target_keys:
-            targets[key] = value
+        elif key in target_keys and not (isinstance(value, bool) and key in settings_keys):
+            targets[key] = value  # (`coordinator = false` is a setting: that stage is turned off)
         elif key in settings_keys:
             settings[key] = value
         else:
@@ -220,9 +222,12 @@ def _served_model(data: Any, source: str, where: str) -> ServedModel:
     for workflow in registry.workflows().values():
         keys = workflow.Settings.__struct_fields__
         convert({k: v for k, v in settings.items() if k in keys}, workflow.Settings, source, where)
+        for key, (path, value) in workflow.settings_targets(settings).items():  # a panel lens's own `target`
+            base.setdefault("targets", {})[key] = convert(value, Target, source, f"{where}.{path}")
     if settings:
         base["settings"] = settings
     # Targets in the order the workflows declare their keys: the order credentials are bound in (§4).
     if "targets" in base:
-        base["targets"] = {key: base["targets"][key] for key in target_keys if key in base["targets"]}
+        given = base["targets"]
+        base["targets"] = {key: given[key] for key in (*target_keys, *given) if key in given}
     return convert(base, ServedModel, source, where)

@@ -131,6 +131,7 @@ class Service:
                 self.retry_policy,
                 run_id=completion_id,
                 request_timeout=self.config.request_timeout_seconds,
+                max_concurrent_calls=self.config.max_concurrent_calls_per_run,
                 subscribers=self.subscribers if self.store is None else self._recorded(request_id, request, plan),
             )
             if request.stream:

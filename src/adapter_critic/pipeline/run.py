@@ -28,10 +28,11 @@ from ..events import (
     StageFinished,
     Status,
     Subscriber,
+    Value,
 )
 from ..upstream.client import Upstream
 from ..upstream.retry import RetryPolicy
-from ..workflows.base import Workflow
+from ..workflows.base import StageCall, StageFailed, Workflow
 from .relay import Relay
 from .stages import StageCalls, stage_body
 
@@ -57,6 +58,7 @@ class Run:
         *,
         run_id: str,
         request_timeout: float | None = None,
+        max_concurrent_calls: int | None = None,
         subscribers: Sequence[Subscriber] = (),
     ) -> None:
         self.workflow, self.plan, self.request = workflow, plan, request
@@ -65,8 +67,14 @@ class Run:
         self.subscribers = subscribers
         self._degraded = False
         self._progress: ProgressSink | None = None
+        self._progress_lock: anyio.Lock | None = None  # made when stage calls run at once
         self.calls = StageCalls(
-            upstream, policy, self._publish, request_options=request.options, request_timeout=request_timeout
+            upstream,
+            policy,
+            self._publish,
+            request_options=request.options,
+            request_timeout=request_timeout,
+            max_concurrent_calls=max_concurrent_calls,
         )
 
     # -- what a workflow sees (`workflows.base.RunContext`) ----------------------------------------
@@ -77,7 +85,7 @@ class Run:
     def set_answer(self, answer: Answer) -> None:
         self.record.answer = answer
 
-    def note(self, key: str, value: str) -> None:
+    def note(self, key: str, value: Value) -> None:
         self._publish(Noted(key, value))
 
     def final(self, stage: str, messages: Any, *, first: bool = False) -> FinalCall:
@@ -97,6 +105,46 @@ class Run:
         except UpstreamError as exc:
             self._degrade_or_raise(stage, exc)
             return None
+
+    async def review_calls(self, calls: Sequence[StageCall]) -> list[Completion | StageFailed]:
+        return await self._at_once(calls, api=False)
+
+    async def api_calls(self, calls: Sequence[StageCall]) -> list[Completion | StageFailed]:
+        return await self._at_once(calls, api=True)
+
+    async def _at_once(self, calls: Sequence[StageCall], *, api: bool) -> list[Completion | StageFailed]:
+        """`calls` concurrently (each within the run's cap), their answers in order. A failure is left out and the
+        run degraded, or (`on_review_error = "fail"`) ends the others and fails the request; API calls that all
+        fail are the request's failure, an upstream 4xx relayed as is."""
+        results: list[Completion | StageFailed] = [StageFailed(call.stage, "not run") for call in calls]
+        errors: dict[int, UpstreamError] = {}
+        fail_fast = self.plan.on_review_error == "fail"
+        if self._progress is not None and self._progress_lock is None:
+            self._progress_lock = anyio.Lock()
+        self.calls.at_once()
+
+        async def one(index: int, call: StageCall, scope: anyio.CancelScope) -> None:
+            try:
+                results[index] = await self._complete(
+                    call.stage, call.target, call.messages, api=api, options=call.options
+                )
+            except UpstreamError as exc:
+                errors[index] = exc
+                results[index] = StageFailed(call.stage, exc.message)
+                if fail_fast:
+                    scope.cancel()  # the request fails with this error: the other calls are not needed
+
+        async with anyio.create_task_group() as group:
+            for index, call in enumerate(calls):
+                group.start_soon(one, index, call, group.cancel_scope)
+        failed = [result for result in results if isinstance(result, StageFailed)]
+        if errors and (fail_fast or (api and len(failed) == len(results))):
+            first = errors[min(errors)]  # the earliest call's (with fail_fast: the one that failed; the rest ended)
+            raise first.evolve(relay=True) if api else first
+        for failure in failed:
+            logger.warning("%s stage failed and is left out: %s", failure.stage, failure.reason)
+            self._degraded = True
+        return results
 
     # -- driving the run ---------------------------------------------------------------------------
     async def execute(self, sink: AnswerSink | None = None, progress: ProgressSink | None = None) -> RunRecord:
@@ -177,19 +225,29 @@ class Run:
             self.note(f"{final.stage}_reasoning", relay.reasoning)
 
     # -- stage calls -------------------------------------------------------------------------------
-    async def _complete(self, stage: str, target: StageTarget, messages: Any, *, api: bool) -> Completion:
+    async def _complete(
+        self, stage: str, target: StageTarget, messages: Any, *, api: bool, options: Any = None
+    ) -> Completion:
         """A plain stage call; a streaming client that asked for progress hears of it as it ends."""
         try:
-            completion = await self.calls.complete(stage, target, messages, api=api)
+            completion = await self.calls.complete(stage, target, messages, api=api, options=options)
         except UpstreamError:
-            if self._progress is not None:
-                await self._progress(self.calls.finished[stage])
+            await self._report(stage)
             raise
         if completion.choices[0].message.reasoning_content or completion.choices[0].message.reasoning:
             self.note(f"{stage}_reasoning", completion.reasoning or "")
-        if self._progress is not None:
-            await self._progress(self.calls.finished[stage])
+        await self._report(stage)
         return completion
+
+    async def _report(self, stage: str) -> None:
+        """Tell the progress sink that `stage` finished; one at a time when stages run at once."""
+        if self._progress is None:
+            return
+        if self._progress_lock is None:
+            await self._progress(self.calls.finished[stage])
+            return
+        async with self._progress_lock:
+            await self._progress(self.calls.finished[stage])
 
     def _publish(self, event: Event) -> None:
         self.record.apply(event)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 import anyio
@@ -33,16 +33,27 @@ class StageCalls:
         *,
         request_options: dict[str, Any],
         request_timeout: float | None,
+        max_concurrent_calls: int | None = None,
     ) -> None:
         self.upstream, self.policy, self.publish = upstream, policy, publish
+        # `max_concurrent_calls_per_run`: stage calls made at once (a panel's lenses, best-of-n's candidates) wait
+        # for a slot; a wait before a retry holds none. Made by the first such calls (`at_once`): a run whose calls
+        # all come one after another pays nothing for it.
+        self.max_concurrent_calls = max_concurrent_calls
+        self.limiter: anyio.CapacityLimiter | None = None
         self.request_options = request_options
         self.request_timeout = request_timeout
         # `request_timeout_seconds`: every stage call (retries and backoff waits included) is cancelled at this time.
         self.deadline = math.inf if request_timeout is None else anyio.current_time() + request_timeout
         self.finished: dict[str, StageFinished] = {}
 
+    def at_once(self) -> None:
+        """Stage calls are about to be made at once: from now on they share the run's cap."""
+        if self.limiter is None and self.max_concurrent_calls:
+            self.limiter = anyio.CapacityLimiter(self.max_concurrent_calls)
+
     async def complete(
-        self, stage: str, target: StageTarget, messages: Any, *, api: bool, options: dict[str, Any] | None = None
+        self, stage: str, target: StageTarget, messages: Any, *, api: bool, options: Mapping[str, Any] | None = None
     ) -> Completion:
         """A plain call: `target`'s options, the request's over them for an API-stage call (`api`), and `options`
         (a workflow's own, e.g. sampling settings) over those."""
@@ -79,7 +90,11 @@ class StageCalls:
         async def counted(to: StageTarget) -> _T:
             nonlocal reported
             try:
-                result = await attempt(to)
+                if self.limiter is None:
+                    result = await attempt(to)
+                else:
+                    async with self.limiter:
+                        result = await attempt(to)
             except UpstreamError as exc:
                 attempts.append(Attempt(to.label, exc))
                 if exc.usage is not None:

@@ -31,14 +31,20 @@ class Overrides(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, omit_d
     adapter_base_url: NonEmpty | None = None
     critic_model: NonEmpty | None = None
     critic_base_url: NonEmpty | None = None
+    advisor_model: NonEmpty | None = None
+    advisor_base_url: NonEmpty | None = None
+    coordinator_model: NonEmpty | None = None
+    coordinator_base_url: NonEmpty | None = None
+    judge_model: NonEmpty | None = None
+    judge_base_url: NonEmpty | None = None
     max_adapter_retries: Annotated[int, msgspec.Meta(ge=0, le=5)] | None = None
     # Streaming only: a chunk with an empty delta and `adapter_critic.progress` as each earlier stage finishes.
     progress: bool | None = None
 
     def base_urls(self) -> dict[str, str]:
         """Every `*_base_url` given, by field name."""
-        found = {"api_base_url": self.api_base_url, "adapter_base_url": self.adapter_base_url}
-        found["critic_base_url"] = self.critic_base_url
+        roles = ("api", "adapter", "critic", "advisor", "coordinator", "judge")
+        found = {f"{role}_base_url": getattr(self, f"{role}_base_url") for role in roles}
         return {name: url for name, url in found.items() if url is not None}
 
     def target(self, role: str) -> tuple[str | None, str | None]:

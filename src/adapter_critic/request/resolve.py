@@ -77,7 +77,7 @@ def resolve(
     api = _stage(config, served.api, api_model, api_url, "api", where, token)
     assert api is not None  # the api target is always configured
     targets: dict[str, StageTarget] = {}
-    for role in workflow.targets:
+    for role in (*workflow.targets, *workflow.settings_targets(served.settings)):
         model, url = ov.target(role)
         resolved = _stage(config, served.targets.get(role), model, url, role, where, token)
         if resolved is not None:

@@ -51,7 +51,7 @@ class RunClosed:
     duration_ms: float
     usage: Usage
     error: APIError | None
-    intermediate: dict[str, str]
+    intermediate: dict[str, Any]
     answer: Answer
     capture: Capture
     secret: str | None = None

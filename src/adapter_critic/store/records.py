@@ -117,7 +117,7 @@ class RunDetail(RunSummary, kw_only=True):
 
     capture: Capture = "full"
     request: StoredRequest | None = None
-    intermediate: dict[str, str | None] = {}  # the response extension's `intermediate` (values null under metadata)
+    intermediate: dict[str, Any] = {}  # the extension's `intermediate`: text or JSON data (null under metadata)
     answer: StoredAnswer | None = None
     stages: list[StoredStage] = []
 

@@ -155,7 +155,7 @@ def closed_row(record: RunClosed, clean: Cleaner) -> dict[str, Any]:
         content=answer.content if full else None,
         tool_calls=answer.tool_calls if full else None,
     )
-    intermediate: Mapping[str, str | None] = record.intermediate if full else dict.fromkeys(record.intermediate)
+    intermediate: Mapping[str, Any] = record.intermediate if full else dict.fromkeys(record.intermediate)
     return {
         "b_run_id": record.run_id,
         "status": record.status,
@@ -175,7 +175,7 @@ _tokens = msgspec.json.Decoder(Tokens)
 _error = msgspec.json.Decoder(StoredError)
 _request = msgspec.json.Decoder(StoredRequest)
 _answer = msgspec.json.Decoder(StoredAnswer)
-_intermediate = msgspec.json.Decoder(dict[str, str | None])
+_intermediate = msgspec.json.Decoder(dict[str, Any])
 _attempts = msgspec.json.Decoder(list[StoredAttempt])
 _attempt_error_decoder = msgspec.json.Decoder(AttemptError)
 _any = msgspec.json.Decoder()

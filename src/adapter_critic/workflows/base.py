@@ -8,16 +8,39 @@ events, degrading to the answer so far, and whether the final answer is streamed
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
 import msgspec
 
 from ..core import Answer, ChatRequest, Completion, FinalCall, Plan, StageTarget
+from ..events import Value
 from .prompts import render_tool_calls
 
 
 class NoSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     """A workflow without settings of its own."""
+
+
+@dataclass(frozen=True, slots=True)
+class StageCall:
+    """One of several stage calls made at once (`RunContext.review_calls`, `RunContext.api_calls`).
+
+    `options` (a workflow's own, e.g. a sampling temperature) are laid over everything else the call is sent."""
+
+    stage: str
+    target: StageTarget
+    messages: Any
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class StageFailed:
+    """A stage call of several that failed and was left out (the run is degraded); `reason` says why."""
+
+    stage: str
+    reason: str
 
 
 class RunContext(Protocol):
@@ -46,13 +69,25 @@ class RunContext(Protocol):
         call); None when it failed and the run degraded to the answer so far (§5)."""
         ...
 
+    async def review_calls(self, calls: Sequence[StageCall]) -> list[Completion | StageFailed]:
+        """Several reviewer calls at once (each like `review_call`, within the run's cap on concurrent upstream
+        calls), in the order given. A failed one is a `StageFailed` and the run is degraded, or, with
+        `on_review_error = "fail"`, it fails the request and the others are cancelled."""
+        ...
+
+    async def api_calls(self, calls: Sequence[StageCall]) -> list[Completion | StageFailed]:
+        """Several API calls at once (the request's options, then the call's own), in the order given. A failed
+        one is a `StageFailed` and the run is degraded (`on_review_error = "fail"`: the request fails); when
+        every one fails, the first one's failure is the request's, as for `first_call`."""
+        ...
+
     def final(self, stage: str, messages: Any, *, first: bool = False) -> FinalCall:
         """The API call whose answer is the client's, made by the run (streamed live when the client streams);
         `first` when it is also the run's first call."""
         ...
 
-    def note(self, key: str, value: str) -> None:
-        """Report `value` under `key` in the extension's `intermediate`."""
+    def note(self, key: str, value: Value) -> None:
+        """Report `value` under `key` in the extension's `intermediate` (text, or JSON data)."""
 
 
 class Workflow:
@@ -77,6 +112,12 @@ class Workflow:
     Settings: ClassVar[type[msgspec.Struct]] = NoSettings
     final_key: ClassVar[str] = "final"
     many_choices: ClassVar[bool] = False
+
+    @classmethod
+    def settings_targets(cls, settings: Mapping[str, Any]) -> dict[str, tuple[str, Any]]:
+        """Stage targets given inside the served model's settings (a panel lens's own `target`): each as its
+        stage-target key, its key path below the served model (for messages) and its table as given."""
+        return {}
 
     async def run(self, run: RunContext) -> FinalCall | None:
         """Run the stages before the last call and return that call, or None when the answer is already known

@@ -1,7 +1,7 @@
 """The registered workflows: every entry point of the group `adapter_critic.workflows`, by mode name.
 
 Each entry point names a `Workflow` subclass (`direct = "adapter_critic.workflows.direct:Direct"`). They are
-loaded once, on first use. The three built-in modes are always there, also in a source tree that was never
+loaded once, on first use. The built-in modes are always there, also in a source tree that was never
 installed (no entry-point metadata).
 """
 
@@ -20,6 +20,9 @@ BUILT_IN = {
     "direct": "adapter_critic.workflows.direct:Direct",
     "adapter": "adapter_critic.workflows.adapter:Adapter",
     "critic": "adapter_critic.workflows.critic:Critic",
+    "advisor": "adapter_critic.workflows.advisor:Advisor",
+    "panel": "adapter_critic.workflows.panel:Panel",
+    "best_of_n": "adapter_critic.workflows.best_of_n:BestOfN",
 }
 
 

@@ -1,0 +1,148 @@
+"""End to end, the advisor, panel and best_of_n workflows (issue 12): real `uvicorn adapter_critic.asgi:app` in front
+of the scripted upstream running as a server, driven with the official `openai` SDK, plain and `stream=True`.
+
+The servers start once per module; each test resets the upstream's script and recorded calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from openai import OpenAI
+
+from ..conftest import RemoteUpstream, run_server
+
+UVICORN = ["-m", "uvicorn", "adapter_critic.asgi:app", "--log-level", "warning"]
+MESSAGES: list[Any] = [{"role": "user", "content": "Name a prime."}]
+
+
+def config_toml(upstream_url: str) -> str:
+    up = f"{upstream_url}/v1"
+    return f"""
+default_api_key_env = "UP_KEY"
+retries = 0
+
+[served_models.e2e-advisor]
+mode = "advisor"
+api = {{ model = "api-model", base_url = "{up}" }}
+advisor = {{ model = "advisor-model", base_url = "{up}" }}
+
+[served_models.e2e-panel]
+mode = "panel"
+api = {{ model = "api-model", base_url = "{up}" }}
+critic = {{ model = "critic-model", base_url = "{up}" }}
+coordinator = {{ model = "coordinator-model", base_url = "{up}" }}
+lenses = [
+  {{ name = "facts", system_prompt = "Check the facts." }},
+  {{ name = "style", system_prompt = "Check the style." }},
+]
+
+[served_models.e2e-best]
+mode = "best_of_n"
+api = {{ model = "api-model", base_url = "{up}" }}
+judge = {{ model = "judge-model", base_url = "{up}" }}
+n = 2
+candidate_options = {{ temperature = 0.8 }}
+"""
+
+
+@pytest.fixture(scope="module")
+def urls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    with run_server(["-m", "tests.scripted_upstream"]) as (upstream_url, _):
+        path: Path = tmp_path_factory.mktemp("workflows") / "config.toml"
+        path.write_text(config_toml(upstream_url))
+        env = {"ADAPTER_CRITIC_CONFIG": str(path), "UP_KEY": "sk-e2e-workflows"}
+        with run_server(UVICORN, env=env) as (app_url, _):
+            yield upstream_url, app_url
+
+
+@pytest.fixture
+def up(urls: tuple[str, str]) -> RemoteUpstream:
+    return RemoteUpstream(urls[0]).reset()
+
+
+@pytest.fixture
+def client(urls: tuple[str, str]) -> OpenAI:
+    return OpenAI(base_url=f"{urls[1]}/v1", api_key="x", max_retries=0)
+
+
+def extension(response: Any) -> dict[str, Any]:
+    assert response.model_extra is not None
+    ext: dict[str, Any] = response.model_extra["adapter_critic"]
+    return ext
+
+
+def streamed(client: OpenAI, model: str) -> tuple[str, dict[str, Any]]:
+    """The streamed answer's text and the extension of its last chunk."""
+    text, ext = "", {}
+    for chunk in client.chat.completions.create(model=model, messages=MESSAGES, stream=True):
+        if chunk.choices:
+            text += chunk.choices[0].delta.content or ""
+        if chunk.model_extra and "adapter_critic" in chunk.model_extra:
+            ext = chunk.model_extra["adapter_critic"]
+    return text, ext
+
+
+def script_advisor(up: RemoteUpstream) -> None:
+    up.script({"content": "Pick a small one.", "model": "advisor-model"}, {"content": "Seven.", "model": "api-model"})
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_advisor(client: OpenAI, up: RemoteUpstream, stream: bool) -> None:
+    script_advisor(up)
+    if stream:
+        text, ext = streamed(client, "e2e-advisor")
+    else:
+        response = client.chat.completions.create(model="e2e-advisor", messages=MESSAGES)
+        text, ext = response.choices[0].message.content or "", extension(response)
+        assert response.usage is not None and response.usage.total_tokens == ext["tokens"]["total"]["total_tokens"] == 6
+    assert text == "Seven."
+    assert ext["intermediate"] == {"advisor": "Pick a small one.", "final": "Seven."}
+    calls = up.calls()
+    assert [call["body"]["model"] for call in calls] == ["advisor-model", "api-model"]
+    assert "Pick a small one." in calls[1]["body"]["messages"][0]["content"]
+    assert calls[1]["body"].get("stream", False) is stream  # the answer itself streams live
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_panel(client: OpenAI, up: RemoteUpstream, stream: bool) -> None:
+    up.script(
+        {"content": "Nine.", "model": "api-model"},
+        {"content": "- 9 is not prime", "match": "Check the facts.", "gather": 2, "group": "lenses"},
+        {"content": "- fine", "match": "Check the style.", "gather": 2, "group": "lenses"},
+        {"content": "1. [facts] 9 is not prime", "model": "coordinator-model"},
+        {"content": "Seven.", "model": "api-model"},
+    )
+    if stream:
+        text, ext = streamed(client, "e2e-panel")
+    else:
+        response = client.chat.completions.create(model="e2e-panel", messages=MESSAGES)
+        text, ext = response.choices[0].message.content or "", extension(response)
+        assert response.usage is not None and response.usage.total_tokens == 5 * 3
+    assert text == "Seven."
+    assert ext["intermediate"]["lenses"] == {"facts": "- 9 is not prime", "style": "- fine"}
+    assert ext["intermediate"]["coordinator"] == "1. [facts] 9 is not prime"
+    assert set(ext["tokens"]["stages"]) == {"api_draft", "lens:facts", "lens:style", "coordinator", "api_final"}
+    assert up.calls()[-1]["body"].get("stream", False) is stream
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_best_of_n(client: OpenAI, up: RemoteUpstream, stream: bool) -> None:
+    up.script(
+        {"content": "Nine.", "model": "api-model", "gather": 2, "group": "candidates"},
+        {"content": "Seven.", "model": "api-model", "gather": 2, "group": "candidates"},
+        {"content": "Winner: B", "model": "judge-model", "match": "<reply_A>\nNine."},
+        {"content": "Winner: A", "model": "judge-model", "match": "<reply_A>\nSeven."},
+    )
+    if stream:
+        text, ext = streamed(client, "e2e-best")
+    else:
+        response = client.chat.completions.create(model="e2e-best", messages=MESSAGES)
+        text, ext = response.choices[0].message.content or "", extension(response)
+        assert response.usage is not None and response.usage.total_tokens == 4 * 3
+    assert sorted(ext["intermediate"]["candidates"]) == ["Nine.", "Seven."]
+    assert ext["intermediate"]["candidates"][ext["intermediate"]["chosen"]] == "Seven." == text
+    assert all(call["body"]["temperature"] == 0.8 for call in up.calls()[:2])
