@@ -214,3 +214,39 @@ def test_the_diff_stands_for_both_texts(demo: str, page: Page) -> None:
         ["+", "leaps high"],
     ]
     assert [op for op, _ in results[7]] == ["=", "+", "="]
+
+
+def test_concurrent_stages_overlap_on_the_timeline(demo: str, page: Page) -> None:
+    """A panel's lenses and best-of-n's candidates run at once: their bars overlap, beside what each one said."""
+    panel_id, panel = ask(demo, "demo-panel", "Is 7 prime?")
+    page.goto(f"{demo}/v1/ui#/runs/{panel_id}")
+    lenses = panel["adapter_critic"]["intermediate"]["lenses"]
+    assert len(lenses) > 1
+    lens_bars = page.locator("#timeline li.lane[data-stage^='lens:'] .bar")
+    expect(lens_bars).to_have_count(len(lenses))
+    spans = lens_bars.evaluate_all(
+        "bars => bars.map(b => { const r = b.getBoundingClientRect(); return [r.left, r.right]; })"
+    )
+    assert max(left for left, _ in spans) < min(right for _, right in spans)  # one moment inside every lens's bar
+    assert all("bar-overlap" in (name or "") for name in lens_bars.evaluate_all("bars => bars.map(b => b.className)"))
+    for name, critique in lenses.items():
+        expect(page.locator(f'#critique .lens[data-lens="{name}"] pre')).to_have_text(critique)
+    expect(page.locator("#critique .coordinator pre")).to_have_text(
+        panel["adapter_critic"]["intermediate"]["coordinator"]
+    )
+    screenshot(page, "run-detail-panel")
+
+    best_id, best = ask(demo, "demo-best-of-3", "Is 7 prime?")
+    page.goto(f"{demo}/v1/ui#/runs/{best_id}")
+    intermediate = best["adapter_critic"]["intermediate"]
+    candidate_bars = page.locator("#timeline li.lane[data-stage^='candidate:'] .bar")
+    expect(candidate_bars).to_have_count(len(intermediate["candidates"]))
+    spans = candidate_bars.evaluate_all(
+        "bars => bars.map(b => { const r = b.getBoundingClientRect(); return [r.left, r.right]; })"
+    )
+    assert max(left for left, _ in spans) < min(right for _, right in spans)
+    chosen = page.locator("#candidates li.chosen")
+    expect(chosen).to_have_attribute("data-candidate", str(intermediate["chosen"] + 1))
+    expect(chosen.locator("pre")).to_have_text(intermediate["candidates"][intermediate["chosen"]])
+    expect(page.locator("#judgments ol.verdicts > li")).to_have_count(len(intermediate["judgments"]))
+    screenshot(page, "run-detail-best-of-n")
