@@ -78,7 +78,10 @@ export async function showList(main, params, navigate) {
       onsubmit: async (event) => {
         event.preventDefault();
         const id = search.value.trim();
-        if (!id) return;
+        if (!id) {
+          if (filters.request_id) setParam({ request_id: "" }); // an empty search shows every run again
+          return;
+        }
         try {
           const found = listPage(await get("/runs", { request_id: id, limit: 2 })).runs;
           if (found.length === 1) navigate(`#/runs/${encodeURIComponent(found[0].id)}`);
@@ -88,7 +91,8 @@ export async function showList(main, params, navigate) {
             navigate(`#/runs/${encodeURIComponent(id)}`);
           }
         } catch (error) {
-          replace(searchNote, error instanceof ApiError && error.status === 404 ? `No run with request id ${id}.` : error.message);
+          const missing = error instanceof ApiError && (error.status === 404 || error.status === 400);
+          replace(searchNote, missing ? `No run with request id ${id}.` : error.message);
         }
       },
     },
@@ -106,7 +110,7 @@ export async function showList(main, params, navigate) {
         "div",
         { class: "filters" },
         select("model", "Model", modelOptions),
-        select("mode", "Mode", MODES),
+        select("mode", "Mode", [...new Set([...MODES, ...(filters.mode ? [filters.mode] : [])])]),
         select("status", "Status", STATUSES),
         searchForm,
         compareButton,
