@@ -132,6 +132,7 @@ def test_model_output_is_shown_as_text_and_never_run(demo: str, page: Page) -> N
 
 def test_the_list_filters_and_pages(demo: str, page: Page) -> None:
     ids = [ask(demo, "demo-adapter", f"Question {n}")[0] for n in range(3)]
+    direct_id, _ = ask(demo, "demo-direct", "Question 4")
     page.goto(f"{demo}/v1/ui#/runs?mode=adapter")
     expect(row(page, ids[-1])).to_be_visible()
     modes = page.locator("tr.run td.mode").all_text_contents()
@@ -139,7 +140,7 @@ def test_the_list_filters_and_pages(demo: str, page: Page) -> None:
     page.select_option("#filter-mode", "direct")
     expect(page).to_have_url(re.compile(r"#/runs\?mode=direct$"))
     expect(row(page, ids[-1])).to_have_count(0)
-    expect(page.locator("tr.run").first).to_be_visible()
+    expect(row(page, direct_id)).to_be_visible()
     assert set(page.locator("tr.run td.mode").all_text_contents()) == {"direct"}
     page.fill("#search", ids[0])
     page.press("#search", "Enter")
