@@ -64,7 +64,7 @@ function page(run, navigate) {
       fact("Served model", run.servedModel),
       fact("Mode", run.mode),
       fact("Status", statusBadge(run.status)),
-      fact("Started", when(run.startedAt)),
+      fact("Started", h("time", { datetime: run.startedAt, title: run.startedAt }, when(run.startedAt))),
       fact("Latency", run.status === "running" ? "running…" : ms(run.durationMs)),
       fact("Tokens", `${count(run.tokens.total)} (${count(run.tokens.prompt)} prompt, ${count(run.tokens.completion)} completion)`),
       fact("Streamed", run.stream ? "yes" : "no"),

@@ -190,7 +190,7 @@ export async function showList(main, params, navigate) {
           onclick: () => navigate(`#/runs/${encodeURIComponent(run.id)}`),
         },
         h("td", { class: "mark" }, box),
-        h("td", { class: "time" }, when(run.startedAt)),
+        h("td", { class: "time", title: run.startedAt }, when(run.startedAt)),
         h("td", { class: "id" }, h("a", { href: `#/runs/${encodeURIComponent(run.id)}` }, run.requestId)),
         h("td", { class: "model" }, run.servedModel),
         h("td", { class: "mode" }, run.mode),
