@@ -179,9 +179,15 @@ class RemoteUpstream:
     def models(self) -> list[str]:
         return [call["body"]["model"] for call in self.calls()]
 
-    def aborted(self, wait: float = 0) -> list[dict[str, Any]]:
-        """The aborted calls; with `wait`, the upstream first waits up to that many seconds for one."""
+    def holding(self, count: int, wait: float) -> int:
+        """How many calls are held by their reply's `delay`, once `count` are (or `wait` seconds passed)."""
+        answer = httpx.get(f"{self.url}/_holding", params={"count": count, "wait": wait}, timeout=wait + 5)
+        held: int = answer.json()["holding"]
+        return held
+
+    def aborted(self, wait: float = 0, count: int = 1) -> list[dict[str, Any]]:
+        """The aborted calls; with `wait`, the upstream first waits up to that many seconds for `count` of them."""
         aborted: list[dict[str, Any]] = httpx.get(
-            f"{self.url}/_aborted", params={"wait": wait}, timeout=wait + 5
+            f"{self.url}/_aborted", params={"wait": wait, "count": count}, timeout=wait + 5
         ).json()
         return aborted

@@ -4,7 +4,7 @@ In-process, tests hand `ScriptedUpstream().app` to `httpx.ASGITransport`. As a r
 (`python -m tests.scripted_upstream --fd N`), tests script it and read its calls over HTTP:
 `POST /_script` (a JSON list of replies), `GET /_calls`, `POST /_reset`, `GET /_aborted` (the calls whose
 slow reply or stream was cancelled or closed before it finished, or whose caller disconnected during the
-reply's `delay`: the client went away).
+reply's `delay`: the client went away), `GET /_holding` (how many calls their reply's `delay` holds now).
 
 A reply with no script answers `echo <model>: <last user text>` with usage 1/2/3.
 """
@@ -105,6 +105,7 @@ class ScriptedUpstream:
                 Route("/_calls", self._calls, methods=["GET"]),
                 Route("/_reset", self._reset, methods=["POST"]),
                 Route("/_aborted", self._aborted, methods=["GET"]),
+                Route("/_holding", self._holding, methods=["GET"]),
             ]
         )
 
@@ -136,13 +137,26 @@ class ScriptedUpstream:
 
     async def until_holding(self, count: int) -> None:
         """Wait until `count` calls are being held by their reply's `delay` at once (wrap it in a timeout)."""
-        while self.holding < count:
+        await self._until(lambda: self.holding >= count)
+
+    async def until_aborted(self, count: int) -> None:
+        """Wait until `count` calls were aborted (wrap it in a timeout)."""
+        await self._until(lambda: len(self.aborted) >= count)
+
+    async def _until(self, done: Any) -> None:
+        while not done():
             if self._holding_changed is None:
                 self._holding_changed = anyio.Event()
             await self._holding_changed.wait()
 
+    def _changed(self) -> None:
+        if self._holding_changed is not None:
+            self._holding_changed.set()
+            self._holding_changed = None
+
     def _abort(self, call: Call) -> None:
         self.aborted.append(call)
+        self._changed()
         if self._aborted_event is not None:
             self._aborted_event.set()
 
@@ -272,9 +286,7 @@ class ScriptedUpstream:
             if self._holding_event is not None:
                 self._holding_event.set()
             self.holding += 1
-            if self._holding_changed is not None:
-                self._holding_changed.set()
-                self._holding_changed = None
+            self._changed()
             try:
                 await anyio.sleep(seconds)
                 held = True
@@ -296,12 +308,21 @@ class ScriptedUpstream:
         self.reset()
         return JSONResponse({"ok": True})
 
+    async def _holding(self, request: Request) -> Response:
+        """How many calls are being held by their reply's `delay`; with `?count=N&wait=S`, first wait up to S seconds
+        for N of them (a long poll)."""
+        count = int(request.query_params.get("count", "0"))
+        with anyio.move_on_after(float(request.query_params.get("wait", "0"))):
+            await self.until_holding(count)
+        return JSONResponse({"holding": self.holding})
+
     async def _aborted(self, request: Request) -> Response:
-        """The aborted calls; with `?wait=S`, first wait up to S seconds for one (a long poll, not a sleep loop)."""
+        """The aborted calls; with `?wait=S`, first wait up to S seconds for one (or for `?count=N` of them): a long
+        poll, not a sleep loop."""
         wait = float(request.query_params.get("wait", "0"))
         if wait > 0:
             with anyio.move_on_after(wait):
-                await self.aborted_signal().wait()
+                await self.until_aborted(int(request.query_params.get("count", "1")))
         return JSONResponse([asdict(call) for call in self.aborted])
 
 

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from openai import OpenAI
 
@@ -146,3 +147,31 @@ def test_best_of_n(client: OpenAI, up: RemoteUpstream, stream: bool) -> None:
     assert sorted(ext["intermediate"]["candidates"]) == ["Nine.", "Seven."]
     assert ext["intermediate"]["candidates"][ext["intermediate"]["chosen"]] == "Seven." == text
     assert all(call["body"]["temperature"] == 0.8 for call in up.calls()[:2])
+
+
+@pytest.mark.parametrize("model", ["e2e-panel", "e2e-best"])
+def test_a_client_that_leaves_cancels_every_concurrent_call(
+    urls: tuple[str, str], up: RemoteUpstream, model: str
+) -> None:
+    # The lenses (or candidates) would answer in a minute; the client leaves once both are in flight.
+    held = {"content": "late", "delay": 60}
+    if model == "e2e-panel":
+        up.script(
+            {"content": "Nine.", "model": "api-model"},
+            {**held, "model": "critic-model"},
+            {**held, "model": "critic-model"},
+        )
+    else:
+        up.script({**held, "model": "api-model"}, {**held, "model": "api-model"})
+    # Progress chunks make the response start at once (status and headers go out with the first write).
+    body = {"model": model, "messages": MESSAGES, "stream": True, "x_adapter_critic": {"progress": True}}
+    with (
+        httpx.Client(timeout=10) as http,
+        http.stream("POST", f"{urls[1]}/v1/chat/completions", json=body) as response,
+    ):
+        assert response.status_code == 200
+        assert up.holding(count=2, wait=10) == 2  # both concurrent calls are in flight
+    # Leaving the block closed the unfinished response, and with it the connection.
+    aborted = up.aborted(wait=10, count=2)
+    assert len(aborted) == 2
+    assert {call["body"]["model"] for call in aborted} == {"critic-model" if model == "e2e-panel" else "api-model"}

@@ -24,6 +24,7 @@ from ..errors import ServerError
 from ..redact import redact_userinfo
 from ..request.resolve import bind_key
 from ..upstream.client import Upstream
+from ..upstream.failures import describe_transport_error
 
 PROBE_SECONDS = 5.0
 
@@ -92,7 +93,8 @@ class DeepHealth:
         except (TimeoutError, httpx.TimeoutException):
             result = {"status": "error", "error": f"no answer within {PROBE_SECONDS} seconds"}
         except httpx.HTTPError as exc:
-            detail = self._upstream.secrets.redact(f"{type(exc).__name__}: {exc}")
+            said = describe_transport_error(exc, target)  # the project's words, not the transport library's
+            detail = said or self._upstream.secrets.redact(f"{type(exc).__name__}: {exc}")
             result = {"status": "error", "error": detail}
         except ServerError as exc:
             result = {"status": "error", "error": exc.message}

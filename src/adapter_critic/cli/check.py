@@ -1,0 +1,75 @@
+"""`adapter-critic check`: validate a config and, with `--deep`, ask every upstream whether it answers.
+
+The deep check is the server's own `GET /health?deep=1` (`http/health.DeepHealth`): one `GET {base_url}/models`
+per distinct URL and credentials, every configured target reported with the result of its pair.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import click
+from rich.table import Table
+
+from ..config import Config
+from ..http.chat import Service
+from ..http.health import DeepHealth
+from ..redact import redact_userinfo
+from .console import stdout
+from .errors import CliError
+from .options import Served, config_option, load_served
+
+
+@click.command()
+@config_option
+@click.option("--deep", is_flag=True, help="also call every target's upstream (GET {base_url}/models)")
+def check(config_path: str | None, deep: bool) -> None:
+    """Validate a config; with --deep, check that every upstream answers (exit 1 if one does not)."""
+    served = load_served(config_path)
+    console = stdout()
+    console.print(served_table(served.config, served.name))
+    if not deep:
+        console.print(f"config OK: {served.name}")
+        return
+    report = anyio.run(deep_report, served)
+    console.print(health_table(report))
+    failed = [where for where, result in report["targets"].items() if result["status"] != "ok"]
+    if failed:
+        raise CliError(f"{len(failed)} of {len(report['targets'])} targets failed the deep check: {', '.join(failed)}")
+    console.print(f"config OK and every upstream answers: {served.name}")
+
+
+def served_table(config: Config, name: str) -> Table:
+    table = Table(title=f"served models ({name})", title_justify="left")
+    for column in ("served model", "mode", "stage", "model", "base_url"):
+        table.add_column(column)
+    for served_id, model in config.served_models.items():
+        for index, (stage, target) in enumerate([("api", model.api), *model.targets.items()]):
+            first = index == 0  # the served model's name and mode on its first row only
+            row = (served_id if first else "", model.mode if first else "", stage, target.model)
+            table.add_row(*row, redact_userinfo(target.url))
+    return table
+
+
+async def deep_report(served: Served) -> dict[str, Any]:
+    """`/health?deep=1`'s report for this config, without starting a server."""
+    service = Service(served.config, in_process_app=served.in_process_app)
+    service.upstream.open()
+    try:
+        return await DeepHealth(served.config, service.upstream).report()
+    finally:
+        await service.upstream.aclose()
+
+
+def health_table(report: dict[str, Any]) -> Table:
+    table = Table(title=f"upstreams ({report['upstreams_checked']} checked)", title_justify="left")
+    for column in ("target", "model", "base_url", "status", "detail"):
+        table.add_column(column)
+    table.add_column("ms", justify="right")
+    for where, result in report["targets"].items():
+        ok = result["status"] == "ok"
+        detail = f"HTTP {result['http_status']}" if "http_status" in result else result.get("error", "")
+        status = "[green]ok[/]" if ok else "[red]error[/]"
+        table.add_row(where, result["model"], result["base_url"], status, detail, f"{result['latency_ms']:.0f}")
+    return table

@@ -1,0 +1,15 @@
+"""The command line's one kind of failure: a message a user can act on, printed as one line, exit status 1."""
+
+from __future__ import annotations
+
+import click
+
+
+class CliError(click.ClickException):
+    """A failure the user can fix (a file, a flag, a server); Click prints `Error: <message>` and exits 1."""
+
+
+class Interrupted(click.ClickException):
+    """Ctrl-C: what was done is kept; exit status 130 as a shell reports an interrupted command."""
+
+    exit_code = 130

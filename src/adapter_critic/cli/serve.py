@@ -1,0 +1,44 @@
+"""`adapter-critic serve`: the standalone server, exactly what `uvicorn adapter_critic.asgi:app` runs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from .errors import CliError
+from .options import CONFIG_ENV, config_option, load_served
+
+
+@click.command()
+@config_option
+@click.option("--host", default="127.0.0.1", show_default=True, help="address to listen on")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535), help="port to listen on")
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(1), help="worker processes")
+@click.option(
+    "--log-level",
+    default="info",
+    show_default=True,
+    type=click.Choice(["critical", "error", "warning", "info", "debug", "trace"]),
+    help="uvicorn's log level (warning drops the per-request lines)",
+)
+@click.option("--fd", type=int, default=None, help="serve on this already open socket (as uvicorn's --fd)")
+def serve(config_path: str | None, host: str, port: int, workers: int, log_level: str, fd: int | None) -> None:
+    """Serve the API under /v1 with uvicorn (the same app as `uvicorn adapter_critic.asgi:app`)."""
+    load_served(config_path)  # a bad config is one line here, before any worker starts
+    try:
+        import uvicorn
+    except ImportError:
+        raise CliError("serve needs uvicorn: pip install 'adapter_critic[server]'") from None
+    if config_path:
+        # The app reads its config from the environment, in this process and in every worker.
+        os.environ[CONFIG_ENV] = str(Path(config_path).resolve())
+    uvicorn.run(
+        "adapter_critic.asgi:app",
+        host=host,
+        port=port,
+        fd=fd,
+        workers=workers,
+        log_level=log_level,
+    )

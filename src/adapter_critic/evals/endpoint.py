@@ -1,0 +1,139 @@
+"""Where chat requests go: the app in-process (a config, or the built-in demo; no server needed) or any
+OpenAI-compatible server at a base URL, each request made with the upstream retry rules.
+
+A request is one upstream call of this package's own client (`upstream.Upstream`), so a failure is an
+`UpstreamError` in the project's words ("could not connect to 127.0.0.1:9 (connection refused)"). In-process the
+app retries each stage itself, so the request is not retried again; a server at a base URL is retried on a
+connection error, a timeout, 429 or 5xx, with backoff, like any upstream.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import msgspec
+from starlette.types import ASGIApp
+
+from ..config import Config
+from ..core import StageTarget
+from ..errors import UpstreamError
+from ..http.app import build_app
+from ..http.chat import Service
+from ..redact import Secrets, redact_userinfo
+from ..upstream.client import Upstream
+from ..upstream.failures import describe_transport_error
+from ..upstream.retry import RetryPolicy, call_with_retries
+
+IN_PROCESS_PREFIX = "/v1"
+STAGE = "request"
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A chat completion as the endpoint sent it, and how long the request took (retries included)."""
+
+    body: dict[str, Any]
+    latency_ms: float
+
+    @property
+    def text(self) -> str:
+        choices = self.body.get("choices") or [{}]
+        message = choices[0].get("message") or {}
+        content = message.get("content")
+        if isinstance(content, str):
+            return content
+        calls = message.get("tool_calls")
+        return msgspec.json.encode(calls).decode() if calls else ""
+
+
+class EndpointError(Exception):
+    """The endpoint cannot be used at all (unreachable, or it does not serve a model asked for)."""
+
+
+class Endpoint:
+    """Sends chat-completions requests to one place; `describe` names it in messages."""
+
+    def __init__(
+        self, upstream: Upstream, base_url: str, policy: RetryPolicy, *, key_env: str | None = None, name: str = ""
+    ) -> None:
+        self._upstream = upstream
+        self._target = StageTarget(model="-", base_url=base_url, key_env=key_env, retries=policy.retries)
+        self._policy = policy
+        self.in_process = base_url.startswith("/")
+        self.describe = name or redact_userinfo(base_url)
+
+    async def chat(self, body: dict[str, Any]) -> Reply:
+        """One chat completion (`stream` off); raises `UpstreamError` once the retries are spent."""
+        started = time.perf_counter()
+        completion, _ = await call_with_retries(
+            STAGE, self._target, lambda target: self._upstream.complete(STAGE, target, body), self._policy
+        )
+        latency_ms = (time.perf_counter() - started) * 1000
+        source = completion.source or b"{}"
+        return Reply(msgspec.json.decode(source), latency_ms)
+
+    async def served_models(self) -> list[str] | None:
+        """The model ids `GET /models` lists; None when the endpoint has no such route (not every server does).
+
+        Raises `EndpointError` when the endpoint cannot be reached at all."""
+        client = self._upstream.client_for(self._target.base_url)
+        headers = self._upstream.headers_for(self._target)
+        headers.pop("content-type", None)
+        try:
+            response = await client.get(f"{self._target.base_url}/models", headers=headers, timeout=10)
+        except httpx.HTTPError as exc:
+            said = describe_transport_error(exc, self._target) or self._upstream.secrets.redact(str(exc))
+            raise EndpointError(f"{self.describe} cannot be reached: {said}") from None
+        if response.status_code in (401, 403):
+            raise EndpointError(f"{self.describe} refused the API key (HTTP {response.status_code}); see --api-key-env")
+        try:
+            data = response.json()["data"] if response.status_code == 200 else None
+            return [str(model["id"]) for model in data] if isinstance(data, list) else None
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    async def require(self, models: list[str]) -> None:
+        """Fail early, in one line, if the endpoint lists its models and one asked for is not among them."""
+        served = await self.served_models()
+        if served is None:
+            return
+        unknown = [model for model in models if model not in served]
+        if unknown:
+            names = ", ".join(repr(model) for model in unknown)
+            raise EndpointError(f"{self.describe} does not serve {names}; it serves: {', '.join(served) or 'nothing'}")
+
+    def failure(self, error: UpstreamError) -> str:
+        """An `UpstreamError` of a request as one line naming the endpoint."""
+        return f"{self.describe} {error.detail}".rstrip(".")
+
+
+@contextlib.asynccontextmanager
+async def in_process(
+    config: Config, in_process_app: ASGIApp | None, request_seconds: float, name: str
+) -> AsyncIterator[Endpoint]:
+    """The app serving `config` (`name`: its file, or the demo), running in this process (its lifespan entered)."""
+    service = Service(config, in_process_app=in_process_app)
+    app = build_app(service, prefix=IN_PROCESS_PREFIX)
+    upstream = Upstream(timeout=request_seconds, secrets=service.secrets, in_process_app=app)
+    async with app.router.lifespan_context(app):
+        upstream.open()
+        try:
+            yield Endpoint(upstream, IN_PROCESS_PREFIX, RetryPolicy(retries=0), name=name)
+        finally:
+            await upstream.aclose()
+
+
+@contextlib.asynccontextmanager
+async def remote(base_url: str, key_env: str | None, request_seconds: float, retries: int) -> AsyncIterator[Endpoint]:
+    """A server at `base_url` (`…/v1`), its key read from the env var `key_env`."""
+    upstream = Upstream(timeout=request_seconds, secrets=Secrets([key_env] if key_env else []), connect_timeout=10)
+    upstream.open()
+    try:
+        yield Endpoint(upstream, base_url.rstrip("/"), RetryPolicy(retries=retries), key_env=key_env)
+    finally:
+        await upstream.aclose()

@@ -1,0 +1,149 @@
+"""An eval's results: `results.jsonl` (one line per item and model, written as each finishes, so an interrupted run
+keeps what it did) and `summary.json` (the per-model statistics and the paired comparisons).
+
+A request that failed scores 0 in the statistics (a failed answer is a wrong one) and is counted under errors;
+`--resume` keeps every earlier line without an error and runs the rest again. A later line for the same item
+and model replaces an earlier one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from .stats import RESAMPLES, SEED, bootstrap_ci, mean, paired, percentile
+
+RESULTS = "results.jsonl"
+SUMMARY = "summary.json"
+
+Key = tuple[str, str]  # (item id, model)
+
+
+class Result(msgspec.Struct, kw_only=True):
+    """One item answered (or not) by one model."""
+
+    id: str
+    model: str
+    scorer: str
+    score: float | None = None  # None when the request or its scoring failed
+    answer: str | None = None
+    error: str | None = None
+    note: str | None = None  # why the score is what it is (a schema error, the judge's reasoning)
+    latency_ms: float | None = None
+    run_id: str | None = None  # the response's `id`
+    degraded: bool = False
+    usage: dict[str, dict[str, Any]] = {}  # per stage, as the `adapter_critic` extension reports it
+    total_usage: dict[str, Any] = {}
+    metadata: dict[str, Any] = {}
+
+    @property
+    def key(self) -> Key:
+        return (self.id, self.model)
+
+    @property
+    def value(self) -> float:
+        """The score the statistics use: a failure is 0."""
+        return self.score if self.score is not None and self.error is None else 0.0
+
+
+_decoder = msgspec.json.Decoder(Result)
+_encoder = msgspec.json.Encoder()
+
+
+class ResultsFile:
+    """`results.jsonl` in `directory`: continued with `resume`, else started afresh."""
+
+    def __init__(self, directory: Path, *, resume: bool) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.path = directory / RESULTS
+        self.results: dict[Key, Result] = {}
+        self.unreadable = 0
+        if resume and self.path.exists():
+            self._read()
+        elif self.path.exists():
+            self.path.write_bytes(b"")
+        self._file = self.path.open("ab")
+        if self._file.tell() and not self.path.read_bytes().endswith(b"\n"):  # a line cut short by a hard kill
+            self._file.write(b"\n")
+
+    def _read(self) -> None:
+        for line in self.path.read_bytes().splitlines():
+            if not line.strip():
+                continue
+            try:
+                result = _decoder.decode(line)
+            except msgspec.DecodeError:
+                self.unreadable += 1
+                continue
+            self.results[result.key] = result
+
+    def done(self) -> set[Key]:
+        """What `--resume` skips: the pairs already answered and scored without an error."""
+        return {key for key, result in self.results.items() if result.error is None}
+
+    def write(self, result: Result) -> None:
+        self._file.write(_encoder.encode(result) + b"\n")
+        self._file.flush()
+        self.results[result.key] = result
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def summarize(results: dict[Key, Result], item_ids: list[str], models: list[str]) -> dict[str, Any]:
+    """The statistics of `results` over these items and models (items are in dataset order)."""
+    per_model: dict[str, Any] = {}
+    for model in models:
+        answered = [results[(item, model)] for item in item_ids if (item, model) in results]
+        scores = [result.value for result in answered]
+        ok = [result for result in answered if result.error is None]
+        latencies = [result.latency_ms for result in ok if result.latency_ms is not None]
+        stages: dict[str, list[int]] = {}
+        for result in ok:
+            for stage, usage in result.usage.items():
+                stages.setdefault(stage, []).append(int(usage.get("total_tokens") or 0))
+        per_model[model] = {
+            "items": len(answered),
+            "errors": len(answered) - len(ok),
+            "degraded": sum(1 for result in ok if result.degraded),
+            "mean_score": mean(scores),
+            "ci95": list(bootstrap_ci(scores)),
+            "tokens_per_item": {stage: mean(values) for stage, values in stages.items()},
+            "total_tokens_per_item": mean([int(result.total_usage.get("total_tokens") or 0) for result in ok]),
+            "latency_ms": {"p50": percentile(latencies, 50), "p95": percentile(latencies, 95)},
+        }
+    comparisons: dict[str, Any] = {}
+    baseline = models[0]
+    for model in models[1:]:
+        both = [item for item in item_ids if (item, model) in results and (item, baseline) in results]
+        comparison = paired([results[(i, model)].value for i in both], [results[(i, baseline)].value for i in both])
+        comparisons[model] = {"baseline": baseline, **asdict(comparison), "ci": list(comparison.ci)}
+    return {
+        "items": len(item_ids),
+        "models": models,
+        "bootstrap": {"resamples": RESAMPLES, "seed": SEED, "level": 0.95},
+        "per_model": per_model,
+        "paired": comparisons,
+    }
+
+
+def write_summary(directory: Path, summary: dict[str, Any]) -> Path:
+    path = directory / SUMMARY
+    path.write_text(json.dumps(_finite(summary), indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def _finite(value: Any) -> Any:
+    """NaN (a statistic of nothing) as JSON null."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(inner) for key, inner in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(inner) for inner in value]
+    return value

@@ -1,0 +1,128 @@
+"""`adapter-critic runs list|show|export` and `replay` over the run store a real `adapter-critic serve` recorded."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import openai
+import pytest
+
+from adapter_critic.cli.errors import CliError
+from adapter_critic.cli.replay import request_of
+from adapter_critic.store.records import RunDetail, StoredRequest
+
+from ..conftest import listening_socket
+from .conftest import SCRIPT, invoke, one_error_line, script_env
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A store with three runs of a real server (demo-critic, demo-direct, demo-adapter, in that order), stopped
+    gracefully so that every run is written."""
+    url = f"sqlite:///{tmp_path_factory.mktemp('store') / 'runs.db'}"
+    sock = listening_socket()
+    base = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    args = [str(SCRIPT), "serve", "--fd", str(sock.fileno()), "--log-level", "warning"]
+    env = {**script_env(), "ADAPTER_CRITIC_STORE": url}
+    server = subprocess.Popen(args, pass_fds=(sock.fileno(),), env=env, stderr=subprocess.PIPE, text=True)
+    sock.close()
+    try:
+        client = openai.OpenAI(base_url=base, api_key="unused", max_retries=0)
+        for model, text in (("demo-critic", "Hello!"), ("demo-direct", "Bye"), ("demo-adapter", "Hi again")):
+            client.chat.completions.create(model=model, messages=[{"role": "user", "content": text}], temperature=0.3)
+    finally:
+        server.send_signal(signal.SIGINT)  # a graceful stop writes what is queued
+        _, err = server.communicate(timeout=30)
+    assert server.returncode == 0, err
+    yield url
+
+
+def listed(url: str, *args: str) -> list[dict[str, object]]:
+    result = invoke("runs", "list", "--store", url, "--json", *args)
+    assert result.exit_code == 0, result.stderr
+    data: list[dict[str, object]] = json.loads(result.stdout)["data"]
+    return data
+
+
+def test_list_filters_and_pages(recorded: str) -> None:
+    assert [run["served_model"] for run in listed(recorded)] == ["demo-adapter", "demo-direct", "demo-critic"]
+    assert [run["mode"] for run in listed(recorded, "--mode", "critic")] == ["critic"]
+    assert [run["served_model"] for run in listed(recorded, "--served-model", "demo-direct")] == ["demo-direct"]
+    assert listed(recorded, "--degraded") == [] and len(listed(recorded, "--status", "ok")) == 3
+    assert listed(recorded, "--since", "2100-01-01") == []
+    first = invoke("runs", "list", "--store", recorded, "--limit", "2")
+    assert first.exit_code == 0 and "demo-adapter" in first.stdout and "demo-critic" not in first.stdout
+    cursor = first.stdout.split("--cursor ")[1].split()[0]
+    rest = invoke("runs", "list", "--store", recorded, "--cursor", cursor)
+    assert "demo-critic" in rest.stdout and "demo-adapter" not in rest.stdout
+
+
+def test_show_a_run(recorded: str) -> None:
+    run_id = listed(recorded, "--mode", "critic")[0]["id"]
+    shown = invoke("runs", "show", str(run_id), "--store", recorded)
+    assert shown.exit_code == 0
+    for said in ("api_draft", "critic", "api_final", "user: Hello!", "revised after the demo critic"):
+        assert said in shown.stdout
+    detail = json.loads(invoke("runs", "show", str(run_id), "--store", recorded, "--json").stdout)
+    assert [stage["stage"] for stage in detail["stages"]] == ["api_draft", "critic", "api_final"]
+    assert detail["request"]["options"] == {"temperature": 0.3}
+
+
+def test_export_jsonl_and_csv(recorded: str, tmp_path: Path) -> None:
+    out = tmp_path / "runs.csv"
+    result = invoke("runs", "export", "--store", recorded, "-o", str(out))
+    assert result.exit_code == 0 and "3 runs written" in result.stderr
+    rows = list(csv.DictReader(io.StringIO(out.read_text(encoding="utf-8"))))
+    assert [row["served_model"] for row in rows] == ["demo-adapter", "demo-direct", "demo-critic"]
+    assert all(int(row["total_tokens"]) > 0 and row["status"] == "ok" for row in rows)
+    lines = invoke("runs", "export", "--store", recorded, "--mode", "adapter").stdout.splitlines()
+    assert len(lines) == 1
+    run = json.loads(lines[0])
+    assert run["served_model"] == "demo-adapter" and [s["stage"] for s in run["stages"]] == ["api", "adapter"]
+
+
+def test_replay_to_another_model(recorded: str) -> None:
+    run_id = str(listed(recorded, "--mode", "critic")[0]["id"])
+    result = invoke("replay", run_id, "--model", "demo-direct", "--store", recorded)
+    assert result.exit_code == 0, result.stderr
+    out = result.stdout
+    assert "demo-critic (recorded)" in out and "demo-direct (now" in out
+    assert "-Demo model, revised after the demo critic's review" in out  # the diff
+    assert "+Demo model draft (this is not a real LLM)." in out
+    assert "total tokens" in out and "latency ms" in out
+    same = invoke("replay", run_id, "--model", "demo-critic", "--store", recorded)
+    assert "the answers are identical" in same.stdout
+
+
+def test_store_and_run_mistakes_are_one_line(recorded: str, tmp_path: Path) -> None:
+    cases = [
+        (("runs", "show", "nope", "--store", recorded), "no run 'nope' in the run store"),
+        (("runs", "list", "--store", f"sqlite:///{tmp_path / 'none.db'}"), "no runs recorded at"),
+        (("runs", "list", "--store", "mysql://h/db"), "mysql"),
+        (("runs", "list", "--store", recorded, "--since", "yesterday"), "--since: 'yesterday' is not a time"),
+        (("runs", "list", "--store", recorded, "--cursor", "garbage"), "--cursor: 'garbage' is not a cursor"),
+        (("replay", "nope", "-m", "demo-direct", "--store", recorded), "no run 'nope'"),
+    ]
+    for args, said in cases:
+        assert said in one_error_line(invoke(*args)), args
+    run_id = str(listed(recorded)[0]["id"])
+    unknown = invoke("replay", run_id, "-m", "gpt-9", "--store", recorded)
+    assert "does not serve 'gpt-9'" in one_error_line(unknown)
+
+
+def test_a_run_without_its_messages_cannot_be_replayed() -> None:
+    run = RunDetail(
+        id="r1", request_id="r1", served_model="m", mode="direct", stream=False, status="ok", degraded=False,
+        started_at="2026-11-25T00:00:00.000Z", capture="metadata", request=StoredRequest(options={"seed": 1}),
+    )  # fmt: skip
+    with pytest.raises(CliError, match="capture = metadata"):
+        request_of(run)
+    full = RunDetail(**{**{f: getattr(run, f) for f in run.__struct_fields__}, "capture": "full"})
+    full.request = StoredRequest(options={"seed": 1, "stream": True}, messages=[{"role": "user", "content": "x"}])
+    assert request_of(full) == {"seed": 1, "messages": [{"role": "user", "content": "x"}]}
