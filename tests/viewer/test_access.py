@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+import socket
+import urllib.parse
 from collections.abc import Iterator
 
 import openai
@@ -112,3 +114,27 @@ def test_without_a_run_store_the_page_says_how_to_turn_it_on(page: Page) -> None
         page.goto(f"{url}/v1/ui")
         expect(page.locator("#load-error")).to_be_visible()
         expect(page.locator("#store-hint")).to_contain_text("store.url")
+
+
+def test_a_running_run_is_followed_until_it_ends(guarded: str, scripted: str, page: Page) -> None:
+    upstream = RemoteUpstream(scripted).reset()
+    upstream.script({"content": "slow", "delay": 60})  # held until its caller goes away
+    body = json.dumps({"model": "guarded", "messages": [{"role": "user", "content": "take your time"}]}).encode()
+    head = (
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+        f"authorization: Bearer {KEY}\r\nx-request-id: viewer-slow-run\r\ncontent-length: {len(body)}\r\n\r\n"
+    )
+    with socket.create_connection(("127.0.0.1", urllib.parse.urlsplit(guarded).port or 80)) as client:
+        client.sendall(head.encode() + body)
+        assert upstream.holding(count=1, wait=10) == 1
+        page.goto(f"{guarded}/v1/ui")
+        enter_key(page)
+        slow_row = page.locator("tr.run", has_text="viewer-slow-run")
+        expect(slow_row.locator(".status")).to_have_text("running")
+        slow_row.click()
+        status = page.locator("#run-detail dl.summary .status")
+        expect(status).to_have_text("running")
+        expect(page.locator("#answer")).to_contain_text("the run is still going")
+    # The client went away: the run is cancelled, and the open page follows it there without a reload.
+    expect(status).to_have_text("cancelled", timeout=15_000)
+    expect(page.locator("#answer")).to_contain_text("No answer: the run ended cancelled.")
