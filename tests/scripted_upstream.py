@@ -23,6 +23,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from . import scripted_anthropic
+
 
 @dataclass
 class Reply:
@@ -61,6 +63,8 @@ class Reply:
     extra: dict[str, Any] = field(default_factory=dict)
     choice_extra: dict[str, Any] = field(default_factory=dict)
     message_extra: dict[str, Any] = field(default_factory=dict)
+    # Anthropic Messages calls (`…/messages`, see `tests.scripted_anthropic`) only: the answer's usage.
+    anthropic_usage: dict[str, int] | None = None
 
 
 @dataclass
@@ -97,6 +101,7 @@ class ScriptedUpstream:
             routes=[
                 Route("/{prefix:path}/chat/completions", self._chat, methods=["POST"]),
                 Route("/chat/completions", self._chat, methods=["POST"]),
+                Route("/{prefix:path}/messages", self._messages, methods=["POST"]),
                 Route("/{prefix:path}/embeddings", self._embeddings, methods=["POST"]),
                 Route("/{prefix:path}/completions", self._completions, methods=["POST"]),
                 Route("/{prefix:path}/models", self._models, methods=["GET"]),
@@ -228,6 +233,20 @@ class ScriptedUpstream:
             return StreamingResponse(events, media_type="text/event-stream", headers=reply.headers)
         return JSONResponse(completion, status_code=reply.status, headers=reply.headers)
 
+    async def _messages(self, request: Request) -> Response:
+        """Anthropic Messages: the same script, answered in the Messages shape (`tests.scripted_anthropic`)."""
+        body = await self._record(request)
+        model = str(body.get("model"))
+        text = "\n".join(filter(None, [str(body.get("system") or ""), _text(body)]))  # a Messages body's system too
+        reply = self._next(model, text) or Reply(content=f"echo {model}: {_last_user_text(body)}")
+        if reply.body is not None:
+            return Response(reply.body, status_code=reply.status, headers=reply.headers, media_type="application/json")
+        answer = scripted_anthropic.message(reply, model)
+        if body.get("stream"):
+            events = scripted_anthropic.events(answer, error=reply.stream_error)
+            return StreamingResponse(events, media_type="text/event-stream", headers=reply.headers)
+        return JSONResponse(answer, status_code=reply.status, headers=reply.headers)
+
     # -- other OpenAI endpoints, for the passthrough: fixed answers, every call recorded --------------------------
     async def _record(self, request: Request) -> dict[str, Any]:
         body = json.loads(await request.body() or b"{}")
@@ -342,6 +361,10 @@ def _last_user_text(body: dict[str, Any]) -> str:
     for message in reversed(body.get("messages") or []):
         if isinstance(message, dict) and message.get("role") == "user" and isinstance(message.get("content"), str):
             return str(message["content"])
+        if isinstance(message, dict) and message.get("role") == "user" and isinstance(message.get("content"), list):
+            texts = [b.get("text") for b in message["content"] if isinstance(b, dict) and b.get("type") == "text"]
+            if texts:
+                return str(texts[-1])  # an Anthropic turn: its last text block
     return ""
 
 

@@ -1048,7 +1048,7 @@ async def test_no_key_leaks_from_any_error_path(
         def explode(*args: Any, **kwargs: Any) -> Any:
             raise RuntimeError(f"boom with {UP_KEY} and {ADAPTER_KEY}")
 
-        monkeypatch.setattr("adapter_critic.http.chat.decode_request", explode)
+        monkeypatch.setattr("adapter_critic.protocols.openai.decode_request", explode)
         assert (await post(client, chat("relay4xx"))).status_code == 500
         monkeypatch.undo()
         monkeypatch.setenv("OPENAI_API_KEY", UP_KEY)

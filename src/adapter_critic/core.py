@@ -180,6 +180,8 @@ class StageTarget:
     timeout_seconds: float | None = None
     connect_timeout_seconds: float | None = None
     fallbacks: tuple[StageTarget, ...] = ()
+    # The protocol its calls speak (a registered protocol with an upstream side: `openai`, `anthropic`, …).
+    protocol: str = "openai"
     # `model@base_url`, userinfo masked: how logs, errors and the extension name the target (made once).
     label: str = field(init=False, repr=False, compare=False)
 

@@ -154,7 +154,8 @@ class UpstreamError(APIError):
         return UpstreamError(**{**fields, **changes})
 
 
-RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
+# 529: Anthropic's "overloaded" (like a 503).
+RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504, 529})
 _UPSTREAM_FIELDS = ("stage", "target", "kind", "detail", "upstream_status", "body", "retry_after", "usage", "relay")
 
 

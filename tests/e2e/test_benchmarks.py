@@ -11,8 +11,9 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from benchmarks import loadgen, micro, payloads, run, sse_reader
+from benchmarks import loadgen, micro, payloads, run, sse_reader, workflows
 
+from adapter_critic.protocols import anthropic
 from adapter_critic.workflows.edits import review
 
 
@@ -107,3 +108,26 @@ async def test_the_sse_benchmark_readers_agree() -> None:
         assert await sse_reader.read_all(sse_reader.iter_batches, parts) == await sse_reader.read_all(
             sse_reader.quadratic_batches, parts
         )
+
+
+@pytest.mark.anyio
+async def test_the_workflow_benchmark_runs_every_mode() -> None:
+    rows = await workflows.measure(requests=2, rounds=1)
+    calls = {row["mode"]: row["calls"] for row in rows}
+    expected = {"direct": 1, "adapter": 2, "critic": 3, "advisor": 2, "panel": 7, "best_of_3": 7}
+    assert calls == {**expected, **{f"{mode} stream": n for mode, n in expected.items()}}
+    assert all(row["cpu_us"] > 0 for row in rows)
+    assert "best_of_3 stream" in workflows.format_table(rows)
+
+
+def test_anthropic_mapping_benchmark_maps_what_it_times() -> None:
+    from benchmarks import anthropic_mapping
+
+    sent = json.loads(anthropic_mapping.messages_request_bytes())
+    assert sent["system"] and [m["role"] for m in sent["messages"]] == ["user"]
+    completion = anthropic.answers.completion(anthropic_mapping.messages_answer())
+    assert completion is not None
+    assert json.loads(completion)["choices"][0]["message"]["content"] == payloads.ANSWER
+    events = anthropic_mapping.stream_events()
+    # A chunk per text delta, the role chunk, the finish and usage chunks; nothing for the block's start and stop.
+    assert anthropic_mapping.translate_stream(events) == len(events) - 2

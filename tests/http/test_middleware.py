@@ -120,6 +120,20 @@ async def test_served_model_errors_are_answered_by_the_middleware() -> None:
     assert local.seen == []
 
 
+async def test_messages_beside_the_chat_path_serves_anthropic_clients() -> None:
+    local = LocalModel()
+    payload = {"model": "local-adapter", "max_tokens": 50, "messages": [{"role": "user", "content": "hi"}]}
+    async with client_for(AdapterCriticMiddleware(local.app, config=local_config())) as client:
+        response = await client.post("/v1/messages", json=payload)
+        unserved = await client.post("/v1/messages", json={**payload, "model": "base"})
+
+    assert response.status_code == 200, response.text
+    assert response.json()["content"] == [{"type": "text", "text": "reviewed from base: hi"}]
+    assert response.json()["adapter_critic"]["intermediate"]["adapter"] == EDIT
+    # An unserved model's /v1/messages is the wrapped app's: it has no such route, and says so its own way.
+    assert (unserved.status_code, unserved.text) == (404, "Not Found")
+
+
 async def test_served_model_body_in_chunks_runs_the_pipeline() -> None:
     local = LocalModel()
     middleware = AdapterCriticMiddleware(local.app, config=local_config())

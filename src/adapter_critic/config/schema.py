@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from ..errors import ConfigError
+from ..protocols import registry as protocols
 from ..store.settings import StoreConfig
 from ..workflows import registry
 from .describe import convert
@@ -33,8 +34,13 @@ class Target(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
     timeout_seconds: Annotated[float, msgspec.Meta(gt=0)] | None = None
     connect_timeout_seconds: Annotated[float, msgspec.Meta(gt=0)] | None = None
     fallbacks: list[Target] = []
+    # The protocol its calls speak: `openai` (chat completions) or another registered one (`anthropic`).
+    protocol: str = protocols.DEFAULT
 
     def __post_init__(self) -> None:
+        if self.protocol != protocols.DEFAULT and self.protocol not in protocols.upstream_names():
+            known = ", ".join(map(repr, protocols.upstream_names()))
+            raise ValueError(f"unknown protocol {self.protocol!r}; must be one of {known}")
         if any(fallback.fallbacks for fallback in self.fallbacks):
             raise ValueError("a fallback cannot have `fallbacks` of its own; list them all, in order, on the primary")
         if self.api_key_var is not None:
@@ -108,11 +114,23 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
     cors_allowed_origins: list[str] = []
     # Where every other request under the mount goes (`/embeddings`, `/completions`, …); None: those are 404s.
     passthrough: Target | None = None
+    # `[protocols.<name>]`: a protocol's own settings (e.g. `[protocols.anthropic] max_tokens = 4096`).
+    protocols: dict[str, dict[str, Any]] = {}
     # The run store and the runs API (`store.settings`).
     store: StoreConfig = StoreConfig()
     ui: UIConfig = UIConfig()
 
     def __post_init__(self) -> None:
+        for name, given in self.protocols.items():
+            if name not in protocols.names():
+                known = ", ".join(map(repr, protocols.names()))
+                raise ValueError(f"protocols.{name}: unknown protocol; must be one of {known}")
+            try:
+                protocols.settings_of(name, given)
+            except msgspec.ValidationError as exc:
+                raise ValueError(f"protocols.{name}: {exc}") from None
+        if self.passthrough is not None and self.passthrough.protocol != protocols.DEFAULT:
+            raise ValueError("passthrough.protocol: the passthrough relays OpenAI requests as they are; leave it out")
         if self.auth_api_keys_env is None:
             return
         upstream_key_envs = {self.default_api_key_env, *(t.api_key_env for t in self.targets() if t.api_key_env)}

@@ -1,4 +1,5 @@
-"""`create_app`: the Starlette application serving `/chat/completions`, `/models` and `/health` (SPEC §3).
+"""`create_app`: the Starlette application serving `/chat/completions`, every other registered protocol's
+route (`/messages`), `/models` and `/health` (SPEC §3).
 
 Starlette does not run a mounted app's lifespan. A host that mounts this app should enter
 `app.router.lifespan_context(app)` from its own lifespan, so the upstream client is opened at
@@ -133,6 +134,11 @@ def build_app(service: Service, *, prefix: str = "", standalone: bool = False) -
     app = Starlette(
         routes=[
             Route(f"{prefix}/chat/completions", service, methods=["POST"]),
+            *(
+                Route(f"{prefix}{path}", _ASGIEndpoint(service.endpoint(inbound)), methods=["POST"])
+                for path, inbound in service.protocols.inbound.items()
+                if path != "/chat/completions"
+            ),
             Route(f"{prefix}/models", models, methods=["GET"]),
             Route(f"{prefix}/models/{{model:path}}", _ASGIEndpoint(model), methods=["GET"]),
             Route(f"{prefix}/health", health, methods=["GET"]),
@@ -181,13 +187,24 @@ def _middleware(service: Service, prefix: str, public: list[str]) -> list[Middle
                 CORSMiddleware,
                 allow_origins=origins,
                 allow_methods=["GET", "POST", "OPTIONS"],
-                allow_headers=["authorization", "content-type", "x-api-key", "x-request-id", "openai-organization"],
+                allow_headers=[
+                    "authorization",
+                    "content-type",
+                    "x-api-key",
+                    "x-request-id",
+                    "openai-organization",
+                    "anthropic-version",
+                    "anthropic-beta",
+                ],
                 expose_headers=["x-request-id", "retry-after", "x-should-retry"],
                 max_age=600,
             )
         )
     if service.auth.enabled:
-        stack.append(Middleware(AuthMiddleware, auth=service.auth, public_paths=[f"{prefix}/health", *public]))
+        routes = {f"{prefix}{path}": inbound for path, inbound in service.protocols.inbound.items()}
+        stack.append(
+            Middleware(AuthMiddleware, auth=service.auth, public_paths=[f"{prefix}/health", *public], routes=routes)
+        )
     return stack
 
 
@@ -203,7 +220,7 @@ def error_handlers(prefix: str | None = None) -> dict[Any, Any]:
             root = request.scope.get("root_path", "") if prefix is None else prefix
             message = (
                 f"Unknown path {request.url.path!r}. This server serves POST {root}/chat/completions, "
-                f"GET {root}/models and GET {root}/health."
+                f"POST {root}/messages, GET {root}/models and GET {root}/health."
             )
         elif exc.status_code == 405:
             message = f"Method {request.method} is not allowed on {request.url.path!r}."

@@ -1,7 +1,8 @@
 """Inbound auth (`auth_api_keys_env`): who may call this server.
 
 Off unless the config names an env var. When on, every request but `/health` needs
-`Authorization: Bearer <key>` with one of the comma-separated keys in that env var, which is read on
+`Authorization: Bearer <key>` (or, on a protocol's route, the header its clients send: `x-api-key` for
+Anthropic's `/messages`) with one of the comma-separated keys in that env var, which is read on
 every request so keys rotate without a restart. The presented token is compared with every accepted
 key in constant time (digests of equal length, no early exit).
 
@@ -16,12 +17,14 @@ import hmac
 import logging
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 
+from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..errors import AuthenticationError
-from .responses import error_response
+from ..protocols.base import Inbound
+from .responses import JSON, error_response
 
 logger = logging.getLogger("adapter_critic")
 
@@ -43,9 +46,10 @@ def bearer_token(scope: Scope) -> bytes | None:
     return None
 
 
-def client_token(scope: Scope) -> str | None:
-    """The caller's bearer token in a form that can be forwarded upstream (`forward_client_authorization`)."""
-    token = bearer_token(scope)
+def client_token(scope: Scope, credential: Callable[[Scope], bytes | None] | None = None) -> str | None:
+    """The caller's API key (its bearer token, or what `credential` finds) in a form that can be forwarded
+    upstream (`forward_client_authorization`)."""
+    token = (credential or bearer_token)(scope)
     if token is None or not _FORWARDABLE.fullmatch(token):
         return None
     return token.decode("ascii")
@@ -64,8 +68,10 @@ class InboundAuth:
     def enabled(self) -> bool:
         return self.env_name is not None
 
-    def check(self, scope: Scope) -> AuthenticationError | None:
-        """None if the request may pass, else the 401 to answer. Never says which key, or how close."""
+    def check(self, scope: Scope, inbound: Inbound | None = None) -> AuthenticationError | None:
+        """None if the request may pass, else the 401 to answer. Never says which key, or how close.
+
+        The key is looked for where the `inbound` protocol's clients send it (default: `Authorization: Bearer`)."""
         if self.env_name is None:
             return None
         accepted = self._digests()
@@ -77,10 +83,11 @@ class InboundAuth:
                 headers=_CHALLENGE,
             )
         self._warned = False
-        token = bearer_token(scope)
+        token = bearer_token(scope) if inbound is None else inbound.credential(scope)
         if token is None:
+            hint = "an `Authorization: Bearer <key>` header" if inbound is None else inbound.key_hint
             return AuthenticationError(
-                "Missing API key: send it in an `Authorization: Bearer <key>` header.",
+                f"Missing API key: send it in {hint}.",
                 code="invalid_api_key",
                 headers=_CHALLENGE,
             )
@@ -112,21 +119,41 @@ class AuthMiddleware:
     """Pure ASGI: refuse HTTP requests without an accepted API key (401), except those to `public_paths`.
 
     Paths are compared relative to the app's mount point (`root_path`), so `/health` also matches a
-    mounted `/v1/health`. Lifespan and other non-HTTP scopes pass through.
+    mounted `/v1/health`. A path in `routes` is a protocol's route: the key is looked for where its clients
+    send it, and a refusal is in its error envelope. Lifespan and other non-HTTP scopes pass through.
     """
 
-    def __init__(self, app: ASGIApp, *, auth: InboundAuth, public_paths: Iterable[str] = PUBLIC_PATHS) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        auth: InboundAuth,
+        public_paths: Iterable[str] = PUBLIC_PATHS,
+        routes: Mapping[str, Inbound] | None = None,
+    ) -> None:
         self.app = app
         self.auth = auth
         self.public_paths = frozenset(public_paths)
+        self.routes = dict(routes or {})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and route_path(scope) not in self.public_paths:
-            error = self.auth.check(scope)
-            if error is not None:
-                await error_response(error)(scope, receive, send)
-                return
+        if scope["type"] == "http":
+            path = route_path(scope)
+            if path not in self.public_paths:
+                inbound = self.routes.get(path)
+                error = self.auth.check(scope, inbound)
+                if error is not None:
+                    await refusal(error, inbound)(scope, receive, send)
+                    return
         await self.app(scope, receive, send)
+
+
+def refusal(error: AuthenticationError, inbound: Inbound | None) -> Response:
+    """The 401 in the envelope of the route's protocol (OpenAI's when the path is no protocol's route)."""
+    if inbound is None:
+        return error_response(error)
+    rendered = inbound.render_error(error)
+    return Response(rendered.body, status_code=rendered.status, headers=rendered.headers, media_type=JSON)
 
 
 def route_path(scope: Scope) -> str:

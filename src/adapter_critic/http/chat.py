@@ -1,12 +1,15 @@
-"""The chat-completions service shared by the app and the middleware: one request body in, one response out.
+"""The chat service shared by the app and the middleware: one request body in, one response out.
 
 It owns the order of checks (SPEC §4): body and override checks (400), then the served model (404),
-then resolution (400); and it turns every failure into the §7 envelope — no traceback reaches a client.
+then resolution (400); and it turns every failure into the client's protocol's error envelope (§7) — no
+traceback reaches a client. The client's protocol (`protocols.base.Inbound`: OpenAI chat completions,
+Anthropic messages, …) decodes the body and renders the answer; the run in between is the same.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping
 
 import httpx
 import msgspec
@@ -19,8 +22,10 @@ from ..errors import APIError, Overloaded, RequestError, internal_error
 from ..events import Subscriber
 from ..observe.logs import protect_request_ids, request_log, request_scope
 from ..pipeline.run import Run
+from ..protocols import registry as protocols
+from ..protocols.base import Inbound
+from ..protocols.openai import INBOUND as OPENAI
 from ..redact import Secrets, protect_logs
-from ..request.decode import decode_request
 from ..request.resolve import check_overrides, resolve
 from ..store.recorder import RunRecorder
 from ..store.settings import recording_store, start_recording
@@ -29,10 +34,9 @@ from ..upstream.retry import RetryPolicy, Sleep
 from ..workflows import registry
 from .admission import Admission
 from .auth import InboundAuth, client_token
-from .chunks import ChunkWriter
 from .disconnect import ClientGone, cancel_on_disconnect, guard_send, log_client_gone
 from .requestid import bind
-from .responses import JSON, completion, error_response, new_completion_id
+from .responses import JSON
 from .stream import StreamResponse
 
 logger = logging.getLogger("adapter_critic")
@@ -55,7 +59,10 @@ class Service:
         self.secrets = Secrets(config.key_env_names())
         protect_logs(config.key_env_names())
         self.auth = InboundAuth(config.auth_api_keys_env)
+        # Every registered protocol's sides: the routes clients may call, the wires stage targets are called on.
+        self.protocols = protocols.sides(config.protocols)
         self.upstream = Upstream(
+            wires=self.protocols.upstream,
             timeout=config.timeout_seconds,
             secrets=self.secrets,
             client=http_client,
@@ -106,18 +113,21 @@ class Service:
         client_token: str | None = None,
         request_id: str | None = None,
         run_id: str | None = None,
+        inbound: Inbound = OPENAI,
     ) -> ASGIApp:
-        """Run one chat-completions request body through its workflow; returns the response to send.
+        """Run one request body of the `inbound` protocol (default: chat completions) through its workflow;
+        returns the response to send.
 
         A streaming request's run happens inside the returned response, as it is sent. `client_token` is the
-        caller's bearer token, sent only to targets with `forward_client_authorization`. `run_id` is the run's id
-        (also the completion's), `request_id` what the logs and an unexpected error name (default: the run id).
+        caller's API key, sent only to targets with `forward_client_authorization`. `run_id` is the run's id
+        (also the response's), `request_id` what the logs and an unexpected error name (default: the run id).
         """
-        completion_id = run_id or request_id or new_completion_id()
+        completion_id = run_id or request_id or inbound.new_id()
         request_id = request_id or completion_id
         redact = self.secrets.redact  # also what the request itself echoes (model names, URLs)
+        headers = inbound.headers(completion_id)
         try:
-            request = decode_request(body, max_messages=self.config.max_messages)
+            request = inbound.decode(body, max_messages=self.config.max_messages)
             check_overrides(self.config, request.overrides, request.overrides_param)
             plan = self._plan(request, client_token)
             workflow = registry.get(plan.mode)
@@ -135,24 +145,25 @@ class Service:
                 subscribers=self.subscribers if self.store is None else self._recorded(request_id, request, plan),
             )
             if request.stream:
-                chunks = ChunkWriter(
-                    completion_id=completion_id, served_model=plan.served_id, include_usage=request.include_usage
-                )
                 return StreamResponse(
                     run.execute,
-                    chunks,
+                    inbound.stream(request, response_id=completion_id, served_model=plan.served_id),
                     request_id=request_id,
                     keepalive_seconds=self.config.keepalive_seconds,
                     redact=redact,
                     progress=bool(request.overrides is not None and request.overrides.progress),
+                    errors=inbound.render_error,
+                    headers=[(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()],
                 )
             record = await run.execute()
         except APIError as exc:
-            return error_response(exc, redact=redact)
+            return protocol_error(inbound, exc, redact=redact, headers=headers)
         except Exception:
             logger.exception("request %s failed unexpectedly", request_id)
-            return error_response(internal_error(request_id))
-        return Response(completion(record, completion_id=completion_id), media_type=JSON)
+            return protocol_error(inbound, internal_error(request_id), headers=headers)
+        return Response(
+            inbound.response(record, response_id=completion_id, request=request), media_type=JSON, headers=headers
+        )
 
     def _recorded(self, request_id: str, request: ChatRequest, plan: Plan) -> tuple[Subscriber, ...]:
         """The subscribers of a run that the store records (`store.recorder`)."""
@@ -179,7 +190,19 @@ class Service:
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """The chat-completions endpoint as plain ASGI: read the body within the limit, answer."""
+        """The chat-completions endpoint as plain ASGI (`endpoint(OPENAI)`)."""
+        await self.serve(OPENAI, scope, receive, send)
+
+    def endpoint(self, inbound: Inbound) -> ASGIApp:
+        """The `POST` endpoint of a protocol's route, as plain ASGI."""
+
+        async def app(scope: Scope, receive: Receive, send: Send) -> None:
+            await self.serve(inbound, scope, receive, send)
+
+        return app
+
+    async def serve(self, inbound: Inbound, scope: Scope, receive: Receive, send: Send) -> None:
+        """Read the body within the limit, answer it in the `inbound` protocol."""
         limit = self.config.max_body_bytes
         try:
             for name, value in scope["headers"]:
@@ -187,17 +210,19 @@ class Service:
                     raise body_too_large(limit)
             body = await read_body(receive, limit)
         except RequestError as exc:
-            await error_response(exc)(scope, receive, send)
+            await protocol_error(inbound, exc)(scope, receive, send)
             return
-        await self.respond(body, scope, receive, send)
+        await self.respond(body, scope, receive, send, inbound)
 
-    async def respond(self, body: bytes, scope: Scope, receive: Receive, send: Send) -> None:
-        """Answer one chat-completions request body, within a request slot (overload limit, shutdown).
+    async def respond(self, body: bytes, scope: Scope, receive: Receive, send: Send, inbound: Inbound = OPENAI) -> None:
+        """Answer one request body of the `inbound` protocol, within a request slot (overload limit, shutdown).
 
         A client that goes away meanwhile cancels the request and leaves one line in the log (`disconnect`)."""
         request_id, run_id = bind(scope)
+        if inbound is not OPENAI:  # the run, and so the response, has the protocol's own form of id (`msg_…`)
+            run_id = inbound.new_id()
         send = guard_send(send)
-        token = client_token(scope)
+        token = client_token(scope, inbound.credential)
         with request_scope(request_id):
             try:
                 try:
@@ -205,14 +230,30 @@ class Service:
                         response = await cancel_on_disconnect(
                             receive,
                             request_id,
-                            lambda: self.chat(body, client_token=token, request_id=request_id, run_id=run_id),
+                            lambda: self.chat(
+                                body, client_token=token, request_id=request_id, run_id=run_id, inbound=inbound
+                            ),
                         )
                         if response is not None:
                             await response(scope, receive, send)  # a stream holds its slot until it is sent
                 except Overloaded as exc:
-                    await error_response(exc)(scope, receive, send)
+                    await protocol_error(inbound, exc, headers=inbound.headers(run_id))(scope, receive, send)
             except ClientGone:
                 log_client_gone(request_id)
+
+
+def protocol_error(
+    inbound: Inbound,
+    error: APIError,
+    *,
+    redact: Callable[[str], str] | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> Response:
+    """Any error as the `inbound` protocol's error response, with `headers` added."""
+    rendered = inbound.render_error(error, redact)
+    return Response(
+        rendered.body, status_code=rendered.status, headers={**rendered.headers, **(headers or {})}, media_type=JSON
+    )
 
 
 def refuse_many_choices(request: ChatRequest, mode: str) -> None:

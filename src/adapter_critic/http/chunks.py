@@ -13,6 +13,7 @@ from typing import Any
 import msgspec
 
 from ..core import Answer
+from ..errors import Rendered
 from ..events import RunRecord, extension
 
 KEEPALIVE = b": keep-alive\n\n"
@@ -34,7 +35,10 @@ def raw_event(payload: bytes) -> bytes:
 
 
 class ChunkWriter:
-    """Renders one response's chunks; every chunk gets the same id, created and served model."""
+    """Renders one response's chunks; every chunk gets the same id, created and served model (the OpenAI
+    protocol's `StreamRenderer`)."""
+
+    keepalive = KEEPALIVE
 
     def __init__(self, *, completion_id: str, served_model: str, include_usage: bool) -> None:
         self.completion_id, self.served_model, self.include_usage = completion_id, served_model, include_usage
@@ -82,6 +86,10 @@ class ChunkWriter:
         chunk = self._chunk({})
         chunk["adapter_critic"] = {"progress": {"stage": stage, "status": "ok" if ok else "failed", "ms": elapsed_ms}}
         return event(chunk)
+
+    def error_event(self, rendered: Rendered) -> bytes:
+        """The error envelope as the stream's last event (no `[DONE]` after it: §8)."""
+        return raw_event(rendered.body)
 
     def _rewrite(self, payload: bytes) -> dict[str, Any]:
         fields: dict[str, Any] = _fields_decoder.decode(payload)

@@ -58,16 +58,17 @@ class DeepHealth:
             places.append(("passthrough", self._config.passthrough))
         # Each distinct (URL, credentials) pair is probed once: a target with a wrong key on a shared URL fails
         # on its own, while targets that share both share one probe.
-        probes: dict[tuple[str, str | None, bool], StageTarget] = {}
-        pair_of: dict[str, tuple[str, str | None, bool]] = {}
+        probes: dict[tuple[str, str | None, bool, str], StageTarget] = {}
+        pair_of: dict[str, tuple[str, str | None, bool, str]] = {}
         for where, target in places:
             stage_target = self._stage_target(target)
-            pair = (stage_target.base_url, stage_target.key_env, stage_target.forward_client_authorization)
+            forwards = stage_target.forward_client_authorization
+            pair = (stage_target.base_url, stage_target.key_env, forwards, stage_target.protocol)
             probes.setdefault(pair, stage_target)
             pair_of[where] = pair
-        results: dict[tuple[str, str | None, bool], dict[str, Any]] = {}
+        results: dict[tuple[str, str | None, bool, str], dict[str, Any]] = {}
 
-        async def probe(pair: tuple[str, str | None, bool], target: StageTarget) -> None:
+        async def probe(pair: tuple[str, str | None, bool, str], target: StageTarget) -> None:
             results[pair] = await self._probe(target)
 
         async with anyio.create_task_group() as tg:
@@ -82,8 +83,11 @@ class DeepHealth:
 
     def _stage_target(self, target: Target) -> StageTarget:
         if target.forward_client_authorization:  # the caller's token, which a health check does not have
-            return StageTarget(model=target.model, base_url=target.url, forward_client_authorization=True)
-        return StageTarget(model=target.model, base_url=target.url, key_env=bind_key(self._config, target.url, target))
+            return StageTarget(
+                model=target.model, base_url=target.url, forward_client_authorization=True, protocol=target.protocol
+            )
+        key_env = bind_key(self._config, target.url, target)
+        return StageTarget(model=target.model, base_url=target.url, key_env=key_env, protocol=target.protocol)
 
     async def _probe(self, target: StageTarget) -> dict[str, Any]:
         started = time.perf_counter()

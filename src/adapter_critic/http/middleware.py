@@ -1,6 +1,7 @@
 """`AdapterCriticMiddleware`: the pipeline as pure ASGI middleware around an app that serves chat completions.
 
-Only `POST <path>` requests whose `model` is a served model run through the pipeline; every other
+Only `POST <path>` requests (and `POST` on every other protocol's route beside it: `/v1/messages`) whose
+`model` is a served model run through the pipeline; every other
 request, and every non-HTTP scope, reaches the wrapped app untouched (a peeked body is replayed to
 it byte for byte). Stage targets whose `base_url` is a path are called in-process on the wrapped app.
 """
@@ -16,7 +17,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..config import Config, load_config
 from ..observe.logs import served_line
+from ..protocols.base import Inbound
+from ..protocols.openai import INBOUND as OPENAI
 from ..upstream.retry import Sleep
+from .auth import refusal
 from .chat import Service
 from .models import ServedModels, models_path
 from .requestid import bind, with_header
@@ -67,6 +71,11 @@ class AdapterCriticMiddleware:
         self.path = path
         self.service = Service(config, http_client=http_client, in_process_app=app, sleep=sleep)
         self.models = ServedModels(app, config, models_path(path))
+        self.routes: dict[str, Inbound] = {path: OPENAI}
+        chat_suffix = OPENAI.path
+        if path.endswith(chat_suffix):  # the other protocols' routes beside it: `/v1/messages`
+            for inbound in self.service.protocols.inbound.values():
+                self.routes.setdefault(path[: -len(chat_suffix)] + inbound.path, inbound)
         # The runs API beside the models path (`/v1/runs`), when the store is configured and `store.api` is on.
         store = self.service.store
         self.runs_path = models_path(path).removesuffix("/models") + "/runs"
@@ -76,7 +85,8 @@ class AdapterCriticMiddleware:
         if scope["type"] == "lifespan":
             await self._lifespan(scope, receive, send)
             return
-        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != self.path:
+        inbound = self.routes.get(scope["path"]) if scope["type"] == "http" and scope["method"] == "POST" else None
+        if inbound is None:
             if scope["type"] == "http" and scope["method"] == "GET":
                 if self.models.handles(scope["path"]):
                     await self.models(scope, receive, send)
@@ -94,11 +104,11 @@ class AdapterCriticMiddleware:
         # Only requests the pipeline serves need our API key; the wrapped app guards the rest its own way.
         request_id, _ = bind(scope)
         send = with_header(send, request_id)
-        refused = self.service.auth.check(scope)
+        refused = self.service.auth.check(scope, inbound)
         if refused is not None:
-            await error_response(refused)(scope, receive, send)
+            await refusal(refused, inbound)(scope, receive, send)
             return
-        await self.service.respond(body, scope, receive, send)
+        await self.service.respond(body, scope, receive, send, inbound)
 
     async def _runs(self, scope: Scope, receive: Receive, send: Send) -> None:
         assert self.runs is not None

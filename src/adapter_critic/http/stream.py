@@ -10,7 +10,8 @@ Two tasks share one request:
 
 Status and headers go out with the first thing written. Until then a failure is an ordinary §7 error
 response; after it, a failure ends the stream with one `data: {"error": ...}` event and no `[DONE]`.
-The writer knows nothing of workflows: it gets a `RunStreamer` and a chunk renderer.
+The writer knows nothing of workflows or protocols: it gets a `RunStreamer`, the client's protocol's
+`StreamRenderer` and its error renderer.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ import anyio
 from anyio import CancelScope
 from starlette.types import Receive, Scope, Send
 
-from ..errors import APIError, internal_error, render_error
+from ..errors import APIError, Rendered, internal_error, render_error
 from ..events import AnswerChunks, RunRecord, StageFinished
-from .chunks import KEEPALIVE, ChunkWriter, raw_event
+from ..protocols.base import Redact, StreamRenderer
 from .disconnect import ClientGone, guard_send, log_client_gone
 
 logger = logging.getLogger("adapter_critic")
@@ -50,12 +51,14 @@ class StreamResponse:
     def __init__(
         self,
         run: RunStreamer,
-        chunks: ChunkWriter,
+        chunks: StreamRenderer,
         *,
         request_id: str,
         keepalive_seconds: float,
-        redact: Callable[[str], str] | None = None,
+        redact: Redact | None = None,
         progress: bool = False,
+        errors: Callable[[APIError, Redact | None], Rendered] = render_error,
+        headers: list[tuple[bytes, bytes]] | None = None,
     ) -> None:
         self.run = run
         self.chunks = chunks
@@ -65,6 +68,8 @@ class StreamResponse:
         self._finish: bytes | None = None
         self._relayed = False
         self.progress = progress
+        self.errors = errors
+        self.headers = [*_HEADERS, *(headers or [])]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         self._send = guard_send(send)
@@ -156,7 +161,7 @@ class StreamResponse:
                 continue
             self._ticking = anyio.Event()
             try:
-                await self._write_unlocked(KEEPALIVE)
+                await self._write_unlocked(self.chunks.keepalive)
             except ClientGone:
                 self._client_gone(scope)
                 return
@@ -168,7 +173,7 @@ class StreamResponse:
         """Write `data`, starting the response first if nothing was sent yet."""
         if not self._started:
             self._started = True
-            await self._send({"type": "http.response.start", "status": 200, "headers": _HEADERS})
+            await self._send({"type": "http.response.start", "status": 200, "headers": self.headers})
         await self._send({"type": "http.response.body", "body": data, "more_body": True})
         self._last_write = time.monotonic()
 
@@ -180,13 +185,13 @@ class StreamResponse:
         if error is None:
             await self._send({"type": "http.response.body", "body": b"", "more_body": False})
             return
-        rendered = render_error(error, self.redact)
+        rendered = self.errors(error, self.redact)
         if not self._started:
             self._started = True
-            headers = [(b"content-type", b"application/json")]
+            headers = [(b"content-type", b"application/json"), *self.headers[len(_HEADERS) :]]
             headers += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in rendered.headers.items()]
             await self._send({"type": "http.response.start", "status": rendered.status, "headers": headers})
             await self._send({"type": "http.response.body", "body": rendered.body, "more_body": False})
             return
         # After the first byte the status is gone: end with the error event and no [DONE] (§8).
-        await self._send({"type": "http.response.body", "body": raw_event(rendered.body), "more_body": False})
+        await self._send({"type": "http.response.body", "body": self.chunks.error_event(rendered), "more_body": False})

@@ -163,6 +163,7 @@ def _configured(own: Target, *, model: str | None = None, base_url: str | None =
         retries=own.retries,
         timeout_seconds=own.timeout_seconds,
         connect_timeout_seconds=own.connect_timeout_seconds,
+        protocol=own.protocol,
     )
 
 
@@ -171,6 +172,8 @@ def _credentials(config: Config, target: StageTarget, own: Target | None, client
     bound = bind_target(config, target.base_url, own)
     if bound is None:
         return target
+    if bound is not own:  # a URL the config knows speaks the protocol configured for it
+        target = replace(target, protocol=bound.protocol)
     if bound.forward_client_authorization:
         return replace(target, forward_client_authorization=True, client_token=client_token)
     return replace(target, key_env=config.key_env_for(bound))

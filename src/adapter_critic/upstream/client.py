@@ -1,5 +1,8 @@
-"""Upstream calls: the one shared httpx client, bearer tokens read at call time, and the translation of
+"""Upstream calls: the one shared httpx client, API keys read at call time, and the translation of
 every httpx outcome into a `Completion` or an `UpstreamError` (SPEC §7).
+
+What a stage call looks like on the wire (its path, auth headers, body, and how its answer reads back as
+OpenAI) is the target's protocol's (`protocols`, `StageTarget.protocol`); everything else is here.
 
 A `base_url` that is a path (`/v1`) is served in-process by the wrapped ASGI app (middleware, demo).
 """
@@ -9,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import anyio
@@ -20,6 +23,8 @@ from starlette.types import ASGIApp
 from ..config import DEFAULT_MAX_UPSTREAM_RESPONSE_BYTES
 from ..core import Completion, StageTarget
 from ..errors import ServerError, UpstreamError
+from ..protocols import registry as protocols
+from ..protocols.base import UpstreamWire
 from ..redact import Secrets
 from .failures import TRANSPORT_ERRORS, bad_answer, status_error, transport_error
 from .inprocess import asgi_stream
@@ -34,7 +39,6 @@ IN_PROCESS_ORIGIN = "http://in-process.adapter-critic"
 _MAX_CONNECTIONS = 256
 
 _completion_decoder = msgspec.json.Decoder(Completion)
-_encoder = msgspec.json.Encoder()
 
 
 class Upstream:
@@ -55,6 +59,7 @@ class Upstream:
         max_response_bytes: int = DEFAULT_MAX_UPSTREAM_RESPONSE_BYTES,
         connect_timeout: float | None = None,
         max_connections: int = _MAX_CONNECTIONS,
+        wires: Mapping[str, UpstreamWire] | None = None,
     ) -> None:
         self._timeout = httpx.Timeout(timeout, connect=connect_timeout or timeout)
         self._max_connections = max_connections
@@ -65,6 +70,16 @@ class Upstream:
         self._client: httpx.AsyncClient | None = None
         self._in_process: httpx.AsyncClient | None = None
         self._opened_lazily = False
+        self._wires = wires
+
+    def wire(self, target: StageTarget) -> UpstreamWire:
+        """How a call to `target` is made and read: its protocol's upstream side."""
+        if self._wires is None:
+            self._wires = protocols.sides().upstream
+        try:
+            return self._wires[target.protocol]
+        except KeyError:  # the config is validated at load; only a hand-made target can name no protocol
+            raise ServerError(f"no protocol {target.protocol!r} is registered for {target.label}") from None
 
     # -- lifecycle -------------------------------------------------------------------------------
     def open(self) -> None:
@@ -109,15 +124,9 @@ class Upstream:
 
     # -- calls -----------------------------------------------------------------------------------
     def headers_for(self, target: StageTarget) -> dict[str, str]:
+        """The headers of a JSON call to `target`, its key in the headers its protocol sends it in."""
         headers = {"content-type": "application/json", "accept": "application/json"}
-        if target.forward_client_authorization:
-            # The caller's own token, and never the server's key (`forward_client_authorization`).
-            if target.client_token:
-                headers["authorization"] = f"Bearer {target.client_token}"
-            return headers
-        key = os.environ.get(target.key_env, "").strip() if target.key_env else ""
-        if key:
-            headers["authorization"] = f"Bearer {key}"
+        headers.update(self.wire(target).headers(api_key(target)))
         return headers
 
     async def probe(self, target: StageTarget, seconds: float) -> int:
@@ -128,7 +137,8 @@ class Upstream:
         headers = {**self.headers_for(target), "accept": "application/json"}
         headers.pop("content-type", None)
         with anyio.fail_after(seconds):
-            async with client.stream("GET", f"{target.base_url}/models", headers=headers, timeout=seconds) as response:
+            url = f"{target.base_url}{self.wire(target).probe_path}"
+            async with client.stream("GET", url, headers=headers, timeout=seconds) as response:
                 return response.status_code
 
     def timeout_for(self, target: StageTarget) -> httpx.Timeout:
@@ -139,7 +149,8 @@ class Upstream:
     async def complete(self, stage: str, target: StageTarget, body: dict[str, Any]) -> Completion:
         """One non-streaming chat-completions call; raises an `UpstreamError` naming the stage."""
         client = self.client_for(target.base_url)
-        url = f"{target.base_url}/chat/completions"
+        wire = self.wire(target)
+        url = f"{target.base_url}{wire.path}"
         timeout = self.timeout_for(target)
         try:
             # `fail_after` also bounds clients that ignore httpx timeouts (a given client, in-process ASGI apps).
@@ -149,7 +160,7 @@ class Upstream:
                     client,
                     url,
                     limit=self._max_response_bytes,
-                    content=_encoder.encode(body),
+                    content=wire.encode(body, stream=False),
                     headers=self.headers_for(target),
                     timeout=timeout,
                 )
@@ -159,13 +170,14 @@ class Upstream:
             raise status_error(stage, target, response.status_code, content, response.headers, self.secrets)
         if response.status_code != 200:
             raise bad_answer(stage, target, f"answered HTTP {response.status_code} instead of a chat completion.")
+        translated = wire.completion(content)
         try:
-            completion = _completion_decoder.decode(content)
+            completion = None if translated is None else _completion_decoder.decode(translated)
         except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):  # not JSON, not UTF-8, nested too deep
             completion = None
-        if completion is None or not completion.choices:
-            raise bad_answer(stage, target, "did not answer with an OpenAI chat completion.")
-        return completion.with_source(content)
+        if translated is None or completion is None or not completion.choices:
+            raise bad_answer(stage, target, f"did not answer with {_an_answer(target)}.")
+        return completion.with_source(translated)
 
     @contextlib.asynccontextmanager
     async def stream(
@@ -179,9 +191,10 @@ class Upstream:
         before the first payload or while iterating — is raised as an `UpstreamError` naming the stage, and
         leaving the block closes (or, in-process, cancels) the upstream call.
         """
-        content = _encoder.encode({**body, "stream": True, "stream_options": {"include_usage": True}})
+        wire = self.wire(target)
+        content = wire.encode(body, stream=True)
         headers = {**self.headers_for(target), "accept": "text/event-stream"}
-        url = f"{target.base_url}/chat/completions"
+        url = f"{target.base_url}{wire.path}"
         client = self.client_for(target.base_url)
         timeout = self.timeout_for(target)
         opened: contextlib.AbstractAsyncContextManager[tuple[int, httpx.Headers, AsyncIterator[bytes]]]
@@ -198,34 +211,50 @@ class Upstream:
                     raise status_error(stage, target, status, await _read_some(chunks), response_headers, self.secrets)
                 kind = response_headers.get("content-type", "")
                 if status == 200 and kind.startswith("application/json"):
-                    yield self._as_stream(stage, target, b"".join([part async for part in limited]))
+                    translated = wire.completion(b"".join([part async for part in limited]))
+                    yield self._as_stream(stage, target, translated)
                 elif not kind.startswith("text/event-stream"):
                     raise bad_answer(
                         stage, target, f"did not answer with an event stream (HTTP {status}, content-type {kind!r})."
                     )
                 else:
-                    yield self._payloads(stage, target, limited)
+                    yield self._payloads(stage, target, wire.chunks(iter_batches(limited)))
         except TRANSPORT_ERRORS as exc:
             raise self._failed(stage, target, exc) from None
 
     async def _payloads(
-        self, stage: str, target: StageTarget, chunks: AsyncIterator[bytes]
+        self, stage: str, target: StageTarget, batches: AsyncIterator[list[bytes]]
     ) -> AsyncIterator[list[bytes]]:
         try:
-            async for batch in iter_batches(chunks):
+            async for batch in batches:
                 yield batch
         except TRANSPORT_ERRORS as exc:
             raise self._failed(stage, target, exc) from None
 
-    async def _as_stream(self, stage: str, target: StageTarget, content: bytes) -> AsyncIterator[list[bytes]]:
-        payloads = completion_as_chunks(content)
+    async def _as_stream(self, stage: str, target: StageTarget, content: bytes | None) -> AsyncIterator[list[bytes]]:
+        payloads = None if content is None else completion_as_chunks(content)
         if payloads is None:
-            raise bad_answer(stage, target, "did not answer with an OpenAI chat completion.")
+            raise bad_answer(stage, target, f"did not answer with {_an_answer(target)}.")
         yield payloads
 
     def _failed(self, stage: str, target: StageTarget, exc: Exception, failed: str = "failed") -> UpstreamError:
         read_timeout = self.timeout_for(target).read
         return transport_error(stage, target, exc, secrets=self.secrets, read_timeout=read_timeout, failed=failed)
+
+
+def api_key(target: StageTarget) -> str | None:
+    """The key a call to `target` carries: the caller's own token when it forwards it (never the server's key
+    then), else the value of its key env var, read now (keys rotate without a restart)."""
+    if target.forward_client_authorization:
+        return target.client_token or None
+    key = os.environ.get(target.key_env, "").strip() if target.key_env else ""
+    return key or None
+
+
+def _an_answer(target: StageTarget) -> str:
+    return (
+        "an OpenAI chat completion" if target.protocol == "openai" else f"an answer of the {target.protocol} protocol"
+    )
 
 
 @contextlib.asynccontextmanager

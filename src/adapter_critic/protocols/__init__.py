@@ -1,0 +1,2 @@
+"""Protocols as plug-ins: the languages clients and stage targets may speak besides the pipeline's own
+(OpenAI chat completions). See `base` for what a protocol is and `registry` for how they are found."""

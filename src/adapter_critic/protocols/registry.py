@@ -1,0 +1,95 @@
+"""The registered protocols: every entry point of the group `adapter_critic.protocols`, by name, and their
+sides for a config's `[protocols.<name>]` settings.
+
+Each entry point names a `Protocol` subclass (`openai = "adapter_critic.protocols.openai:OpenAI"`). They are
+loaded once, on first use. The built-in ones are always there, also in a source tree that was never installed.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import import_module
+from importlib.metadata import entry_points
+from typing import Any
+
+import msgspec
+
+from .base import Inbound, Protocol, UpstreamWire
+
+logger = logging.getLogger("adapter_critic")
+
+GROUP = "adapter_critic.protocols"
+DEFAULT = "openai"
+BUILT_IN = {
+    "openai": "adapter_critic.protocols.openai:OpenAI",
+    "anthropic": "adapter_critic.protocols.anthropic:Anthropic",
+}
+
+
+@functools.cache
+def protocols() -> dict[str, Protocol]:
+    """Every registered protocol by name: the built-in ones first, then the plug-ins by name."""
+    found: dict[str, Protocol] = {}
+    for name, reference in BUILT_IN.items():
+        module, _, attribute = reference.partition(":")
+        found[name] = getattr(import_module(module), attribute)()
+    for entry in sorted(entry_points(group=GROUP), key=lambda e: e.name):
+        if entry.name in BUILT_IN:
+            continue
+        try:
+            kind = entry.load()
+        except Exception:  # a broken plug-in must not take the server down with it
+            logger.exception("protocol plug-in %r (%s) could not be loaded; it is not served", entry.name, entry.value)
+            continue
+        if not (isinstance(kind, type) and issubclass(kind, Protocol)) or getattr(kind, "name", None) != entry.name:
+            logger.error(
+                "protocol plug-in %r (%s) is not a Protocol subclass whose `name` is %r; it is not served",
+                *(entry.name, entry.value, entry.name),
+            )
+            continue
+        found[entry.name] = kind()
+    return found
+
+
+def names() -> tuple[str, ...]:
+    return tuple(protocols())
+
+
+def upstream_names() -> tuple[str, ...]:
+    """The protocols a stage target may name (those with an upstream side)."""
+    return tuple(name for name, p in protocols().items() if p.upstream(p.Settings()) is not None)
+
+
+def settings_of(name: str, given: Mapping[str, Any] | None) -> msgspec.Struct:
+    """The protocol's `Settings` from its config table (already validated at load), or its defaults."""
+    kind = protocols()[name].Settings
+    return msgspec.convert(dict(given or {}), kind) if given else kind()
+
+
+@dataclass(frozen=True, slots=True)
+class Sides:
+    """The protocols' sides for one config: inbound routes by path, upstream wires by protocol name."""
+
+    inbound: Mapping[str, Inbound]
+    upstream: Mapping[str, UpstreamWire]
+
+    def wire(self, name: str) -> UpstreamWire:
+        return self.upstream[name]
+
+
+def sides(settings: Mapping[str, Mapping[str, Any]] | None = None) -> Sides:
+    """Every registered protocol's sides for the config's `[protocols.<name>]` tables (`settings`)."""
+    inbound: dict[str, Inbound] = {}
+    upstream: dict[str, UpstreamWire] = {}
+    for name, protocol in protocols().items():
+        chosen = settings_of(name, (settings or {}).get(name))
+        side = protocol.inbound(chosen)
+        if side is not None:
+            inbound.setdefault(side.path, side)
+        wire = protocol.upstream(chosen)
+        if wire is not None:
+            upstream[name] = wire
+    return Sides(inbound, upstream)
