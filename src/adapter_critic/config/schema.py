@@ -77,6 +77,12 @@ class ServedModel(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, froz
 _SERVED_KEYS = ("mode", "api", "on_review_error")
 
 
+class UIConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    """The trace viewer at `GET /ui` under the mount (`[ui]` in a config file)."""
+
+    enabled: bool | None = None  # None: on for the standalone server, off for a mounted app unless set to true
+
+
 class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True, dict=True):
     """The whole configuration; build it with `load_config(path)` or `Config.from_dict(data)`.
 
@@ -116,6 +122,8 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
     store: StoreConfig = StoreConfig()
     # Prometheus metrics and OpenTelemetry tracing (`[telemetry]`).
     telemetry: TelemetryConfig = TelemetryConfig()
+    # The trace viewer at `/ui` (`viewer`).
+    ui: UIConfig = UIConfig()
 
     def __post_init__(self) -> None:
         for name, given in self.protocols.items():

@@ -34,6 +34,7 @@ from ..request.resolve import unknown_model
 from ..store.settings import default_url
 from ..upstream.pinning import HostGuard, Resolver
 from ..upstream.retry import Sleep
+from ..viewer import Viewer
 from .auth import AuthMiddleware
 from .chat import Service
 from .health import DeepHealth
@@ -91,6 +92,8 @@ def build_app(service: Service, *, prefix: str = "", standalone: bool = False) -
     """The Starlette app around a service, its routes under `prefix` (the standalone server uses `/v1`, and serves
     `/metrics` beside it).
 
+    `standalone` turns on what the standalone server has by default (the viewer at `/ui`).
+
     One flat app rather than a `Mount`: every response passes through fewer wrappers.
     """
     config = service.config
@@ -100,6 +103,8 @@ def build_app(service: Service, *, prefix: str = "", standalone: bool = False) -
     model_bodies = {served_id: encode(model) for served_id, model in model_objects.items()}
 
     passthrough = Passthrough(config, service.upstream) if config.passthrough is not None else None
+    ui_on = config.ui.enabled if config.ui.enabled is not None else standalone
+    viewer = Viewer(prefix) if ui_on else None
 
     async def models(request: Request) -> Response:
         if passthrough is None:
@@ -154,11 +159,12 @@ def build_app(service: Service, *, prefix: str = "", standalone: bool = False) -
             Route(f"{prefix}/health", health, methods=["GET"]),
             *runs_routes(service, prefix),
             *([Route(metrics_path, _ASGIEndpoint(metrics), methods=["GET"])] if metrics is not None else []),
+            *(viewer.routes() if viewer is not None else []),
             *([Route(f"{prefix}/{{path:path}}", passthrough)] if passthrough is not None else []),
         ],
         exception_handlers=error_handlers(prefix or None),
         lifespan=lifespan,
-        middleware=_middleware(service, prefix),
+        middleware=_middleware(service, prefix, viewer.public_paths() if viewer is not None else []),
     )
     app.state.adapter_critic = service
     return app
@@ -192,7 +198,7 @@ def runs_routes(service: Service, prefix: str) -> list[Route]:
     return [Route(f"{prefix}/runs{{rest:path}}", _ASGIEndpoint(runs), methods=["GET"])]
 
 
-def _middleware(service: Service, prefix: str) -> list[Middleware]:
+def _middleware(service: Service, prefix: str, public: list[str]) -> list[Middleware]:
     """CORS outermost (a browser's preflight carries no API key), then inbound auth — inside Starlette's error
     middleware but before routing, so 404s and 405s need the key too."""
     stack = [Middleware(RequestIdMiddleware)]
@@ -218,7 +224,9 @@ def _middleware(service: Service, prefix: str) -> list[Middleware]:
         )
     if service.auth.enabled:
         routes = {f"{prefix}{path}": inbound for path, inbound in service.protocols.inbound.items()}
-        stack.append(Middleware(AuthMiddleware, auth=service.auth, public_paths=[f"{prefix}/health"], routes=routes))
+        stack.append(
+            Middleware(AuthMiddleware, auth=service.auth, public_paths=[f"{prefix}/health", *public], routes=routes)
+        )
     return stack
 
 

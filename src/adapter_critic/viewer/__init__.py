@@ -1,0 +1,12 @@
+"""The trace viewer: a single web page over the runs API, served at `GET /ui` under the mount (issue 14).
+
+The page and its assets (`static/`: plain HTML, CSS and JavaScript modules, no build step, nothing fetched
+from elsewhere) ship inside the package. They hold no data: every run is read by the page from the runs
+API with the caller's key, so the page itself is public while the data stays behind inbound auth.
+"""
+
+from __future__ import annotations
+
+from .page import Viewer
+
+__all__ = ["Viewer"]

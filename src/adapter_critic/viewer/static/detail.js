@@ -1,0 +1,185 @@
+// One run: its summary, the stage waterfall, what its workflow did, each stage's target, messages and output,
+// tokens per stage and in total, and its error envelope. A run still going is re-read until it ends.
+
+import { ApiError, get } from "./api.js";
+import { count, h, jsonBlock, ms, replace, statusBadge, textBlock, when } from "./dom.js";
+import { marked } from "./list.js";
+import { contentText, runView } from "./model.js";
+import { timeline } from "./timeline.js";
+import { valueBlock, workflowView } from "./workflows.js";
+
+const POLL_MS = 1000;
+
+export async function showDetail(main, id, navigate) {
+  let stopped = false;
+  let timer = null;
+  const load = async () => {
+    let run;
+    try {
+      run = runView(await get(`/runs/${encodeURIComponent(id)}`));
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 404) {
+        replace(main, h("section", { class: "detail" }, h("h1", {}, "Run not found"), h("p", {}, `No run with id ${id}.`), h("a", { href: "#/runs" }, "Back to runs")));
+        return;
+      }
+      throw error;
+    }
+    if (stopped) return;
+    const open = new Set([...main.querySelectorAll("details[open][data-key]")].map((node) => node.dataset.key));
+    replace(main, page(run, navigate));
+    for (const node of main.querySelectorAll("details[data-key]")) if (open.has(node.dataset.key)) node.open = true;
+    if (run.status === "running") timer = setTimeout(load, POLL_MS);
+  };
+  const onKey = (event) => {
+    if (event.target instanceof HTMLInputElement || event.ctrlKey || event.metaKey || event.altKey) return;
+    if (event.key === "Escape" || event.key === "u") {
+      event.preventDefault();
+      navigate("#/runs");
+    }
+  };
+  document.addEventListener("keydown", onKey);
+  await load();
+  return () => {
+    stopped = true;
+    if (timer !== null) clearTimeout(timer);
+    document.removeEventListener("keydown", onKey);
+  };
+}
+
+function page(run, navigate) {
+  const markForCompare = () => {
+    if (!marked.includes(run.id)) marked.push(run.id);
+    if (marked.length > 2) marked.shift();
+    navigate(marked.length === 2 ? `#/compare/${marked.map(encodeURIComponent).join("/")}` : "#/runs");
+  };
+  return h(
+    "article",
+    { class: "detail", id: "run-detail", "data-run-id": run.id },
+    h("p", { class: "crumbs" }, h("a", { href: "#/runs" }, "← Runs"), " · ", h("a", { href: `#/runs/${encodeURIComponent(run.id)}`, id: "permalink" }, "Link to this run")),
+    h("h1", {}, "Run ", h("code", {}, run.id)),
+    h(
+      "dl",
+      { class: "summary" },
+      run.requestId !== run.id ? fact("Request id", h("code", {}, run.requestId)) : null,
+      fact("Served model", run.servedModel),
+      fact("Mode", run.mode),
+      fact("Status", statusBadge(run.status)),
+      fact("Started", h("time", { datetime: run.startedAt, title: run.startedAt }, when(run.startedAt))),
+      fact("Latency", run.status === "running" ? "running…" : ms(run.durationMs)),
+      fact("Tokens", `${count(run.tokens.total)} (${count(run.tokens.prompt)} prompt, ${count(run.tokens.completion)} completion)`),
+      fact("Streamed", run.stream ? "yes" : "no"),
+    ),
+    h("p", {}, h("button", { type: "button", id: "compare-this", onclick: markForCompare }, "Compare with another run")),
+    run.capture === "metadata" ? h("p", { class: "callout degraded" }, "Recorded with capture = metadata: no message text was kept.") : null,
+    run.error
+      ? h("section", { class: "callout error-box", id: "run-error" }, h("h2", {}, `Error: HTTP ${run.error.status}`), jsonBlock(run.error.body))
+      : null,
+    h("section", {}, h("h2", {}, "Timeline"), timeline(run)),
+    workflowSection(run),
+    h(
+      "section",
+      { id: "answer" },
+      h("h2", {}, "Final answer", run.finishReason ? h("span", { class: "muted" }, ` (finish_reason: ${run.finishReason})`) : null),
+      run.answer === null && run.toolCalls
+        ? null
+        : run.answer === null && run.status !== "ok" && run.status !== "degraded"
+          ? h("p", { class: "muted" }, run.status === "running" ? "Not yet: the run is still going." : `No answer: the run ended ${run.status}.`)
+          : textBlock(run.answer, "final answer"),
+      run.toolCalls ? [h("h4", {}, "Tool calls"), jsonBlock(run.toolCalls)] : null,
+    ),
+    h("section", { id: "stages" }, h("h2", {}, "Stages"), run.stages.map(stageBox)),
+    h("section", { id: "tokens" }, h("h2", {}, "Tokens"), tokenTable(run)),
+    run.options || run.messages
+      ? h(
+          "details",
+          { "data-key": "request", id: "request" },
+          h("summary", {}, "The client's request"),
+          run.messages ? [h("h4", {}, "Messages"), messageList(run.messages)] : null,
+          h("h4", {}, "Options"),
+          jsonBlock(run.options || {}),
+        )
+      : null,
+    h(
+      "details",
+      { "data-key": "intermediate" },
+      h("summary", {}, "Every intermediate value"),
+      h("dl", { class: "values" }, Object.entries(run.intermediate).map(([key, value]) => [h("dt", {}, key), h("dd", {}, valueBlock(value))])),
+    ),
+  );
+}
+
+function workflowSection(run) {
+  const parts = workflowView(run);
+  return parts.length ? h("section", { id: "workflow" }, h("h2", {}, "What the workflow did"), parts) : null;
+}
+
+function fact(name, value) {
+  return h("div", {}, h("dt", {}, name), h("dd", {}, value));
+}
+
+function stageBox(stage, index) {
+  return h(
+    "details",
+    { class: `stage${stage.error ? " stage-error" : ""}`, id: `stage-${index}`, "data-key": `stage-${index}`, "data-stage": stage.name },
+    h(
+      "summary",
+      {},
+      h("strong", {}, stage.label),
+      ` · ${stage.target} · ${ms(stage.durationMs)} · ${count(stage.tokens.total)} tokens`,
+      stage.error ? h("span", { class: "status status-error" }, "failed") : null,
+    ),
+    h(
+      "div",
+      { class: "stage-body" },
+      stage.attempts.length > 1 || stage.attempts.some((attempt) => attempt.error)
+        ? h(
+            "div",
+            {},
+            h("h4", {}, "Attempts"),
+            h(
+              "ol",
+              { class: "attempts" },
+              stage.attempts.map((attempt) => h("li", {}, attempt.target, attempt.error ? jsonBlock(attempt.error) : " — answered")),
+            ),
+          )
+        : null,
+      stage.error ? h("div", { class: "callout error-box" }, h("h4", {}, "Error"), jsonBlock(stage.error)) : null,
+      h("h4", {}, "Messages sent"),
+      stage.messages === null ? h("p", { class: "muted" }, "Not recorded (capture = metadata).") : messageList(stage.messages),
+      h("h4", {}, "Output"),
+      stage.output === null ? h("p", { class: "muted" }, stage.error ? "No output: the stage failed." : "Not recorded.") : textBlock(stage.output, `${stage.label} output`),
+    ),
+  );
+}
+
+function messageList(messages) {
+  return h(
+    "ol",
+    { class: "messages" },
+    messages.map((message) =>
+      h(
+        "li",
+        { class: `message role-${message.role}` },
+        h("span", { class: "role" }, String(message.role)),
+        textBlock(contentText(message.content)),
+        message.tool_calls ? jsonBlock(message.tool_calls) : null,
+      ),
+    ),
+  );
+}
+
+function tokenTable(run) {
+  const row = (name, tokens, note) =>
+    h("tr", {}, h("th", { scope: "row" }, name), h("td", { class: "num" }, count(tokens.prompt)), h("td", { class: "num" }, count(tokens.completion)), h("td", { class: "num" }, count(tokens.total)), h("td", { class: "muted" }, note || ""));
+  return h(
+    "table",
+    { class: "tokens" },
+    h("thead", {}, h("tr", {}, ["Stage", "Prompt", "Completion", "Total", ""].map((name, at) => h("th", { scope: "col", class: at && at < 4 ? "num" : null }, name)))),
+    h(
+      "tbody",
+      {},
+      run.stages.map((stage) => row(stage.label, stage.tokens, stage.reported ? "" : "not reported by the upstream")),
+      row("Total", run.tokens),
+    ),
+  );
+}
