@@ -9,16 +9,27 @@ import { timeline } from "./timeline.js";
 import { valueBlock, workflowView } from "./workflows.js";
 
 const POLL_MS = 1000;
+// A run that has just answered may not be written yet (the store writes in batches, a fraction of a second
+// later): a link to it is tried this many more times, NOT_YET_MS apart, before the page says there is no such run.
+const NOT_YET_TRIES = 10;
+const NOT_YET_MS = 300;
 
 export async function showDetail(main, id, navigate) {
   let stopped = false;
   let timer = null;
+  let tries = 0;
   const load = async () => {
     let run;
     try {
       run = runView(await get(`/runs/${encodeURIComponent(id)}`));
     } catch (error) {
+      if (error instanceof ApiError && error.status === 404 && tries < NOT_YET_TRIES && !stopped) {
+        tries += 1;
+        timer = setTimeout(load, NOT_YET_MS);
+        return;
+      }
       if (error instanceof ApiError && error.status === 404) {
+        if (stopped) return;
         replace(main, h("section", { class: "detail" }, h("h1", {}, "Run not found"), h("p", {}, `No run with id ${id}.`), h("a", { href: "#/runs" }, "Back to runs")));
         return;
       }
