@@ -319,7 +319,10 @@ def product_config(mock_url: str) -> dict[str, Any]:
     api = {"model": payloads.API_MODEL, "base_url": mock_url}
     return {
         "timeout_seconds": 60,
-        "store": {"url": "none"},  # the pipeline alone: `benchmarks/store.py` measures what recording runs costs
+        # The pipeline alone: `benchmarks/store.py` and `benchmarks/telemetry.py` measure what recording runs and
+        # metrics cost, against this.
+        "store": {"url": "none"},
+        "telemetry": {"metrics": False},
         "served_models": {
             "bench-direct": {"mode": "direct", "api": api},
             "bench-adapter": {
@@ -360,9 +363,13 @@ def servers_running(
             "product", ["-m", "uvicorn", "adapter_critic.asgi:app"], cpus=proxy_cpus, env=product_env, workdir=workdir
         )
         if baseline is not None:  # the product from another source tree (an earlier commit), measured alike
+            # Its config holds only the served models and timeout: an earlier tree refuses keys it did not have yet.
+            baseline_config = workdir / "baseline-config.json"
+            plain = {key: value for key, value in product_config(mock_url).items() if key not in ("store", "telemetry")}
+            baseline_config.write_text(json.dumps(plain))
             started["baseline"] = start_server(
                 "baseline", ["-m", "uvicorn", "adapter_critic.asgi:app"], cpus=proxy_cpus,
-                env={**product_env, "PYTHONPATH": str(baseline)}, workdir=workdir,
+                env={"ADAPTER_CRITIC_CONFIG": str(baseline_config), "PYTHONPATH": str(baseline)}, workdir=workdir,
             )  # fmt: skip
         started["product httpx"] = start_server(
             "product httpx", ["-m", "benchmarks.without_aiohttp", "adapter_critic.asgi:app"],
