@@ -1,0 +1,94 @@
+"""A/B of two source trees: the product's CPU per direct request, plain and streamed, in alternating batches.
+
+    python -m benchmarks.ab BASELINE_TREE [--product TREE] [--rounds 6] [--requests 2000]
+
+Both are `uvicorn adapter_critic.asgi:app` from their tree (`PYTHONPATH=<tree>/src`; this checkout's when no
+`--product` is given), pinned to the same core, against the same mock upstream. This checkout runs with
+`benchmarks/run.py`'s config (the run store and metrics off); another tree gets only what every tree knows (the
+served models and the timeout) and its own defaults. Each round loads every figure once per tree, in alternating
+order, so drift hits both alike; the table gives the medians and every batch's figure. For a tree from before the
+plug-in registry, the installed entry points name this checkout's workflows: they are loaded from the tree given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+if str(HERE.parent) not in sys.path:
+    sys.path.insert(0, str(HERE.parent))
+
+from benchmarks import payloads, run  # noqa: E402
+
+BODIES = ("direct", "direct-stream")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("baseline", type=Path, help="the other source tree (e.g. a `git worktree` of an older commit)")
+    parser.add_argument("--product", type=Path, help="the tree measured against it (default: this checkout)")
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--requests", type=int, default=2000, help="requests per batch, at concurrency 16")
+    args = parser.parse_args()
+    proxy, other = run.cpu_layout()
+    with tempfile.TemporaryDirectory(prefix="adapter-critic-ab-") as tmp:
+        workdir = Path(tmp)
+        started: dict[str, run.Server] = {}
+        try:
+            started["mock"] = run.start_server(
+                "mock", ["-m", "uvicorn", "benchmarks.mock_upstream:app", "--lifespan", "off"],
+                cpus=other, env={}, workdir=workdir,
+            )  # fmt: skip
+            config = run.product_config(f"http://127.0.0.1:{started['mock'].port}/v1")
+            plain = {key: value for key, value in config.items() if key in ("served_models", "timeout_seconds")}
+            (workdir / "config.json").write_text(json.dumps(plain))
+            (workdir / "this.json").write_text(json.dumps(config))
+            files = {}
+            for body in BODIES:
+                files[body] = workdir / f"{body}.json"
+                files[body].write_bytes(payloads.request_bytes("bench-direct", stream=body.endswith("stream")))
+            for name, tree in (("product", args.product), ("baseline", args.baseline)):
+                env = {"ADAPTER_CRITIC_CONFIG": str(workdir / ("this.json" if tree is None else "config.json"))}
+                if tree is not None:
+                    env["PYTHONPATH"] = str(tree.resolve() / "src")
+                started[name] = run.start_server(
+                    name, ["-m", "uvicorn", "adapter_critic.asgi:app"], cpus=proxy, env=env, workdir=workdir
+                )
+            deadline = time.monotonic() + 60
+            for server in started.values():
+                run.wait_ready(server, deadline)
+            load = run.Load(files, other, run.shutil.which("wrk") is not None)
+            figures: dict[tuple[str, str], list[float]] = {(n, b): [] for n in ("product", "baseline") for b in BODIES}
+            for name in ("product", "baseline"):
+                for body in BODIES:
+                    load.batch(started[name].port, body, 500, 16)  # warm-up
+            for number in range(args.rounds):
+                print(f"round {number + 1}/{args.rounds}", file=sys.stderr)
+                order = ("product", "baseline") if number % 2 == 0 else ("baseline", "product")
+                for body in BODIES:
+                    for name in order:
+                        server = started[name]
+                        before = run.cpu_seconds(server.pid)
+                        done = load.batch(server.port, body, args.requests, 16)
+                        figures[(name, body)].append((run.cpu_seconds(server.pid) - before) / done["requests"] * 1e6)
+        finally:
+            for server in started.values():
+                run.stop_server(server)
+    print(f"CPU µs per request, median of {args.rounds} alternating batches of {args.requests} @16")
+    for body in BODIES:
+        product, baseline = (statistics.median(figures[(name, body)]) for name in ("product", "baseline"))
+        every = {name: sorted(round(x) for x in figures[(name, body)]) for name in ("product", "baseline")}
+        print(
+            f"{body:<14} product {product:6.0f}  baseline {baseline:6.0f}  ratio {product / baseline:.3f}"
+            f"   product {every['product']}  baseline {every['baseline']}"
+        )
+
+
+if __name__ == "__main__":
+    main()
