@@ -8,18 +8,14 @@ loaded once, on first use. The built-in ones are always there, also in a source 
 from __future__ import annotations
 
 import functools
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from importlib import import_module
-from importlib.metadata import entry_points
 from typing import Any
 
 import msgspec
 
+from ..plugins import load_plugins
 from .base import Inbound, Protocol, UpstreamWire
-
-logger = logging.getLogger("adapter_critic")
 
 GROUP = "adapter_critic.protocols"
 DEFAULT = "openai"
@@ -33,26 +29,7 @@ BUILT_IN = {
 @functools.cache
 def protocols() -> dict[str, Protocol]:
     """Every registered protocol by name: the built-in ones first, then the plug-ins by name."""
-    found: dict[str, Protocol] = {}
-    for name, reference in BUILT_IN.items():
-        module, _, attribute = reference.partition(":")
-        found[name] = getattr(import_module(module), attribute)()
-    for entry in sorted(entry_points(group=GROUP), key=lambda e: e.name):
-        if entry.name in BUILT_IN:
-            continue
-        try:
-            kind = entry.load()
-        except Exception:  # a broken plug-in must not take the server down with it
-            logger.exception("protocol plug-in %r (%s) could not be loaded; it is not served", entry.name, entry.value)
-            continue
-        if not (isinstance(kind, type) and issubclass(kind, Protocol)) or getattr(kind, "name", None) != entry.name:
-            logger.error(
-                "protocol plug-in %r (%s) is not a Protocol subclass whose `name` is %r; it is not served",
-                *(entry.name, entry.value, entry.name),
-            )
-            continue
-        found[entry.name] = kind()
-    return found
+    return load_plugins(GROUP, BUILT_IN, Protocol, "protocol")
 
 
 def names() -> tuple[str, ...]:

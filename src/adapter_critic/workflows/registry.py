@@ -8,12 +8,9 @@ installed (no entry-point metadata).
 from __future__ import annotations
 
 import functools
-import logging
-from importlib.metadata import entry_points
 
+from ..plugins import load_plugins
 from .base import Workflow
-
-logger = logging.getLogger("adapter_critic")
 
 GROUP = "adapter_critic.workflows"
 BUILT_IN = {
@@ -29,28 +26,7 @@ BUILT_IN = {
 @functools.cache
 def workflows() -> dict[str, Workflow]:
     """Every registered workflow by its mode name: the built-in ones first, then the plug-ins by name."""
-    from importlib import import_module
-
-    found: dict[str, Workflow] = {}
-    for name, reference in BUILT_IN.items():
-        module, _, attribute = reference.partition(":")
-        found[name] = getattr(import_module(module), attribute)()
-    for entry in sorted(entry_points(group=GROUP), key=lambda e: e.name):
-        if entry.name in BUILT_IN:
-            continue
-        try:
-            kind = entry.load()
-        except Exception:  # a broken plug-in must not take the server down with it
-            logger.exception("workflow plug-in %r (%s) could not be loaded; it is not served", entry.name, entry.value)
-            continue
-        if not (isinstance(kind, type) and issubclass(kind, Workflow)) or getattr(kind, "name", None) != entry.name:
-            logger.error(
-                "workflow plug-in %r (%s) is not a Workflow subclass whose `name` is %r; it is not served",
-                *(entry.name, entry.value, entry.name),
-            )
-            continue
-        found[entry.name] = kind()
-    return found
+    return load_plugins(GROUP, BUILT_IN, Workflow, "workflow")
 
 
 def get(mode: str) -> Workflow:
