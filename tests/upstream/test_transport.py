@@ -8,6 +8,7 @@ exception the shared client raises, and as the §7 status the app answers (timeo
 from __future__ import annotations
 
 import contextlib
+import gzip
 import json
 import socket
 import struct
@@ -301,6 +302,106 @@ async def test_cancelled_call_releases_its_connection(transport_kind: str, strea
             await server.disconnected.wait()
             response = await client.post(server.url, content=BODY)
         assert response.json() == COMPLETION
+
+
+# -- the direct POST (`AiohttpTransport.post`): what the app's calls to configured upstreams use ----------
+
+
+@contextlib.asynccontextmanager
+async def direct(limits: httpx.Limits | None = None) -> AsyncIterator[_transport.AiohttpTransport]:
+    transport = _transport.AiohttpTransport(limits=limits or httpx.Limits(max_connections=16))
+    try:
+        yield transport
+    finally:
+        await transport.aclose()
+
+
+async def direct_post(transport: _transport.AiohttpTransport, url: str, body: bytes) -> tuple[int, bytes]:
+    headers = {"content-type": "application/json"}
+    async with transport.post(url, headers, body, httpx.Timeout(TIMEOUT)) as (status, _, chunks):
+        return status, b"".join([chunk async for chunk in chunks])
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "expected"),
+    [
+        (hang_up, (httpx.RemoteProtocolError, httpx.ReadError)),
+        (garbage, httpx.RemoteProtocolError),
+        (reset_mid_body, httpx.ReadError),
+        (reset_mid_stream, httpx.ReadError),
+        (wait_for_disconnect, httpx.ReadTimeout),
+    ],
+)
+async def test_direct_post_failures_raise_the_same_httpx_errors(
+    behaviour: Behaviour, expected: type[Exception] | tuple[type[Exception], ...]
+) -> None:
+    async with serve(behaviour) as server, direct() as transport:
+        with pytest.raises(httpx.TransportError) as caught:
+            await direct_post(transport, server.url, BODY)
+    assert isinstance(caught.value, expected), repr(caught.value)
+    assert isinstance(caught.value, httpx.TimeoutException) == (behaviour is wait_for_disconnect)
+
+
+async def test_direct_post_refused_and_unaccepted() -> None:
+    async with direct() as transport:
+        with pytest.raises(httpx.ConnectError):
+            await direct_post(transport, refused_url(), BODY)
+        with unaccepted_url() as url, pytest.raises(httpx.ConnectTimeout):
+            await direct_post(transport, url, BODY)
+
+
+async def test_direct_post_answers_and_streams_as_it_arrives() -> None:
+    async with serve(live_stream) as server, direct() as transport:
+        with anyio.fail_after(5):
+            headers = {"content-type": "application/json"}
+            async with transport.post(server.url, headers, STREAM_BODY, httpx.Timeout(TIMEOUT)) as opened:
+                status, answer_headers, chunks = opened
+                assert status == 200
+                assert answer_headers.get("Content-Type") == "text/event-stream"
+                received = b""
+                async for chunk in chunks:
+                    received += chunk
+                    if b'"hi "' in received:
+                        server.resume.set()  # only now does the server send the rest
+    assert received.endswith(b"data: [DONE]\n\n")
+
+
+async def test_direct_post_cancelled_releases_its_connection() -> None:
+    async def stalled(server: Server, stream: anyio.abc.SocketStream, body: bytes) -> bool:
+        return await (wait_for_disconnect if b"stall" in body else complete)(server, stream, body)
+
+    async with serve(stalled) as server, direct(httpx.Limits(max_connections=1)) as transport:
+        with anyio.move_on_after(0.2) as scope:
+            await direct_post(transport, server.url, b'{"stall": true}')
+        assert scope.cancelled_caught
+        with anyio.fail_after(2):
+            await server.disconnected.wait()
+            status, body = await direct_post(transport, server.url, BODY)
+    assert (status, json.loads(body)) == (200, COMPLETION)
+
+
+async def test_app_calls_configured_upstreams_directly(transport_kind: str) -> None:
+    """Over aiohttp the app's own calls skip httpx's request and response objects; with httpx alone they cannot."""
+    app = create_app(config_for("http://127.0.0.1:9/v1"))
+    async with LifespanManager(app):
+        upstream = app.state.adapter_critic.upstream
+        if transport_kind == "aiohttp":
+            assert upstream._direct is upstream._client._transport
+        else:
+            assert upstream._direct is None
+
+
+async def test_app_decodes_a_gzip_answer_on_either_path(transport_kind: str) -> None:
+    async def gzipped(server: Server, stream: anyio.abc.SocketStream, body: bytes) -> bool:
+        payload = gzip.compress(json.dumps(COMPLETION).encode())
+        head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-encoding: gzip\r\n"
+        await stream.send(head + b"content-length: %d\r\n\r\n" % len(payload) + payload)
+        return True
+
+    async with serve(gzipped) as server, app_client(server.url) as client:
+        response = await client.post("/chat/completions", json=chat())
+    assert response.status_code == 200, response.text
+    assert response.json()["choices"][0]["message"]["content"] == "hi there"
 
 
 # -- through the app ------------------------------------------------------------------------------

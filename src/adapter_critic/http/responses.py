@@ -6,8 +6,8 @@ Invariant: top-level `usage` is the per-field sum of every stage's usage (`adapt
 
 from __future__ import annotations
 
+import os
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -50,7 +50,7 @@ _OBJECT = msgspec.Raw(b'"chat.completion"')
 
 
 def new_completion_id() -> str:
-    return f"chatcmpl-{uuid.uuid4().hex}"
+    return f"chatcmpl-{os.urandom(16).hex()}"
 
 
 def completion(record: RunRecord, *, completion_id: str) -> bytes:

@@ -26,14 +26,15 @@ from ..errors import ServerError, UpstreamError
 from ..protocols import registry as protocols
 from ..protocols.base import UpstreamWire
 from ..redact import Secrets
-from .decoding import ACCEPT_ENCODING, body_chunks
+from .decoding import ACCEPT_ENCODING
 from .failures import TRANSPORT_ERRORS, bad_answer, status_error, transport_error
 from .inprocess import asgi_stream
-from .limits import limit_chunks, post_limited, sent
-from .pinning import PINNED, pinned_client
+from .limits import limit_chunks, read_body
+from .pinning import pinned_client
+from .posting import Opened, posted, read_some
 from .sse import iter_batches
 from .synthesized import completion_as_chunks
-from .transport import network_client
+from .transport import AiohttpTransport, ProxyClient, network_transport
 
 logger = logging.getLogger("adapter_critic")
 
@@ -70,6 +71,8 @@ class Upstream:
         self._given_client = client
         self._in_process_app = in_process_app
         self._client: httpx.AsyncClient | None = None
+        # The aiohttp transport under the network client this made: its calls go straight through it.
+        self._direct: AiohttpTransport | None = None
         self._in_process: httpx.AsyncClient | None = None
         self._pinned: httpx.AsyncClient | None = None
         self._opened_lazily = False
@@ -91,7 +94,14 @@ class Upstream:
         if self._client is not None:
             return
         limits = httpx.Limits(max_connections=self._max_connections, max_keepalive_connections=self._max_connections)
-        self._client = self._given_client or network_client(timeout=self._timeout, limits=limits)
+        if self._given_client is not None:
+            self._client = self._given_client
+        else:
+            transport = network_transport(limits)
+            self._client = ProxyClient(
+                transport=transport, timeout=self._timeout, limits=limits, follow_redirects=False
+            )
+            self._direct = transport if isinstance(transport, AiohttpTransport) else None
         if self._in_process_app is not None:
             self._in_process = httpx.AsyncClient(
                 transport=httpx.ASGITransport(app=self._in_process_app), base_url=IN_PROCESS_ORIGIN
@@ -100,6 +110,7 @@ class Upstream:
     async def aclose(self) -> None:
         client, in_process, pinned = self._client, self._in_process, self._pinned
         self._client = self._in_process = self._pinned = None
+        self._direct = None
         if client is not None and client is not self._given_client:
             await client.aclose()
         for own in (in_process, pinned):
@@ -167,27 +178,20 @@ class Upstream:
         """One non-streaming chat-completions call; raises an `UpstreamError` naming the stage."""
         client = self.client_for(target.base_url, target.pinned)
         wire = self.wire(target)
-        url = f"{target.base_url}{wire.path}"
         timeout = self.timeout_for(target)
+        opened = self._post(client, target, f"{target.base_url}{wire.path}", wire.encode(body, stream=False), timeout)
         try:
             # `fail_after` also bounds clients that ignore httpx timeouts (a given client, in-process ASGI apps).
             with anyio.fail_after(timeout.read):
                 # Read incrementally and refused past the limit, never buffered without bound.
-                response, content = await post_limited(
-                    client,
-                    url,
-                    limit=self._max_response_bytes,
-                    content=wire.encode(body, stream=False),
-                    headers=self.headers_for(target),
-                    timeout=timeout,
-                    extensions={PINNED: target.pinned} if target.pinned else None,
-                )
+                async with opened as (status, headers, chunks):
+                    content = await read_body(headers, chunks, self._max_response_bytes)
         except TRANSPORT_ERRORS as exc:
             raise self._failed(stage, target, exc, failed="could not be reached") from None
-        if response.status_code >= 400:
-            raise status_error(stage, target, response.status_code, content, response.headers, self.secrets)
-        if response.status_code != 200:
-            raise bad_answer(stage, target, f"answered HTTP {response.status_code} instead of a chat completion.")
+        if status >= 400:
+            raise status_error(stage, target, status, content, headers, self.secrets)
+        if status != 200:
+            raise bad_answer(stage, target, f"answered HTTP {status} instead of a chat completion.")
         translated = wire.completion(content)
         try:
             completion = None if translated is None else _completion_decoder.decode(translated)
@@ -215,18 +219,18 @@ class Upstream:
         url = f"{target.base_url}{wire.path}"
         client = self.client_for(target.base_url, target.pinned)
         timeout = self.timeout_for(target)
-        opened: contextlib.AbstractAsyncContextManager[tuple[int, httpx.Headers, AsyncIterator[bytes]]]
+        opened: contextlib.AbstractAsyncContextManager[Opened]
         if client is self._in_process and self._in_process_app is not None:
             opened = asgi_stream(
                 self._in_process_app, path=url, headers=headers, body=content, read_timeout=timeout.read or 0
             )
         else:
-            opened = _network_stream(client, url, headers, content, timeout, target.pinned)
+            opened = self._post(client, target, url, content, timeout, headers)
         try:
             async with opened as (status, response_headers, chunks):
                 limited = limit_chunks(chunks, self._max_response_bytes)
                 if status >= 400:
-                    raise status_error(stage, target, status, await _read_some(chunks), response_headers, self.secrets)
+                    raise status_error(stage, target, status, await read_some(chunks), response_headers, self.secrets)
                 kind = response_headers.get("content-type", "")
                 if status == 200 and kind.startswith("application/json"):
                     translated = wire.completion(b"".join([part async for part in limited]))
@@ -255,6 +259,21 @@ class Upstream:
             raise bad_answer(stage, target, f"did not answer with {_an_answer(target)}.")
         yield payloads
 
+    def _post(
+        self,
+        client: httpx.AsyncClient,
+        target: StageTarget,
+        url: str,
+        content: bytes,
+        timeout: httpx.Timeout,
+        headers: Mapping[str, str] | None = None,
+    ) -> contextlib.AbstractAsyncContextManager[Opened]:
+        direct = self._direct if client is self._client else None
+        headers = self.headers_for(target) if headers is None else headers
+        return posted(
+            client, url, headers=headers, content=content, timeouts=timeout, pinned=target.pinned, direct=direct
+        )
+
     def _failed(self, stage: str, target: StageTarget, exc: Exception, failed: str = "failed") -> UpstreamError:
         read_timeout = self.timeout_for(target).read
         return transport_error(stage, target, exc, secrets=self.secrets, read_timeout=read_timeout, failed=failed)
@@ -273,28 +292,3 @@ def _an_answer(target: StageTarget) -> str:
     return (
         "an OpenAI chat completion" if target.protocol == "openai" else f"an answer of the {target.protocol} protocol"
     )
-
-
-@contextlib.asynccontextmanager
-async def _network_stream(
-    client: httpx.AsyncClient,
-    url: str,
-    headers: dict[str, str],
-    content: bytes,
-    timeouts: httpx.Timeout,
-    pinned: tuple[str, ...],
-) -> AsyncIterator[tuple[int, httpx.Headers, AsyncIterator[bytes]]]:
-    extensions = {PINNED: pinned} if pinned else None
-    opened = sent(client, "POST", url, content=content, headers=headers, timeout=timeouts, extensions=extensions)
-    async with opened as response:
-        yield response.status_code, response.headers, body_chunks(response)
-
-
-async def _read_some(chunks: AsyncIterator[bytes], limit: int = 65536) -> bytes:
-    """An error body, read up to `limit` bytes (it is only shown, never relayed whole)."""
-    data = bytearray()
-    async for chunk in chunks:
-        data += chunk
-        if len(data) >= limit:
-            break
-    return bytes(data[:limit])

@@ -30,17 +30,22 @@ def body_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
     """The response's body, decoded a bounded piece at a time (see the module)."""
     if response.is_stream_consumed:  # read whole, and decoded, before it got here (httpx.MockTransport)
         return _whole(response.content)
-    coding = response.headers.get("content-encoding")
+    return decoded(response.headers.get("content-encoding"), response.aiter_raw())
+
+
+def decoded(coding: str | None, raw: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """`raw`, a body in the content coding `coding` (a `Content-Encoding` value), decoded a bounded piece at a
+    time; raises `UndecodableAnswer` for a coding that was not asked for."""
     if not coding:
-        return response.aiter_raw()
+        return raw
     codings = [c.strip().lower() for c in coding.split(",") if c.strip().lower() not in ("", "identity")]
     if not codings:
-        return response.aiter_raw()
+        return raw
     for name in codings:
         if name not in _WBITS:
             raise UndecodableAnswer(f"the answer's content-encoding {name!r} was not asked for ({ACCEPT_ENCODING})")
     # The codings are listed in the order they were applied: undo the last one first.
-    return _decoded(response.aiter_raw(), [_Inflater(name) for name in reversed(codings)])
+    return _decoded(raw, [_Inflater(name) for name in reversed(codings)])
 
 
 async def _whole(content: bytes) -> AsyncIterator[bytes]:

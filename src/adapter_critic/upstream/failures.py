@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Mapping
 
 import httpx
 
@@ -93,7 +94,7 @@ def _os_reason(exc: BaseException) -> str | None:
 
 
 def status_error(
-    stage: str, target: StageTarget, status: int, content: bytes, headers: httpx.Headers, secrets: Secrets
+    stage: str, target: StageTarget, status: int, content: bytes, headers: Mapping[str, str], secrets: Secrets
 ) -> UpstreamError:
     """The upstream answered an error status: keep what it said (redacted), its usage and its `Retry-After`."""
     body = secrets.redact_bytes(content, target.client_token)

@@ -11,7 +11,7 @@ be held in memory.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import httpx
@@ -50,10 +50,16 @@ async def post_limited(
 
 async def read_limited(response: httpx.Response, limit: int) -> bytes:
     """The response's body, refused (`ResponseTooLarge`) as soon as it passes `limit` bytes."""
-    declared = response.headers.get("content-length", "")
+    return await read_body(response.headers, body_chunks(response), limit)
+
+
+async def read_body(headers: Mapping[str, str], chunks: AsyncIterator[bytes], limit: int) -> bytes:
+    """A body read from its (decoded) `chunks`, refused (`ResponseTooLarge`) at once when its `headers` declare
+    more than `limit` bytes, or as soon as it passes them."""
+    declared = headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise ResponseTooLarge(limit)
-    return b"".join([chunk async for chunk in limit_chunks(body_chunks(response), limit)])
+    return b"".join([chunk async for chunk in limit_chunks(chunks, limit)])
 
 
 async def limit_chunks(chunks: AsyncIterator[bytes], limit: int) -> AsyncIterator[bytes]:

@@ -8,22 +8,28 @@ bare `aiohttp.ClientResponseError`. `AiohttpTransport` here re-maps every aiohtt
 the exception httpx's own transport raises in the same situation.
 
 The client (`ProxyClient`) is an `httpx.AsyncClient` without the state a proxy must not share between callers.
+Calls to configured upstreams skip even that: `AiohttpTransport.post` sends a POST on the same aiohttp session
+without building httpx's request and response objects (a third of a direct request's CPU went there), with the
+same timeouts and error mapping.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import urllib.request
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any, NoReturn
 
 import httpx
 
 try:
     import aiohttp
+    import yarl
     from httpx_aiohttp import AiohttpTransport as _BaseAiohttpTransport
 except ImportError:  # the plain-httpx install
     aiohttp = None  # type: ignore[assignment]
+    yarl = None  # type: ignore[assignment]
     _BaseAiohttpTransport = None  # type: ignore[assignment,misc]
 
 __all__ = ["AiohttpTransport", "ProxyClient", "aiohttp_available", "network_client", "network_transport"]
@@ -117,6 +123,53 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self._inner.aclose()
+
+    def _session(self) -> aiohttp.ClientSession:
+        inner = self._inner
+        if not isinstance(inner.client, aiohttp.ClientSession):
+            inner.client = inner.get_client()  # what the first `handle_async_request` would make; closed by aclose
+        return inner.client
+
+    @contextlib.asynccontextmanager
+    async def post(
+        self, url: str, headers: Mapping[str, str], content: bytes, timeouts: httpx.Timeout
+    ) -> AsyncIterator[tuple[int, Mapping[str, str], AsyncIterator[bytes]]]:
+        """POST `content` to `url` on this transport's session; yields (status, headers, the raw body as it is
+        read). As `handle_async_request` would do it — no redirects, no decompression, httpx's timeouts as
+        aiohttp's — but without an `httpx.Request` and `httpx.Response` around it; every error is httpx's."""
+        try:
+            opened = self._session().request(
+                "POST",
+                _yarl_url(url),
+                headers=headers,
+                data=content,
+                allow_redirects=False,
+                auto_decompress=False,
+                compress=False,
+                timeout=_client_timeout(timeouts.read, timeouts.connect, timeouts.pool),
+            )
+            async with opened as response:
+                yield response.status, response.headers, _mapped(response.content.iter_any())
+        except aiohttp.ClientError as exc:
+            raise _httpx_error(exc) from exc
+
+
+async def _mapped(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    try:
+        async for chunk in chunks:
+            yield chunk
+    except aiohttp.ClientError as exc:
+        raise _httpx_error(exc) from exc
+
+
+@functools.lru_cache(maxsize=512)
+def _yarl_url(url: str) -> yarl.URL:  # parsed once per upstream URL, as `_parse_url` does for httpx
+    return yarl.URL(url)
+
+
+@functools.lru_cache(maxsize=64)
+def _client_timeout(read: float | None, connect: float | None, pool: float | None) -> aiohttp.ClientTimeout:
+    return aiohttp.ClientTimeout(sock_connect=connect, sock_read=read, connect=pool)
 
 
 class _MappedStream(httpx.AsyncByteStream):

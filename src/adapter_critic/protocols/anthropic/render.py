@@ -15,7 +15,7 @@ keep-alives (and, for clients that asked, as stage progress). An error after the
 
 from __future__ import annotations
 
-import uuid
+import os
 from typing import Any
 
 import msgspec
@@ -34,7 +34,7 @@ _error_decoder = msgspec.json.Decoder(dict[str, wire.ErrorDetail])
 
 
 def new_message_id() -> str:
-    return f"msg_{uuid.uuid4().hex}"
+    return f"msg_{os.urandom(16).hex()}"
 
 
 def stop_reason(finish_reason: str | None) -> str:
@@ -84,7 +84,7 @@ def _tool_use(call: Any) -> dict[str, Any]:
     function = function if isinstance(function, dict) else {}
     return {
         "type": "tool_use",
-        "id": call.get("id") or f"toolu_{uuid.uuid4().hex[:24]}",
+        "id": call.get("id") or f"toolu_{os.urandom(12).hex()}",
         "name": function.get("name") or "",
         "input": _input(function.get("arguments")),
     }
@@ -214,7 +214,7 @@ class MessagesStream:
         out = b""
         if call.index not in self._tools or call.id:
             function = call.function or _FunctionDelta()
-            block = {"type": "tool_use", "id": call.id or f"toolu_{uuid.uuid4().hex[:24]}", "name": function.name or ""}
+            block = {"type": "tool_use", "id": call.id or f"toolu_{os.urandom(12).hex()}", "name": function.name or ""}
             out = self._open_block("tool_use", {**block, "input": {}})
             self._tools[call.index] = self._blocks - 1
         arguments = call.function.arguments if call.function is not None else None

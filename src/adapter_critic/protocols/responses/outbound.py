@@ -14,8 +14,8 @@ usage in the Responses names, the request's settings echoed, and the `adapter_cr
 
 from __future__ import annotations
 
+import os
 import time
-import uuid
 from typing import Any
 
 import msgspec
@@ -46,7 +46,7 @@ _completion_decoder = msgspec.json.Decoder(Completion)
 
 def new_id(prefix: str) -> str:
     """An id in the Responses API's style: `resp_…`, `msg_…`, `fc_…`."""
-    return f"{prefix}_{uuid.uuid4().hex}"
+    return f"{prefix}_{os.urandom(16).hex()}"
 
 
 def stop_status(finish_reason: str | None) -> tuple[Status, IncompleteDetails | None]:
