@@ -1,6 +1,6 @@
 """A/B of two source trees: the product's CPU per direct request, plain and streamed, in alternating batches.
 
-    python -m benchmarks.ab BASELINE_TREE [--product TREE] [--rounds 6] [--requests 2000]
+    python -m benchmarks.ab BASELINE_TREE [--product TREE] [--rounds 6] [--requests 2000] [--modes direct,adapter]
 
 Both are `uvicorn adapter_critic.asgi:app` from their tree (`PYTHONPATH=<tree>/src`; this checkout's when no
 `--product` is given), pinned to the same core, against the same mock upstream. This checkout runs with
@@ -26,7 +26,7 @@ if str(HERE.parent) not in sys.path:
 
 from benchmarks import payloads, run  # noqa: E402
 
-BODIES = ("direct", "direct-stream")
+MODES = ("direct", "adapter", "critic")  # the served models of `run.product_config`, `bench-<mode>`
 
 
 def main() -> None:
@@ -35,7 +35,12 @@ def main() -> None:
     parser.add_argument("--product", type=Path, help="the tree measured against it (default: this checkout)")
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--requests", type=int, default=2000, help="requests per batch, at concurrency 16")
+    parser.add_argument("--modes", default="direct", help=f"comma-separated, of {', '.join(MODES)} (default: direct)")
     args = parser.parse_args()
+    modes = [mode.strip() for mode in args.modes.split(",") if mode.strip()]
+    if not modes or any(mode not in MODES for mode in modes):
+        parser.error(f"--modes: each of {', '.join(MODES)}")
+    bodies = [f"{mode}{suffix}" for mode in modes for suffix in ("", "-stream")]
     proxy, other = run.cpu_layout()
     with tempfile.TemporaryDirectory(prefix="adapter-critic-ab-") as tmp:
         workdir = Path(tmp)
@@ -50,9 +55,10 @@ def main() -> None:
             (workdir / "config.json").write_text(json.dumps(plain))
             (workdir / "this.json").write_text(json.dumps(config))
             files = {}
-            for body in BODIES:
+            for body in bodies:
                 files[body] = workdir / f"{body}.json"
-                files[body].write_bytes(payloads.request_bytes("bench-direct", stream=body.endswith("stream")))
+                model = f"bench-{body.removesuffix('-stream')}"
+                files[body].write_bytes(payloads.request_bytes(model, stream=body.endswith("stream")))
             for name, tree in (("product", args.product), ("baseline", args.baseline)):
                 env = {"ADAPTER_CRITIC_CONFIG": str(workdir / ("this.json" if tree is None else "config.json"))}
                 if tree is not None:
@@ -64,14 +70,14 @@ def main() -> None:
             for server in started.values():
                 run.wait_ready(server, deadline)
             load = run.Load(files, other, run.shutil.which("wrk") is not None)
-            figures: dict[tuple[str, str], list[float]] = {(n, b): [] for n in ("product", "baseline") for b in BODIES}
+            figures: dict[tuple[str, str], list[float]] = {(n, b): [] for n in ("product", "baseline") for b in bodies}
             for name in ("product", "baseline"):
-                for body in BODIES:
+                for body in bodies:
                     load.batch(started[name].port, body, 500, 16)  # warm-up
             for number in range(args.rounds):
                 print(f"round {number + 1}/{args.rounds}", file=sys.stderr)
                 order = ("product", "baseline") if number % 2 == 0 else ("baseline", "product")
-                for body in BODIES:
+                for body in bodies:
                     for name in order:
                         server = started[name]
                         before = run.cpu_seconds(server.pid)
@@ -81,7 +87,7 @@ def main() -> None:
             for server in started.values():
                 run.stop_server(server)
     print(f"CPU µs per request, median of {args.rounds} alternating batches of {args.requests} @16")
-    for body in BODIES:
+    for body in bodies:
         product, baseline = (statistics.median(figures[(name, body)]) for name in ("product", "baseline"))
         every = {name: sorted(round(x) for x in figures[(name, body)]) for name in ("product", "baseline")}
         print(
