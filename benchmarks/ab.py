@@ -5,9 +5,9 @@
 Both are `uvicorn adapter_critic.asgi:app` from their tree (`PYTHONPATH=<tree>/src`; this checkout's when no
 `--product` is given), pinned to the same core, against the same mock upstream. This checkout runs with
 `benchmarks/run.py`'s config (the run store and metrics off); another tree gets only what every tree knows (the
-served models and the timeout) and its own defaults. Each round loads every figure once per tree, in alternating
-order, so drift hits both alike; the table gives the medians and every batch's figure. For a tree from before the
-plug-in registry, the installed entry points name this checkout's workflows: they are loaded from the tree given.
+served models and the timeout) and its own defaults (`--same-config`: a recent tree gets this config too). Each
+round loads every figure once per tree, in alternating order, so drift hits both alike; the table gives the medians
+and every batch's figure. For a tree from before the plug-in registry, the installed entry points name this checkout's workflows: they are loaded from the tree given.
 """
 
 from __future__ import annotations
@@ -35,6 +35,9 @@ def main() -> None:
     parser.add_argument("--product", type=Path, help="the tree measured against it (default: this checkout)")
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--requests", type=int, default=2000, help="requests per batch, at concurrency 16")
+    parser.add_argument(
+        "--same-config", action="store_true", help="give the other tree this checkout's config too (a recent tree)"
+    )
     parser.add_argument("--modes", default="direct", help=f"comma-separated, of {', '.join(MODES)} (default: direct)")
     args = parser.parse_args()
     modes = [mode.strip() for mode in args.modes.split(",") if mode.strip()]
@@ -60,7 +63,11 @@ def main() -> None:
                 model = f"bench-{body.removesuffix('-stream')}"
                 files[body].write_bytes(payloads.request_bytes(model, stream=body.endswith("stream")))
             for name, tree in (("product", args.product), ("baseline", args.baseline)):
-                env = {"ADAPTER_CRITIC_CONFIG": str(workdir / ("this.json" if tree is None else "config.json"))}
+                env = {
+                    "ADAPTER_CRITIC_CONFIG": str(
+                        workdir / ("this.json" if tree is None or args.same_config else "config.json")
+                    )
+                }
                 if tree is not None:
                     env["PYTHONPATH"] = str(tree.resolve() / "src")
                 started[name] = run.start_server(
