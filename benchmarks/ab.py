@@ -7,7 +7,8 @@ Both are `uvicorn adapter_critic.asgi:app` from their tree (`PYTHONPATH=<tree>/s
 `benchmarks/run.py`'s config (the run store and metrics off); another tree gets only what every tree knows (the
 served models and the timeout) and its own defaults (`--same-config`: a recent tree gets this config too). Each
 round loads every figure once per tree, in alternating order, so drift hits both alike; the table gives the medians
-and every batch's figure. For a tree from before the plug-in registry, the installed entry points name this checkout's workflows: they are loaded from the tree given.
+and every batch's figure. For a tree from before the plug-in registry, the installed entry points name this
+checkout's workflows: they are loaded from the tree given.
 """
 
 from __future__ import annotations
