@@ -37,6 +37,7 @@ from ..upstream.retry import Sleep
 from ..viewer import Viewer
 from .auth import AuthMiddleware
 from .chat import Service
+from .fastpath import App
 from .health import DeepHealth
 from .models import model_object
 from .passthrough import Passthrough
@@ -146,14 +147,13 @@ def build_app(service: Service, *, prefix: str = "", standalone: bool = False) -
         finally:
             await service.stop()  # in-flight requests finish first (shutdown_grace_seconds)
 
-    app = Starlette(
+    endpoints: dict[str, ASGIApp] = {
+        f"{prefix}{path}": service if path == "/chat/completions" else _protocol_endpoint(service, inbound, passthrough)
+        for path, inbound in service.protocols.inbound.items()
+    }
+    app = App(
         routes=[
-            Route(f"{prefix}/chat/completions", service, methods=["POST"]),
-            *(
-                Route(f"{prefix}{path}", _protocol_endpoint(service, inbound, passthrough), methods=["POST"])
-                for path, inbound in service.protocols.inbound.items()
-                if path != "/chat/completions"
-            ),
+            *(Route(path, endpoint, methods=["POST"]) for path, endpoint in endpoints.items()),
             Route(f"{prefix}/models", models, methods=["GET"]),
             Route(f"{prefix}/models/{{model:path}}", _ASGIEndpoint(model), methods=["GET"]),
             Route(f"{prefix}/health", health, methods=["GET"]),
@@ -167,7 +167,17 @@ def build_app(service: Service, *, prefix: str = "", standalone: bool = False) -
         middleware=_middleware(service, prefix, viewer.public_paths() if viewer is not None else []),
     )
     app.state.adapter_critic = service
+    if not config.cors_allowed_origins:  # CORS headers go on every response: then only through the middleware
+        app.post_routes = {path: _with_auth(service, prefix, endpoint) for path, endpoint in endpoints.items()}
     return app
+
+
+def _with_auth(service: Service, prefix: str, endpoint: ASGIApp) -> ASGIApp:
+    """`endpoint` behind inbound auth when it is on (as the middleware stack puts it there for every route)."""
+    if not service.auth.enabled:
+        return endpoint
+    routes = {f"{prefix}{path}": inbound for path, inbound in service.protocols.inbound.items()}
+    return AuthMiddleware(endpoint, auth=service.auth, routes=routes)
 
 
 def _protocol_endpoint(service: Service, inbound: Inbound, passthrough: Passthrough | None) -> _ASGIEndpoint:

@@ -1,0 +1,66 @@
+"""`App`: the Starlette app whose protocols' POST routes (`/chat/completions`, `/messages`, `/responses`) are
+answered ahead of Starlette's middleware stack and router.
+
+Those routes are most of a server's traffic, and every wrapper around them is paid again for each streamed
+chunk: Starlette's error middleware, its exception middleware and the request-id middleware each wrap `send`.
+Here one wrapper adds `x-request-id` and notes whether the response started, inbound auth runs as on every other
+route (`AuthMiddleware`, which leaves `send` alone), and an unexpected error is logged and answered with the
+same 500 envelope Starlette's handler would give. Every other request, and every request when CORS is on (its
+headers go on every response), goes through Starlette as before.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from starlette.applications import Starlette
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ..errors import ServerError
+from .auth import route_path
+from .requestid import HEADER, bind
+from .responses import error_response
+
+logger = logging.getLogger("adapter_critic")
+
+
+class App(Starlette):
+    """Starlette, with `post_routes` (route path -> plain ASGI endpoint) answered before its middleware."""
+
+    post_routes: Mapping[str, ASGIApp] = MappingProxyType({})
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST" and self.post_routes:
+            endpoint = self.post_routes.get(route_path(scope))
+            if endpoint is not None:
+                scope["app"] = self
+                await answer(endpoint, scope, receive, send)
+                return
+        await super().__call__(scope, receive, send)
+
+
+async def answer(endpoint: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
+    """`endpoint`'s answer with the request's `x-request-id`; an unexpected error is logged and, when nothing was
+    sent yet, answered with a 500 envelope."""
+    request_id, _ = bind(scope)
+    value = request_id.encode("ascii")
+    started = False
+
+    async def sending(message: Message) -> None:
+        nonlocal started
+        if message["type"] == "http.response.start":
+            started = True
+            headers = list(message.get("headers", ()))
+            if not any(name.lower() == HEADER for name, _ in headers):
+                headers.append((HEADER, value))
+                message = {**message, "headers": headers}
+        await send(message)
+
+    try:
+        await endpoint(scope, receive, sending)
+    except Exception:
+        logger.exception("unexpected error on POST %s", scope["path"])
+        if not started:
+            await error_response(ServerError("Internal server error; see the server log."))(scope, receive, sending)
