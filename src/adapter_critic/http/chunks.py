@@ -49,10 +49,24 @@ class ChunkWriter:
             "created": msgspec.Raw(_encoder.encode(self.created)),
             "model": msgspec.Raw(_encoder.encode(served_model)),
         }
+        self._leading = b"{" + b"".join(b'"%s":%s,' % (key.encode(), bytes(raw)) for key, raw in self._ids.items())
+        self._upstream_leading: bytes | None = None  # what the upstream's chunks begin with (`_leading`)
 
     def relayed(self, payloads: list[bytes]) -> bytes:
-        """Upstream chunks with our id, created and model, and without the upstream's usage."""
-        return b"".join(raw_event(_encoder.encode(self._rewrite(payload))) for payload in payloads)
+        """Upstream chunks with our id, created and model, and without the upstream's usage.
+
+        Most servers begin every chunk of a stream with the same `{"id":…,"object":…,"created":…,"model":…,`
+        (`_leading`): a chunk that begins with the bytes the first one did, and has no `"usage"` anywhere, gets
+        ours in their place and the rest of its bytes untouched — a JSON string cannot hold a bare `"`, so those
+        bytes are the four top-level fields. Any other chunk is decoded, rewritten and encoded whole."""
+        events = []
+        for payload in payloads:
+            leading = self._upstream_leading
+            if leading is not None and payload.startswith(leading) and b'"usage"' not in payload:
+                events.append(b"data: " + self._leading + payload[len(leading) :] + b"\n\n")
+            else:
+                events.append(raw_event(_encoder.encode(self._rewrite(payload, learn=True))))
+        return b"".join(events)
 
     def answer(self, answer: Answer) -> bytes:
         """A known answer (an adapter's, a degraded draft) as chunks: role, text in pieces, tool calls."""
@@ -91,8 +105,10 @@ class ChunkWriter:
         """The error envelope as the stream's last event (no `[DONE]` after it: §8)."""
         return raw_event(rendered.body)
 
-    def _rewrite(self, payload: bytes) -> dict[str, Any]:
+    def _rewrite(self, payload: bytes, *, learn: bool = False) -> dict[str, Any]:
         fields: dict[str, Any] = _fields_decoder.decode(payload)
+        if learn and self._upstream_leading is None:
+            self._upstream_leading = _leading(payload, fields)
         fields.update(self._ids)
         fields.pop("usage", None)
         return fields
@@ -106,3 +122,16 @@ class ChunkWriter:
             "model": self.served_model,
             "choices": choices,
         }
+
+
+def _leading(payload: bytes, fields: dict[str, msgspec.Raw]) -> bytes | None:
+    """The bytes `payload` begins with when its first four fields are `id`, `object`, `created` and `model` (in any
+    order, compact or with a space after each `:` and `,`), up to the next field; else None."""
+    first = list(fields.items())[:4]
+    if len(fields) <= 4 or {key for key, _ in first} != {"id", "object", "created", "model"}:
+        return None
+    for colon, comma in ((b":", b","), (b": ", b", ")):
+        leading = b"{" + b"".join(b'"%s"%s%s%s' % (key.encode(), colon, bytes(raw), comma) for key, raw in first)
+        if payload.startswith(leading):
+            return leading
+    return None
