@@ -128,11 +128,14 @@ class Service:
         request_id: str | None = None,
         run_id: str | None = None,
         inbound: Inbound = OPENAI,
-    ) -> ASGIApp:
+        receive: Receive | None = None,
+    ) -> ASGIApp | None:
         """Run one request body of the `inbound` protocol (default: chat completions) through its workflow;
-        returns the response to send.
+        returns the response to send — or None when the client went away first (told by `receive`, whose
+        request body has been read: the run is then cancelled and the disconnect logged).
 
-        A streaming request's run happens inside the returned response, as it is sent. `client_token` is the
+        A streaming request's run happens inside the returned response, as it is sent (which watches for the
+        client itself). `client_token` is the
         caller's API key, sent only to targets with `forward_client_authorization`. `run_id` is the run's id
         (also the response's), `request_id` what the logs and an unexpected error name (default: the run id).
         """
@@ -171,7 +174,13 @@ class Service:
                     errors=inbound.render_error,
                     headers=[(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()],
                 )
-            record = await run.execute()
+            if receive is None:
+                record = await run.execute()
+            else:
+                watched = await cancel_on_disconnect(receive, request_id, run.execute)
+                if watched is None:
+                    return None
+                record = watched
         except APIError as exc:
             return protocol_error(inbound, exc, redact=redact, headers=headers)
         except Exception:
@@ -244,13 +253,10 @@ class Service:
             try:
                 try:
                     async with self.admission.slot():
-                        response = await cancel_on_disconnect(
-                            receive,
-                            request_id,
-                            lambda: self.chat(
-                                body, client_token=token, request_id=request_id, run_id=run_id, inbound=inbound
-                            ),
-                        )
+                        response = await self.chat(
+                            body, client_token=token, request_id=request_id, run_id=run_id, inbound=inbound,
+                            receive=receive,
+                        )  # fmt: skip
                         if response is not None:
                             await response(scope, receive, send)  # a stream holds its slot until it is sent
                 except Overloaded as exc:
