@@ -317,9 +317,14 @@ async def direct(limits: httpx.Limits | None = None) -> AsyncIterator[_transport
 
 
 async def direct_post(transport: _transport.AiohttpTransport, url: str, body: bytes) -> tuple[int, bytes]:
+    """The answer, or httpx's error: opening raises one, reading the body raises aiohttp's, mapped here as the
+    upstream client maps it (`failures.transport_error`)."""
     headers = {"content-type": "application/json"}
     async with transport.post(url, headers, body, httpx.Timeout(TIMEOUT)) as (status, _, chunks):
-        return status, b"".join([chunk async for chunk in chunks])
+        try:
+            return status, b"".join([chunk async for chunk in chunks])
+        except _transport.AIOHTTP_ERRORS as exc:
+            raise _transport.as_httpx_error(exc) from exc
 
 
 @pytest.mark.parametrize(

@@ -29,6 +29,12 @@ from .auth import client_token
 from .responses import error_response
 
 logger = logging.getLogger("adapter_critic")
+_MODEL_LIST_ERRORS: tuple[type[Exception], ...] = (
+    *TRANSPORT_ERRORS,
+    msgspec.DecodeError,
+    UnicodeDecodeError,
+    RecursionError,
+)
 
 STAGE = "passthrough"
 # Not relayed in either direction: connection-level headers, and the ones this server sets itself.
@@ -118,7 +124,7 @@ class Passthrough:
             async with sent(self.upstream.client_for(url), "GET", url, headers=headers, timeout=10) as response:
                 content = await read_limited(response, limit) if response.status_code == 200 else b""
             listed = msgspec.json.decode(content, type=_ModelList).data if content else []
-        except (*TRANSPORT_ERRORS, msgspec.DecodeError, UnicodeDecodeError, RecursionError) as exc:
+        except _MODEL_LIST_ERRORS as exc:
             logger.warning(
                 "passthrough upstream's model list could not be read (%s); listing served models only",
                 type(exc).__name__,

@@ -29,7 +29,7 @@ from ..redact import Secrets
 from .decoding import ACCEPT_ENCODING
 from .failures import TRANSPORT_ERRORS, bad_answer, status_error, transport_error
 from .inprocess import asgi_stream
-from .limits import limit_chunks, read_body
+from .limits import read_body
 from .pinning import pinned_client
 from .posting import Opened, posted, read_some
 from .sse import iter_batches
@@ -228,19 +228,18 @@ class Upstream:
             opened = self._post(client, target, url, content, timeout, headers)
         try:
             async with opened as (status, response_headers, chunks):
-                limited = limit_chunks(chunks, self._max_response_bytes)
                 if status >= 400:
                     raise status_error(stage, target, status, await read_some(chunks), response_headers, self.secrets)
                 kind = response_headers.get("content-type", "")
                 if status == 200 and kind.startswith("application/json"):
-                    translated = wire.completion(b"".join([part async for part in limited]))
+                    translated = wire.completion(await read_body(response_headers, chunks, self._max_response_bytes))
                     yield self._as_stream(stage, target, translated)
                 elif not kind.startswith("text/event-stream"):
                     raise bad_answer(
                         stage, target, f"did not answer with an event stream (HTTP {status}, content-type {kind!r})."
                     )
                 else:
-                    yield self._payloads(stage, target, wire.chunks(iter_batches(limited)))
+                    yield self._payloads(stage, target, wire.chunks(iter_batches(chunks, self._max_response_bytes)))
         except TRANSPORT_ERRORS as exc:
             raise self._failed(stage, target, exc) from None
 

@@ -19,9 +19,17 @@ from .decoding import UndecodableAnswer
 from .limits import ResponseTooLarge
 from .retry import parse_retry_after
 from .sse import StreamIncomplete
+from .transport import AIOHTTP_ERRORS, as_httpx_error
 
 # What the transport, the size limit and the event stream reader raise; each maps to an `UpstreamError`.
-TRANSPORT_ERRORS = (httpx.HTTPError, TimeoutError, StreamIncomplete, ResponseTooLarge, UndecodableAnswer)
+TRANSPORT_ERRORS: tuple[type[Exception], ...] = (
+    httpx.HTTPError,
+    TimeoutError,
+    StreamIncomplete,
+    ResponseTooLarge,
+    UndecodableAnswer,
+    *AIOHTTP_ERRORS,
+)
 
 
 def transport_error(
@@ -35,6 +43,7 @@ def transport_error(
     failed: str = "failed",
 ) -> UpstreamError:
     """The `UpstreamError` for an exception of the transport, the size limit or the event stream reader."""
+    exc = as_httpx_error(exc)
     label = target.label
     if isinstance(exc, httpx.TimeoutException | TimeoutError):
         detail = f"did not answer within {read_timeout} seconds."

@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator
 
+from .limits import ResponseTooLarge
+
 DONE = b"[DONE]"
 
 
@@ -16,12 +18,14 @@ class StreamIncomplete(Exception):
 _LINE_END = re.compile(rb"\r\n?|\n")
 
 
-async def iter_batches(chunks: AsyncIterator[bytes]) -> AsyncIterator[list[bytes]]:
+async def iter_batches(chunks: AsyncIterator[bytes], limit: int | None = None) -> AsyncIterator[list[bytes]]:
     """The `data` payloads of an SSE byte stream, up to `[DONE]` (not included), as one list per read.
 
     Payloads that arrived together are handed out together, so a relay can write them out together
     (one write per upstream read, not one per event). Raises `StreamIncomplete` when the stream ends
-    before `[DONE]`: a stream cut short must never look like a finished answer.
+    before `[DONE]`: a stream cut short must never look like a finished answer. With a `limit`, raises
+    `ResponseTooLarge` as soon as the stream has passed that many bytes in all (`limits.limit_chunks`, counted
+    here to spare a generator per read).
 
     Lines end at CRLF, LF or a lone CR (the SSE standard). Each byte is searched once: the bytes of an
     unfinished line are not searched again when the next read arrives, so one long event arriving in many
@@ -33,7 +37,12 @@ async def iter_batches(chunks: AsyncIterator[bytes]) -> AsyncIterator[list[bytes
     data: list[bytes] = []  # the `data:` lines of the event being read
     scan = 0  # the bytes of `buffer` before this hold no line end
     crs = False
+    size = 0
     async for chunk in chunks:
+        if limit is not None:
+            size += len(chunk)
+            if size > limit:
+                raise ResponseTooLarge(limit)
         buffer += chunk
         crs = crs or b"\r" in chunk
         batch: list[bytes] = []

@@ -32,7 +32,18 @@ except ImportError:  # the plain-httpx install
     yarl = None  # type: ignore[assignment]
     _BaseAiohttpTransport = None  # type: ignore[assignment,misc]
 
-__all__ = ["AiohttpTransport", "ProxyClient", "aiohttp_available", "network_client", "network_transport"]
+__all__ = [
+    "AIOHTTP_ERRORS",
+    "AiohttpTransport",
+    "ProxyClient",
+    "aiohttp_available",
+    "as_httpx_error",
+    "network_client",
+    "network_transport",
+]
+
+# What reading a body from `AiohttpTransport.post` may raise besides httpx's errors (`as_httpx_error` maps them).
+AIOHTTP_ERRORS: tuple[type[Exception], ...] = () if aiohttp is None else (aiohttp.ClientError,)
 
 
 def aiohttp_available() -> bool:
@@ -136,9 +147,12 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
     ) -> AsyncIterator[tuple[int, Mapping[str, str], AsyncIterator[bytes]]]:
         """POST `content` to `url` on this transport's session; yields (status, headers, the raw body as it is
         read). As `handle_async_request` would do it — no redirects, no decompression, httpx's timeouts as
-        aiohttp's — but without an `httpx.Request` and `httpx.Response` around it; every error is httpx's."""
+        aiohttp's — but without an `httpx.Request` and `httpx.Response` around it. Opening it raises httpx's
+        errors; reading the body raises aiohttp's as they are (`AIOHTTP_ERRORS`, no wrapper per chunk): callers
+        catch them with the others and map them with `as_httpx_error`."""
+        opened = False
         try:
-            opened = self._session().request(
+            request = self._session().request(
                 "POST",
                 _yarl_url(url),
                 headers=headers,
@@ -148,18 +162,20 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                 compress=False,
                 timeout=_client_timeout(timeouts.read, timeouts.connect, timeouts.pool),
             )
-            async with opened as response:
-                yield response.status, response.headers, _mapped(response.content.iter_any())
+            async with request as response:
+                opened = True
+                yield response.status, response.headers, response.content.iter_any()
         except aiohttp.ClientError as exc:
+            if opened:
+                raise  # from reading the body: the caller maps it
             raise _httpx_error(exc) from exc
 
 
-async def _mapped(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    try:
-        async for chunk in chunks:
-            yield chunk
-    except aiohttp.ClientError as exc:
-        raise _httpx_error(exc) from exc
+def as_httpx_error(exc: Exception) -> Exception:
+    """`exc`, or the httpx error httpx's own transport raises in the same situation when it is aiohttp's."""
+    if aiohttp is not None and isinstance(exc, aiohttp.ClientError):
+        return _httpx_error(exc)
+    return exc
 
 
 @functools.lru_cache(maxsize=512)
