@@ -39,6 +39,11 @@ def main() -> None:
     parser.add_argument(
         "--same-config", action="store_true", help="give the other tree this checkout's config too (a recent tree)"
     )
+    parser.add_argument(
+        "--recording",
+        action="store_true",
+        help="both with the standalone server's defaults: runs recorded to a SQLite file each, metrics on",
+    )
     parser.add_argument("--modes", default="direct", help=f"comma-separated, of {', '.join(MODES)} (default: direct)")
     args = parser.parse_args()
     modes = [mode.strip() for mode in args.modes.split(",") if mode.strip()]
@@ -64,11 +69,12 @@ def main() -> None:
                 model = f"bench-{body.removesuffix('-stream')}"
                 files[body].write_bytes(payloads.request_bytes(model, stream=body.endswith("stream")))
             for name, tree in (("product", args.product), ("baseline", args.baseline)):
-                env = {
-                    "ADAPTER_CRITIC_CONFIG": str(
-                        workdir / ("this.json" if tree is None or args.same_config else "config.json")
-                    )
-                }
+                file = "this.json" if tree is None or args.same_config else "config.json"
+                if args.recording:
+                    recorded = {**config, "store": {"url": f"sqlite:///{workdir / name}.sqlite3"}, "telemetry": {}}
+                    file = f"{name}-recording.json"
+                    (workdir / file).write_text(json.dumps(recorded))
+                env = {"ADAPTER_CRITIC_CONFIG": str(workdir / file)}
                 if tree is not None:
                     env["PYTHONPATH"] = str(tree.resolve() / "src")
                 started[name] = run.start_server(
