@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import httpx
 import pytest
 
 from adapter_critic import ConfigError, create_app
+from adapter_critic.http.app import create_standalone_app
 
 from ..conftest import UPSTREAM_URL, AppFactory, asgi_client, chat, make_config
 from ..scripted_upstream import Reply, ScriptedUpstream
@@ -212,3 +214,23 @@ def test_create_app_with_a_missing_file(tmp_path: Path) -> None:
     path = tmp_path / "missing.toml"
     with pytest.raises(ConfigError, match=r"missing\.toml"):
         create_app(path)
+
+
+@pytest.fixture
+def collector_settings() -> Iterator[None]:
+    """Whatever a test's app does to the collector is undone after it."""
+    threshold = gc.get_threshold()
+    yield
+    gc.unfreeze()
+    gc.set_threshold(*threshold)
+
+
+@pytest.mark.usefixtures("collector_settings")
+async def test_only_the_standalone_server_tunes_the_garbage_collector() -> None:
+    gc.unfreeze()
+    gc.set_threshold(700, 10, 10)
+    async with asgi_client(create_app(make_config())):
+        assert gc.get_threshold() == (700, 10, 10) and gc.get_freeze_count() == 0  # a host app's process: untouched
+    async with asgi_client(create_standalone_app(make_config())):
+        assert gc.get_threshold()[0] == 10_000
+        assert gc.get_freeze_count() > 0  # the start-up heap is out of the collector's walks
