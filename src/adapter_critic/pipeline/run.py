@@ -68,6 +68,9 @@ class Run:
         self._degraded = False
         self._progress: ProgressSink | None = None
         self._progress_lock: anyio.Lock | None = None  # made when stage calls run at once
+        # A closure, not the bound `_publish`: the stage calls holding the run would make every run cyclic garbage,
+        # freed only by the garbage collector (a pause that grew with the runs between collections).
+        self._publish = publisher(self.record, subscribers)
         self.calls = StageCalls(
             upstream,
             policy,
@@ -249,7 +252,13 @@ class Run:
         async with self._progress_lock:
             await self._progress(self.calls.finished[stage])
 
-    def _publish(self, event: Event) -> None:
-        self.record.apply(event)
-        for subscriber in self.subscribers:
+
+def publisher(record: RunRecord, subscribers: Sequence[Subscriber]) -> Callable[[Event], None]:
+    """Publish a run's events: folded into its record, then given to each subscriber in turn."""
+
+    def publish(event: Event) -> None:
+        record.apply(event)
+        for subscriber in subscribers:
             subscriber(event)
+
+    return publish
