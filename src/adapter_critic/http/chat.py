@@ -14,7 +14,6 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 import httpx
-import msgspec
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -37,6 +36,7 @@ from ..upstream.retry import RetryPolicy, Sleep
 from ..workflows import registry
 from .admission import Admission
 from .auth import InboundAuth, client_token
+from .body import body_too_large, read_body, refuse_many_choices
 from .disconnect import ClientGone, cancel_on_disconnect, guard_send, log_client_gone
 from .requestid import bind
 from .responses import JSON
@@ -279,49 +279,5 @@ def protocol_error(
     )
 
 
-def refuse_many_choices(request: ChatRequest, mode: str) -> None:
-    """A 400 naming `n` when the request asks for more choices than a one-answer workflow gives."""
-    raw = request.options.get("n")
-    if raw is None:
-        return
-    try:
-        n = msgspec.json.decode(raw)
-    except msgspec.DecodeError:
-        n = None
-    if n is None or n == 1:
-        return
-    raise RequestError(
-        f"`n` = {msgspec.json.encode(n).decode()[:20]}: the {mode} workflow answers with one choice. Leave `n` out "
-        "(or 1), or ask a served model in direct mode, which relays every choice.",
-        param="n",
-    )
-
-
 def _forwards_client_token(plan: Plan) -> bool:
     return any(target.forward_client_authorization for target in plan.all_targets())
-
-
-def body_too_large(limit: int) -> RequestError:
-    return RequestError(
-        f"The request body is larger than this server's limit of {limit} bytes (max_body_bytes).",
-        status_code=413,
-        code="request_too_large",
-    )
-
-
-async def read_body(receive: Receive, limit: int) -> bytes:
-    """Read an HTTP request body, refusing (413) as soon as it passes `limit` rather than buffering it whole."""
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            break
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise body_too_large(limit)
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            break
-    return b"".join(chunks)

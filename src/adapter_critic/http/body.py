@@ -1,0 +1,54 @@
+"""What is checked of a request before its run: the body read within `max_body_bytes` (413 past it), and `n`
+for a workflow that answers with one choice (400)."""
+
+from __future__ import annotations
+
+import msgspec
+from starlette.types import Receive
+
+from ..core import ChatRequest
+from ..errors import RequestError
+
+
+def refuse_many_choices(request: ChatRequest, mode: str) -> None:
+    """A 400 naming `n` when the request asks for more choices than a one-answer workflow gives."""
+    raw = request.options.get("n")
+    if raw is None:
+        return
+    try:
+        n = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        n = None
+    if n is None or n == 1:
+        return
+    raise RequestError(
+        f"`n` = {msgspec.json.encode(n).decode()[:20]}: the {mode} workflow answers with one choice. Leave `n` out "
+        "(or 1), or ask a served model in direct mode, which relays every choice.",
+        param="n",
+    )
+
+
+def body_too_large(limit: int) -> RequestError:
+    return RequestError(
+        f"The request body is larger than this server's limit of {limit} bytes (max_body_bytes).",
+        status_code=413,
+        code="request_too_large",
+    )
+
+
+async def read_body(receive: Receive, limit: int) -> bytes:
+    """Read an HTTP request body, refusing (413) as soon as it passes `limit` rather than buffering it whole."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise body_too_large(limit)
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
