@@ -97,3 +97,16 @@ async def test_an_error_after_the_response_started_is_logged_only(caplog: pytest
         await answer(half, scope, receive, send)
     assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"]  # nothing sent after the error
     assert any("unexpected error on POST /half" in r.getMessage() for r in caplog.records)
+
+
+async def test_each_protocol_answers_with_its_own_form_of_request_id(serve: AppFactory) -> None:
+    async with serve() as client:
+        message = await client.post(
+            "/messages", json={"model": "m-direct", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
+        )
+        response = await client.post("/responses", json={"model": "m-direct", "input": "hi"})
+        chat_completion = await client.post("/chat/completions", json=chat("m-direct"))
+    for answered, prefix in ((message, "msg_"), (response, "resp_"), (chat_completion, "chatcmpl-")):
+        assert answered.status_code == 200, answered.text
+        assert answered.headers["x-request-id"] == answered.json()["id"]
+        assert answered.json()["id"].startswith(prefix)

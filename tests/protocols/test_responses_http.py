@@ -254,7 +254,9 @@ async def test_a_client_that_goes_away_cancels_the_run(
                 await aborted.wait()  # ... and is cancelled
     assert [call.model for call in upstream.aborted] == ["critic-model"]
     gone = [r.getMessage() for r in caplog.records if "the client went away" in r.getMessage()]
-    assert len(gone) == 1 and gone[0].startswith("[chatcmpl-")  # the request id (the client's x-request-id, if sane)
+    assert len(gone) == 1 and gone[0].startswith("[resp_")  # the request id: the run's, as the response's id would be
+    ended = [r.getMessage() for r in caplog.records if " cancelled in " in r.getMessage()]
+    assert len(ended) == 1 and "retries: 0" in ended[0]  # a call cancelled mid-attempt is no retry
 
 
 @pytest.mark.parametrize("stream", [False, True])

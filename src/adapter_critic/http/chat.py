@@ -243,9 +243,7 @@ class Service:
         """Answer one request body of the `inbound` protocol, within a request slot (overload limit, shutdown).
 
         A client that goes away meanwhile cancels the request and leaves one line in the log (`disconnect`)."""
-        request_id, run_id = bind(scope)
-        if inbound is not OPENAI:  # the run, and so the response, has the protocol's own form of id (`msg_…`)
-            run_id = inbound.new_id()
+        request_id, run_id = bind(scope, inbound.new_id)  # the protocol's own form of id (`chatcmpl-…`, `msg_…`)
         send = guard_send(send)
         token = client_token(scope, inbound.credential)
         traced = self.tracing.inbound(scope) if self.tracing is not None else _NOT_TRACED

@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..errors import ServerError
 from .auth import route_path
-from .requestid import HEADER, bind
+from .requestid import with_request_id
 from .responses import error_response
 
 logger = logging.getLogger("adapter_critic")
@@ -44,18 +44,13 @@ class App(Starlette):
 async def answer(endpoint: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
     """`endpoint`'s answer with the request's `x-request-id`; an unexpected error is logged and, when nothing was
     sent yet, answered with a 500 envelope."""
-    request_id, _ = bind(scope)
-    value = request_id.encode("ascii")
     started = False
 
     async def sending(message: Message) -> None:
         nonlocal started
         if message["type"] == "http.response.start":
             started = True
-            headers = list(message.get("headers", ()))
-            if not any(name.lower() == HEADER for name, _ in headers):
-                headers.append((HEADER, value))
-                message = {**message, "headers": headers}
+            message = with_request_id(message, scope)
         await send(message)
 
     try:

@@ -24,7 +24,7 @@ from ..upstream.retry import Sleep
 from .auth import refusal
 from .chat import Service
 from .models import ServedModels, models_path
-from .requestid import bind, with_header
+from .requestid import with_header
 from .responses import error_response
 from .runs import RunsAPI
 
@@ -109,8 +109,7 @@ class AdapterCriticMiddleware:
             await self.app(scope, _replay(buffered, receive), send)
             return
         # Only requests the pipeline serves need our API key; the wrapped app guards the rest its own way.
-        request_id, _ = bind(scope)
-        send = with_header(send, request_id)
+        send = with_header(send, scope)
         refused = self.service.auth.check(scope, inbound)
         if refused is not None:
             await refusal(refused, inbound)(scope, receive, send)
@@ -123,8 +122,7 @@ class AdapterCriticMiddleware:
 
     async def _runs(self, scope: Scope, receive: Receive, send: Send) -> None:
         assert self.runs is not None
-        request_id, _ = bind(scope)
-        send = with_header(send, request_id)
+        send = with_header(send, scope)
         refused = self.service.auth.check(scope)
         if refused is not None:
             await error_response(refused)(scope, receive, send)

@@ -82,7 +82,7 @@ def request_log(event: Event) -> None:
 def summary(record: RunRecord, status: str) -> dict[str, Any]:
     """A finished run's log fields."""
     total = record.total_usage()
-    retries = sum(stage.attempts - stage.calls for stage in record.stages.values())
+    retries = sum(max(0, stage.attempts - stage.calls) for stage in record.stages.values())  # a cancelled call: 0
     return {
         "request_id": record.run_id,
         "served_model": record.served_model,
