@@ -391,7 +391,7 @@ async def test_app_calls_configured_upstreams_directly(transport_kind: str) -> N
     async with LifespanManager(app):
         upstream = app.state.adapter_critic.upstream
         if transport_kind == "aiohttp":
-            assert upstream._direct is upstream._client._transport
+            assert upstream._direct is upstream._client._transport is upstream._client.aiohttp_transport
         else:
             assert upstream._direct is None
 

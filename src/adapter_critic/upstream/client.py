@@ -34,7 +34,7 @@ from .pinning import pinned_client
 from .posting import Opened, posted, read_some
 from .sse import iter_batches
 from .synthesized import completion_as_chunks
-from .transport import AiohttpTransport, ProxyClient, network_transport
+from .transport import AiohttpTransport, network_client
 
 logger = logging.getLogger("adapter_critic")
 
@@ -97,11 +97,8 @@ class Upstream:
         if self._given_client is not None:
             self._client = self._given_client
         else:
-            transport = network_transport(limits)
-            self._client = ProxyClient(
-                transport=transport, timeout=self._timeout, limits=limits, follow_redirects=False
-            )
-            self._direct = transport if isinstance(transport, AiohttpTransport) else None
+            client = network_client(timeout=self._timeout, limits=limits)
+            self._client, self._direct = client, client.aiohttp_transport
         if self._in_process_app is not None:
             self._in_process = httpx.AsyncClient(
                 transport=httpx.ASGITransport(app=self._in_process_app), base_url=IN_PROCESS_ORIGIN

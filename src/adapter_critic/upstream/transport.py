@@ -93,6 +93,12 @@ class ProxyClient(httpx.AsyncClient):
     def build_request(self, method: str, url: httpx.URL | str, **kwargs: Any) -> httpx.Request:
         return super().build_request(method, _parse_url(url) if isinstance(url, str) else url, **kwargs)
 
+    @property
+    def aiohttp_transport(self) -> AiohttpTransport | None:
+        """The aiohttp transport under this client, whose `post` callers may use directly; None over httpx's own."""
+        transport = self._transport
+        return transport if isinstance(transport, AiohttpTransport) else None
+
 
 class _NoCookies(httpx.Cookies):
     """Always empty: whatever an answer sets is dropped."""
