@@ -10,8 +10,6 @@ What a Claude stage target adds to a stage call, and what `/messages` adds to a 
 
 from __future__ import annotations
 
-import argparse
-import json
 from typing import Any
 
 import msgspec
@@ -21,7 +19,7 @@ from adapter_critic.protocols.anthropic.inbound import decode_messages
 from adapter_critic.protocols.anthropic.outbound import messages_request
 from adapter_critic.request.decode import decode_request
 
-from . import payloads
+from . import micro, payloads
 from .micro import time_per_call
 
 _encoder = msgspec.json.Encoder()
@@ -116,12 +114,7 @@ def format_table(results: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    args = parser.parse_args()
-    results = run_all(args.quick)
-    print(json.dumps(results) if args.json else format_table(results), flush=True)
+    micro.cli(__doc__, run_all, format_table)
 
 
 if __name__ == "__main__":

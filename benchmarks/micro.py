@@ -127,13 +127,18 @@ def format_table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def cli(description: str | None, run_all: Callable[[bool], dict[str, Any]], table: Callable[..., str]) -> None:
+    """The command line of an in-process benchmark: `--quick`, and `--json` for the results instead of a table."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = parser.parse_args()
     results = run_all(args.quick)
-    print(json.dumps(results) if args.json else format_table(results), flush=True)
+    print(json.dumps(results) if args.json else table(results), flush=True)
+
+
+def main() -> None:
+    cli(__doc__, run_all, format_table)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ their Responses form: the system message as `instructions`, tool calls and resul
 
 from __future__ import annotations
 
-import argparse
 import functools
 import json
 from typing import Any
@@ -26,7 +25,7 @@ from adapter_critic.protocols.responses.protocol import INBOUND
 from adapter_critic.protocols.responses.stream import ResponsesEvents
 from adapter_critic.request.decode import decode_request
 
-from . import payloads
+from . import micro, payloads
 from .micro import SIZES, time_per_call
 
 
@@ -136,12 +135,7 @@ def format_table(results: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    args = parser.parse_args()
-    results = run_all(args.quick)
-    print(json.dumps(results) if args.json else format_table(results), flush=True)
+    micro.cli(__doc__, run_all, format_table)
 
 
 if __name__ == "__main__":

@@ -14,12 +14,10 @@ included, since it runs in the same process — and each variant's ratio to `sto
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,7 +26,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE.parent) not in sys.path:
     sys.path.insert(0, str(HERE.parent))
 
-from benchmarks import payloads, run  # noqa: E402
+from benchmarks import run, variants  # noqa: E402
 
 VARIANTS = ("store off", "sqlite", "sqlite, metadata", "sqlite + metrics")
 TARGET = 1.15  # the bound for recording (with metrics) on against off, direct mode
@@ -67,42 +65,12 @@ def servers(workdir: Path, proxy: list[int] | None, other: list[int] | None) -> 
             run.stop_server(server)
 
 
-def cpu_us(server: run.Server, load: run.Load, body: str, requests: int) -> float:
-    before = run.cpu_seconds(server.pid)
-    done = load.batch(server.port, body, requests, 16)
-    time.sleep(0.2)  # let the background writer write the batch's last records: they are this batch's cost
-    return (run.cpu_seconds(server.pid) - before) / done["requests"] * 1e6
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="1 round x 300 requests: check the harness")
-    parser.add_argument("--rounds", type=int, help="override the number of rounds")
-    parser.add_argument("--python-load", action="store_true", help="use benchmarks/loadgen.py even if wrk is installed")
-    args = parser.parse_args()
-    rounds, batch, warmup = (1, 300, 50) if args.quick else (5, 3000, 300)
-    rounds = args.rounds or rounds
-    use_wrk = run.shutil.which("wrk") is not None and not args.python_load
-    proxy, other = run.cpu_layout()
-    bodies = ("direct", "direct-stream")
-    figures: dict[tuple[str, str], list[float]] = {(v, b): [] for v in VARIANTS for b in bodies}
-    with tempfile.TemporaryDirectory(prefix="adapter-critic-store-") as tmp:
-        workdir = Path(tmp)
-        files = {}
-        for body in bodies:
-            files[body] = workdir / f"{body}.json"
-            files[body].write_bytes(payloads.request_bytes("bench-direct", stream=body.endswith("stream")))
-        load = run.Load(files, other, use_wrk)
-        with servers(workdir, proxy, other) as started:
-            for name in VARIANTS:
-                for body in bodies:
-                    load.batch(started[name].port, body, warmup, 16)
-            for number in range(rounds):
-                print(f"round {number + 1}/{rounds}", file=sys.stderr)
-                for name in VARIANTS:
-                    for body in bodies:
-                        figures[(name, body)].append(cpu_us(started[name], load, body, batch))
-    print(table(figures, rounds, batch, "wrk" if use_wrk else "benchmarks/loadgen.py"))
+    args = variants.options(__doc__ or "")
+    figures, rounds, batch, loader = variants.measure(
+        args, VARIANTS, servers, prefix="adapter-critic-store-", settle_seconds=0.2
+    )
+    print(table(figures, rounds, batch, loader))
 
 
 def table(figures: dict[tuple[str, str], list[float]], rounds: int, batch: int, loader: str) -> str:

@@ -21,12 +21,10 @@ events, and the in-flight gauge) is also timed in-process, where nothing else in
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,7 +44,7 @@ from adapter_critic.events import (  # noqa: E402
     StageFinished,
     StageStarted,
 )
-from benchmarks import payloads, run  # noqa: E402
+from benchmarks import run, variants  # noqa: E402
 
 VARIANTS = ("off", "metrics", "metrics, multiprocess", "metrics + tracing", "metrics + store")
 TARGET = 1.15  # metrics on: direct-mode CPU per request within this ratio of off (issue 11)
@@ -95,13 +93,6 @@ def servers(workdir: Path, proxy: list[int] | None, other: list[int] | None) -> 
             run.stop_server(server)
 
 
-def cpu_us(server: run.Server, load: run.Load, body: str, requests: int) -> float:
-    before = run.cpu_seconds(server.pid)
-    done = load.batch(server.port, body, requests, 16)
-    time.sleep(0.05)  # let it finish the requests the load generator abandoned at the end of the batch
-    return (run.cpu_seconds(server.pid) - before) / done["requests"] * 1e6
-
-
 def subscriber_us(quick: bool) -> dict[str, float]:
     """µs per direct run of each variant's subscribers, timed in-process (best of 5 repeats)."""
     import timeit
@@ -146,34 +137,11 @@ def subscriber_us(quick: bool) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="1 round x 300 requests: check the harness")
-    parser.add_argument("--rounds", type=int, help="override the number of rounds")
-    parser.add_argument("--python-load", action="store_true", help="use benchmarks/loadgen.py even if wrk is installed")
-    args = parser.parse_args()
-    rounds, batch, warmup = (1, 300, 50) if args.quick else (5, 3000, 300)
-    rounds = args.rounds or rounds
-    use_wrk = run.shutil.which("wrk") is not None and not args.python_load
-    proxy, other = run.cpu_layout()
-    bodies = ("direct", "direct-stream")
-    figures: dict[tuple[str, str], list[float]] = {(v, b): [] for v in VARIANTS for b in bodies}
-    with tempfile.TemporaryDirectory(prefix="adapter-critic-telemetry-") as tmp:
-        workdir = Path(tmp)
-        files = {}
-        for body in bodies:
-            files[body] = workdir / f"{body}.json"
-            files[body].write_bytes(payloads.request_bytes("bench-direct", stream=body.endswith("stream")))
-        load = run.Load(files, other, use_wrk)
-        with servers(workdir, proxy, other) as started:
-            for name in VARIANTS:
-                for body in bodies:
-                    load.batch(started[name].port, body, warmup, 16)
-            for number in range(rounds):
-                print(f"round {number + 1}/{rounds}", file=sys.stderr)
-                for name in VARIANTS:
-                    for body in bodies:
-                        figures[(name, body)].append(cpu_us(started[name], load, body, batch))
-    print(table(figures, rounds, batch, "wrk" if use_wrk else "benchmarks/loadgen.py", subscriber_us(args.quick)))
+    args = variants.options(__doc__ or "")
+    figures, rounds, batch, loader = variants.measure(
+        args, VARIANTS, servers, prefix="adapter-critic-telemetry-", settle_seconds=0.05
+    )
+    print(table(figures, rounds, batch, loader, subscriber_us(args.quick)))
 
 
 def table(
