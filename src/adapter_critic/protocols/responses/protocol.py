@@ -10,6 +10,7 @@ limits and the order of checks (SPEC §4) are the chat endpoint's; the answer is
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,17 +47,9 @@ class ResponsesInbound(Inbound):
     def decode(self, body: bytes, *, max_messages: int | None) -> ChatRequest:
         mapped = map_request(body, max_items=max_messages)
         chat = decode_request(mapped.chat_body)  # `input` was counted against max_messages already
-        return ResponsesRequest(
-            model=chat.model,
-            messages=chat.messages,
-            messages_json=chat.messages_json,
-            options=chat.options,
-            overrides=chat.overrides,
-            overrides_param=chat.overrides_param,
-            stream=chat.stream,
-            include_usage=chat.include_usage,
-            echo=mapped.echo,
-        )
+        # Every field of the chat request as decoded (a field added to `ChatRequest` is carried too), and the echo.
+        fields = {f.name: getattr(chat, f.name) for f in dataclasses.fields(chat)}
+        return ResponsesRequest(**fields, echo=mapped.echo)
 
     def response(self, record: RunRecord, *, response_id: str, request: ChatRequest) -> bytes:
         return outbound.body(record, _echo(request), response_id=response_id)
