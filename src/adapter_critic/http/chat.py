@@ -135,8 +135,8 @@ class Service:
         request body has been read: the run is then cancelled and the disconnect logged).
 
         A streaming request's run happens inside the returned response, as it is sent (which watches for the
-        client itself). `client_token` is the
-        caller's API key, sent only to targets with `forward_client_authorization`. `run_id` is the run's id
+        client itself). `client_token` is the caller's API key, sent only to targets with
+        `forward_client_authorization`. `run_id` is the run's id
         (also the response's), `request_id` what the logs and an unexpected error name (default: the run id).
         """
         completion_id = run_id or request_id or inbound.new_id()

@@ -84,7 +84,7 @@ async def cancel_on_disconnect(receive: Receive, request_id: str, work: Callable
         log_client_gone(request_id)
         scope.cancel()
 
-    if _on_asyncio():
+    if on_asyncio():
         loop = asyncio.get_running_loop()
         watcher: asyncio.Task[None] | None = None
 
@@ -109,5 +109,6 @@ async def cancel_on_disconnect(receive: Receive, request_id: str, work: Callable
     return None if scope.cancel_called else result
 
 
-def _on_asyncio() -> bool:
+def on_asyncio() -> bool:
+    """Whether this runs on asyncio (where a bare task is cheaper than an anyio task group)."""
     return sniffio.current_async_library() == "asyncio"

@@ -22,14 +22,13 @@ import time
 from collections.abc import Awaitable, Callable
 
 import anyio
-import sniffio
 from anyio import CancelScope
 from starlette.types import Receive, Scope, Send
 
 from ..errors import APIError, Rendered, internal_error, render_error
 from ..events import AnswerChunks, RunRecord, StageFinished
 from ..protocols.base import Redact, StreamRenderer
-from .disconnect import ClientGone, guard_send, log_client_gone
+from .disconnect import ClientGone, guard_send, log_client_gone, on_asyncio
 
 logger = logging.getLogger("adapter_critic")
 
@@ -77,7 +76,7 @@ class StreamResponse:
         self._send = guard_send(send)
         self._last_write = time.monotonic()
         answering = CancelScope()  # the watcher cancels it when the client goes
-        if sniffio.current_async_library() != "asyncio":
+        if not on_asyncio():
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._watch, receive, answering)
                 with answering:
