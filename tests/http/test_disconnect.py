@@ -88,7 +88,7 @@ def no_errors(caplog: pytest.LogCaptureFixture) -> None:
 async def test_cancel_on_disconnect(
     on_asyncio: bool, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(_disconnect, "_on_asyncio", lambda: on_asyncio)
+    monkeypatch.setattr(_disconnect, "on_asyncio", lambda: on_asyncio)
     caplog.set_level(logging.INFO, logger="adapter_critic")
     disconnect = anyio.Event()
 
