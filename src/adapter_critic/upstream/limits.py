@@ -37,17 +37,6 @@ async def sent(client: httpx.AsyncClient, method: str, url: str, **kwargs: Any) 
         await response.aclose()
 
 
-async def post_limited(
-    client: httpx.AsyncClient, url: str, *, limit: int, **kwargs: Any
-) -> tuple[httpx.Response, bytes]:
-    """POST and read the answer's body up to `limit` bytes; returns the (closed) response and its body.
-
-    Raises `ResponseTooLarge` past the limit, and whatever httpx raises otherwise.
-    """
-    async with sent(client, "POST", url, **kwargs) as response:
-        return response, await read_limited(response, limit)
-
-
 async def read_limited(response: httpx.Response, limit: int) -> bytes:
     """The response's body, refused (`ResponseTooLarge`) as soon as it passes `limit` bytes."""
     return await read_body(response.headers, body_chunks(response), limit)
