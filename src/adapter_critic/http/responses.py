@@ -6,7 +6,6 @@ Invariant: top-level `usage` is the per-field sum of every stage's usage (`adapt
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -17,6 +16,7 @@ from starlette.responses import Response
 from ..core import Answer, Usage
 from ..errors import APIError, render_error
 from ..events import Extension, RunRecord, extension
+from ..ids import new_id
 
 JSON = "application/json"
 
@@ -50,7 +50,7 @@ _OBJECT = msgspec.Raw(b'"chat.completion"')
 
 
 def new_completion_id() -> str:
-    return f"chatcmpl-{os.urandom(16).hex()}"
+    return new_id("chatcmpl-")
 
 
 def completion(record: RunRecord, *, completion_id: str) -> bytes:

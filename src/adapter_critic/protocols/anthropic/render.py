@@ -23,6 +23,7 @@ import msgspec
 from ...core import Answer, Usage
 from ...errors import APIError, Rendered, UpstreamError, render_error
 from ...events import RunRecord, extension
+from ...ids import new_id
 from ..base import Redact
 from . import wire
 
@@ -34,7 +35,7 @@ _error_decoder = msgspec.json.Decoder(dict[str, wire.ErrorDetail])
 
 
 def new_message_id() -> str:
-    return f"msg_{os.urandom(16).hex()}"
+    return new_id("msg_")
 
 
 def stop_reason(finish_reason: str | None) -> str:

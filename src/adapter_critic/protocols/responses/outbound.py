@@ -14,12 +14,12 @@ usage in the Responses names, the request's settings echoed, and the `adapter_cr
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 
 import msgspec
 
+from ... import ids
 from ...core import Answer, Completion, Usage
 from ...events import Extension, RunRecord, extension
 from .inbound import Echo
@@ -46,7 +46,7 @@ _completion_decoder = msgspec.json.Decoder(Completion)
 
 def new_id(prefix: str) -> str:
     """An id in the Responses API's style: `resp_…`, `msg_…`, `fc_…`."""
-    return f"{prefix}_{os.urandom(16).hex()}"
+    return ids.new_id(f"{prefix}_")
 
 
 def stop_status(finish_reason: str | None) -> tuple[Status, IncompleteDetails | None]:
