@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 import time
 
@@ -27,7 +28,7 @@ def test_ids_made_later_sort_later() -> None:
     millis = [int(item[9:21], 16) for item in made]
     assert millis == sorted(millis)
     # Within one millisecond the random part decides; across milliseconds the time does.
-    for earlier, later in zip(made, made[1:], strict=False):
+    for earlier, later in itertools.pairwise(made):
         if int(later[9:21], 16) > int(earlier[9:21], 16):
             assert later > earlier
     assert len(set(made)) == len(made)
@@ -35,7 +36,8 @@ def test_ids_made_later_sort_later() -> None:
 
 def test_every_protocols_ids_are_time_ordered() -> None:
     now = time.time_ns() // 1_000_000
-    for made, prefix in ((new_completion_id(), "chatcmpl-"), (new_message_id(), "msg_"), (responses_id("resp"), "resp_")):
+    made_ids = ((new_completion_id(), "chatcmpl-"), (new_message_id(), "msg_"), (responses_id("resp"), "resp_"))
+    for made, prefix in made_ids:
         assert made.startswith(prefix)
         assert abs(int(made[len(prefix) : len(prefix) + 12], 16) - now) < 60_000
         assert len(made) == len(prefix) + 32
