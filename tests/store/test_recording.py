@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+import sqlalchemy
 
 from adapter_critic import create_app
 from adapter_critic.http.app import create_standalone_app
@@ -75,6 +76,31 @@ async def test_a_run_is_visible_while_it_runs_and_finalised_when_it_ends(
     assert mid.request is not None and mid.request.messages == [{"role": "user", "content": "secret plan"}]
     assert end is not None and end.status == "cancelled" and end.finished_at is not None
     assert [(s.stage, s.status) for s in end.stages] == [("api_draft", "ok"), ("critic", "cancelled")]
+
+
+async def test_the_clients_messages_are_stored_once_and_read_back_for_every_stage_that_sent_them(
+    upstream: ScriptedUpstream, store_url: str
+) -> None:
+    upstream.script(Reply("the draft"), Reply("the critique"), Reply("the final"))
+    async with recording(upstream, store_url) as (client, store):
+        response = await client.post("/chat/completions", json=chat("m-critic", "what to store"))
+        await store.flush()
+        run = await store.get_run(response.headers["x-request-id"])
+        followed = [item async for kind, item in store.follow(response.headers["x-request-id"]) if kind == "stage"]
+        async with store.database.engine.connect() as conn:
+            stored = await conn.execute(sqlalchemy.text("SELECT messages, request_messages FROM stages ORDER BY idx"))
+            columns = [(messages is None, bool(flag)) for messages, flag in stored]
+    client_messages = [{"role": "user", "content": "what to store"}]
+    assert run is not None and run.request is not None and run.request.messages == client_messages
+    # The draft sent the client's messages: they are kept once, in the run's request, and read back for the stage.
+    assert columns[0] == (True, True)
+    assert run.stages[0].messages == client_messages
+    assert followed[0].messages == client_messages
+    # The critic and the final call sent messages of their own: stored with the stage.
+    assert columns[1:] == [(False, False), (False, False)]
+    for stage in (*run.stages[1:], *followed[1:]):
+        assert stage.messages is not None and stage.messages != client_messages
+        assert any("the draft" in json.dumps(message) for message in stage.messages)
 
 
 async def test_a_failed_run_keeps_its_error_and_every_attempt(upstream: ScriptedUpstream, store_url: str) -> None:

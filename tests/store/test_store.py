@@ -277,6 +277,34 @@ async def test_schema_is_versioned_and_a_newer_one_is_refused(store_url: str) ->
         await open_store(store_url)
 
 
+async def test_a_version_1_store_is_upgraded_and_its_runs_read_as_before(store_url: str) -> None:
+    async with await open_store(store_url) as store:
+        record_run(store, "old", stages=("api_draft", "critic"))
+        await store.flush()
+    engine = create_async_engine(engine_url(store_url))
+    try:
+        async with engine.begin() as conn:  # back to version 1's shape: no `stages.request_messages`
+            await conn.execute(sqlalchemy.text("ALTER TABLE stages DROP COLUMN request_messages"))
+            await conn.execute(sqlalchemy.text("UPDATE schema_version SET version = 1"))
+    finally:
+        await engine.dispose()
+    async with await open_store(store_url) as store:
+        old = await store.get_run("old")
+        record_run(store, "new")
+        await store.flush()
+        new = await store.get_run("new")
+    assert old is not None and [s.messages for s in old.stages] == [[{"role": "user", "content": "Hello"}]] * 2
+    assert new is not None and new.stages[0].messages == [{"role": "user", "content": "Hello"}]
+    engine = create_async_engine(engine_url(store_url))
+    try:
+        async with engine.connect() as conn:
+            assert (await conn.execute(sqlalchemy.text("SELECT version FROM schema_version"))).scalar() == VERSION == 2
+            flags = (await conn.execute(sqlalchemy.text("SELECT request_messages FROM stages"))).scalars().all()
+    finally:
+        await engine.dispose()
+    assert [bool(flag) for flag in flags] == [False, False, False]
+
+
 async def _dump(url: str) -> str:
     """Every value of every table, as text."""
     engine = create_async_engine(engine_url(url))

@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from .recorder import Record, RunClosed, RunOpened, StageDone
 from .records import RunDetail, RunPage, RunQuery, RunSummary, StoredStage, decode_cursor, encode_cursor
-from .rows import Cleaner, closed_row, detail, opened_row, stage, stage_row, summary
+from .rows import Cleaner, closed_row, detail, opened_row, request_messages, stage, stage_row, summary
 from .schema import instances, runs, stages, upgrade
 
 # An instance that has not said it is alive for this long is gone (it beats every `HEARTBEAT_SECONDS`).
@@ -268,7 +268,12 @@ class Database:
         """The run's finished stages from `index` on, in order."""
         statement = select(stages).where(stages.c.run_id == run_id, stages.c.idx >= index).order_by(stages.c.idx)
         async with self.engine.connect() as conn:
-            return [stage(row) for row in (await conn.execute(statement)).mappings().all()]
+            rows = (await conn.execute(statement)).mappings().all()
+            messages = None
+            if any(row["request_messages"] for row in rows):
+                request = select(runs.c.request).where(runs.c.run_id == run_id)
+                messages = request_messages((await conn.execute(request)).scalar())
+        return [stage(row, messages) for row in rows]
 
     async def count(self) -> int:
         async with self.engine.connect() as conn:

@@ -38,9 +38,10 @@ class StageDone:
     index: int
     finished: StageFinished
     started_offset_ms: float
-    messages: Any
+    messages: Any  # None when the stage sent the client's own messages (`request_messages`): they are stored once
     capture: Capture
     secret: str | None = None
+    request_messages: bool = False
 
 
 @dataclass(slots=True)
@@ -84,7 +85,10 @@ class RunRecorder:
             assert isinstance(event, StageFinished)
             began, messages = self._open.pop(event.stage, (time.perf_counter() - event.elapsed_ms / 1000, None))
             offset = round((began - self._began) * 1000, 3)
-            done = StageDone(self._run_id, self._index, event, offset, messages, self.capture, self.secret)
+            own = messages is self.request.messages_json  # a first stage sends the request's messages object itself
+            done = StageDone(
+                self._run_id, self._index, event, offset, None if own else messages, self.capture, self.secret, own
+            )
             self._index += 1
             self.enqueue(done)
         elif kind is RunStarted:

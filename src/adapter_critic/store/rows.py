@@ -153,6 +153,7 @@ def stage_row(record: StageDone, clean: Cleaner) -> dict[str, Any]:
         "messages": clean.json(record.messages) if full else None,
         "output": clean.text(finished.output) if full else None,
         "error": clean.json(_attempt_error(finished.error, clean)),
+        "request_messages": full and record.request_messages,
     }
 
 
@@ -216,18 +217,27 @@ def summary(row: Mapping[Any, Any]) -> RunSummary:
     return RunSummary(**summary_fields(row))
 
 
+def request_messages(request_json: str | None) -> list[Any] | None:
+    """The client's messages of a run's stored request (None under capture `metadata`)."""
+    request: StoredRequest | None = _maybe(_request, request_json)
+    return None if request is None else request.messages
+
+
 def detail(row: Mapping[Any, Any], stage_rows: Sequence[Mapping[Any, Any]]) -> RunDetail:
+    request: StoredRequest | None = _maybe(_request, row["request"])
+    messages = None if request is None else request.messages
     return RunDetail(
         **summary_fields(row),
         capture=row["capture"],
-        request=_maybe(_request, row["request"]),
+        request=request,
         intermediate=_maybe(_intermediate, row["intermediate"]) or {},
         answer=_maybe(_answer, row["answer"]),
-        stages=[stage(s) for s in stage_rows],
+        stages=[stage(s, messages) for s in stage_rows],
     )
 
 
-def stage(row: Mapping[Any, Any]) -> StoredStage:
+def stage(row: Mapping[Any, Any], client_messages: list[Any] | None) -> StoredStage:
+    """A stage as stored; `client_messages` are its run's request messages, for a stage that sent those."""
     return StoredStage(
         index=row["idx"],
         stage=row["stage"],
@@ -239,7 +249,7 @@ def stage(row: Mapping[Any, Any]) -> StoredStage:
         attempts=_attempts.decode(row["attempts"]),
         usage=_any.decode(row["usage"]),
         usage_reported=bool(row["usage_reported"]),
-        messages=_maybe(_any, row["messages"]),
+        messages=client_messages if row["request_messages"] else _maybe(_any, row["messages"]),
         output=row["output"],
         error=_maybe(_attempt_error_decoder, row["error"]),
     )

@@ -21,6 +21,8 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    false,
+    inspect,
     select,
     text,
 )
@@ -70,6 +72,9 @@ stages = Table(
     Column("messages", Text),  # JSON, capture `full` only
     Column("output", Text),  # capture `full` only
     Column("error", Text),  # JSON: AttemptError
+    # The stage sent the client's own messages (a run's first stage): they are kept once, in `runs.request`, and
+    # `messages` is NULL (schema version 2).
+    Column("request_messages", Boolean, nullable=False, server_default=false()),
 )
 
 # The server processes writing to the store: a run left `running` by a process that is gone is `interrupted`.
@@ -87,10 +92,16 @@ schema_version = Table("schema_version", metadata, Column("version", Integer, nu
 
 def _v1(conn: Connection) -> None:
     for table in (runs, stages, instances):
-        table.create(conn, checkfirst=True)
+        table.create(conn, checkfirst=True)  # today's definitions: a new store has version 2's columns already
 
 
-STEPS: tuple[Callable[[Connection], None], ...] = (_v1,)
+def _v2(conn: Connection) -> None:
+    """`stages.request_messages`: a stage that sent the client's messages no longer stores a second copy."""
+    if "request_messages" not in {column["name"] for column in inspect(conn).get_columns("stages")}:
+        conn.execute(text("ALTER TABLE stages ADD COLUMN request_messages BOOLEAN NOT NULL DEFAULT false"))
+
+
+STEPS: tuple[Callable[[Connection], None], ...] = (_v1, _v2)
 VERSION = len(STEPS)
 
 
