@@ -168,6 +168,28 @@ async def test_a_full_queue_drops_records_counts_them_and_warns_once(
     assert third is None
 
 
+async def test_a_batch_that_fails_is_counted_and_logged_and_the_next_one_is_written(
+    store_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, "adapter_critic")
+    async with await open_store(store_url) as store:
+        record_run(store, "twice")
+        await store.flush()
+        record_run(store, "twice", answer="again")  # the same run id: its batch breaks the primary key
+        record_run(store, "lost")  # in the same transaction: rolled back with it
+        await store.flush()
+        record_run(store, "after")
+        await store.flush()
+        twice, lost, after = [await store.get_run(run_id) for run_id in ("twice", "lost", "after")]
+    assert store.failed == 6
+    [warning] = [r.getMessage() for r in caplog.records if "failed" in r.getMessage()]
+    assert warning.startswith("run store: writing 6 record(s) failed: IntegrityError")
+    assert "INSERT" not in warning and "again" not in warning  # one line: no statement, no values
+    assert twice is not None and twice.answer is not None and twice.answer.content == "Hi!"
+    assert lost is None
+    assert after is not None and after.status == "ok" and len(after.stages) == 1
+
+
 async def test_closing_a_store_drains_its_queue(store_url: str) -> None:
     store = RunStore(Database(store_url))
     await store.start()

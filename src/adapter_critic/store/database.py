@@ -2,8 +2,9 @@
 server) or PostgreSQL through asyncpg (several workers and instances sharing one store). Every statement is written
 once, for both.
 
-It owns the SQL: writing a batch of records in one transaction, the reads of the runs API, the instances table
-(which process runs what, so runs of a process that is gone become `interrupted`) and retention.
+It owns the SQL: the reads of the runs API, the instances table (which process runs what, so runs of a process
+that is gone become `interrupted`), retention, and writing a batch of records in one transaction — whose rows and
+statements are `writes`'s, sent with the standard library's `sqlite3` for a SQLite file.
 """
 
 from __future__ import annotations
@@ -15,15 +16,16 @@ from collections.abc import Sequence
 from typing import Any
 
 import anyio
-from sqlalchemy import Table, and_, bindparam, delete, event, func, or_, select, update
+from sqlalchemy import and_, delete, event, func, or_, select, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from .recorder import Record, RunClosed, RunOpened, StageDone
+from .recorder import Record
 from .records import RunDetail, RunPage, RunQuery, RunSummary, StoredStage, decode_cursor, encode_cursor
-from .rows import Cleaner, closed_row, detail, opened_row, request_messages, stage, stage_row, summary
+from .rows import Cleaner, detail, request_messages, stage, summary
 from .schema import instances, runs, stages, upgrade
+from .writes import SqliteFile, batch_rows, statements, write_async
 
 # An instance that has not said it is alive for this long is gone (it beats every `HEARTBEAT_SECONDS`).
 HEARTBEAT_SECONDS = 30.0
@@ -94,7 +96,8 @@ class Database:
             event.listen(self.engine.sync_engine, "connect", _sqlite_connect)
             event.listen(self.engine.sync_engine, "begin", _sqlite_begin)
         self._writer = self.engine.execution_options(writes=True)  # for transactions that write
-        self._inserts: dict[str, tuple[str, list[str], bool]] = {}  # `_compile_insert`'s, per table name
+        self._statements = statements(self.engine.dialect)
+        self._file = None if file is None else SqliteFile(file, self._statements)  # batches of a SQLite file
 
     def where(self) -> str:
         """The store's location for a log line (a password masked)."""
@@ -117,50 +120,21 @@ class Database:
         raise AssertionError("unreachable")
 
     async def aclose(self) -> None:
-        await self.engine.dispose()
+        try:
+            if self._file is not None:
+                await self._file.aclose()
+        finally:
+            await self.engine.dispose()
 
     # -- writing ---------------------------------------------------------------------------------------------------
     async def write(self, batch: Sequence[Record], instance: str, clean: Cleaner) -> None:
-        """Write a batch in one transaction: opened runs, then finished stages, then closed runs (a run's records
-        are in queue order, so its row exists before its stages and its end)."""
-        opened = {r.run_id: opened_row(r, instance, clean.for_secret(r.secret)) for r in batch if type(r) is RunOpened}
-        done = [stage_row(r, clean.for_secret(r.secret)) for r in batch if type(r) is StageDone]
-        closed = []
-        for record in batch:
-            if type(record) is RunClosed:
-                row = closed_row(record, clean.for_secret(record.secret))
-                started = opened.get(record.run_id)
-                if started is None:
-                    closed.append(row)
-                else:  # opened and closed in one batch (most runs): the row is written once, whole, never updated
-                    started.update((name, value) for name, value in row.items() if name != "b_run_id")
+        """Write a batch in one transaction (`writes`)."""
+        rows = batch_rows(batch, instance, clean)
+        if self._file is not None:
+            await self._file.write(rows)
+            return
         async with self._writer.begin() as conn:
-            if opened:
-                await self._insert(conn, runs, list(opened.values()))
-            if done:
-                await self._insert(conn, stages, done)
-            if closed:
-                statement = update(runs).where(runs.c.run_id == bindparam("b_run_id"))
-                values: dict[str, Any] = {name: bindparam(name) for name in closed[0] if name != "b_run_id"}
-                await conn.execute(statement.values(values), closed)
-
-    async def _insert(self, conn: AsyncConnection, table: Table, rows: list[dict[str, Any]]) -> None:
-        """Insert `rows` (a missing column is NULL) in one `executemany` of the driver, with the statement compiled
-        once per table: the rows hold plain values already, and SQLAlchemy's per-row parameter handling was a fifth
-        of a batch's cost (about 20 of 100 µs per run written)."""
-        sql, columns, positional = self._inserts.get(table.name) or self._compile_insert(table)
-        params: list[Any] = [
-            tuple([row.get(name) for name in columns]) if positional else {name: row.get(name) for name in columns}
-            for row in rows
-        ]
-        await conn.exec_driver_sql(sql, params)
-
-    def _compile_insert(self, table: Table) -> tuple[str, list[str], bool]:
-        compiled = table.insert().compile(dialect=self.engine.dialect)
-        positional = bool(compiled.positional)
-        columns = list(compiled.positiontup or ()) if positional else [column.name for column in table.c]
-        self._inserts[table.name] = entry = (str(compiled), columns, positional)
-        return entry
+            await write_async(conn, rows, self._statements)
 
     # -- instances -------------------------------------------------------------------------------------------------
     async def register(self, instance: str) -> None:

@@ -157,6 +157,10 @@ def stage_row(record: StageDone, clean: Cleaner) -> dict[str, Any]:
     }
 
 
+# The columns a run's end sets (`closed_row`, besides `b_run_id`: the run it ends).
+CLOSED_COLUMNS = ("status", "degraded", "finished_at", "duration_ms", "usage", "error", "intermediate", "answer")
+
+
 def closed_row(record: RunClosed, clean: Cleaner) -> dict[str, Any]:
     full = record.capture == "full"
     answer = record.answer
