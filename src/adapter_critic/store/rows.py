@@ -8,6 +8,7 @@ kept: no messages, no stage outputs, no answer text, intermediate values null.
 
 from __future__ import annotations
 
+import functools
 import re
 import urllib.parse
 from collections.abc import Mapping, Sequence
@@ -39,13 +40,37 @@ _LABEL = re.compile(r"^(.*?)@((?:[A-Za-z][A-Za-z0-9+.-]*://|/).*)$", re.DOTALL)
 
 
 class Cleaner:
-    """JSON encoding and redaction with one batch's secret values (`redact.Secrets.values()`)."""
+    """JSON encoding and redaction with one batch's secret values (`redact.Secrets.values()`).
+
+    Names that repeat over a batch's runs (served models, targets, a stage's attempts when none failed) are
+    cleaned once per batch (`name`, `attempts`)."""
 
     def __init__(self, values: Sequence[str]) -> None:
         self.values = values
+        self._names: dict[Any, str] = {}
 
     def text(self, value: str | None) -> str | None:
         return None if value is None else redact(value, self.values)
+
+    def name(self, value: str) -> str:
+        """`text` of a short value that repeats (a model, a host), remembered for the batch."""
+        cleaned = self._names.get(value)
+        if cleaned is None:
+            cleaned = self._names[value] = redact(value, self.values)
+        return cleaned
+
+    def attempts(self, finished: StageFinished) -> str:
+        """A stage's attempts as stored: JSON of `StoredAttempt`s."""
+        if any(a.error is not None for a in finished.attempts):
+            attempts = [
+                StoredAttempt(*target_parts(a.target), error=_attempt_error(a.error, self)) for a in finished.attempts
+            ]
+            return self.json(attempts) or "[]"
+        labels = tuple(a.target for a in finished.attempts)  # none failed: the same targets give the same JSON
+        cleaned = self._names.get(labels)
+        if cleaned is None:
+            cleaned = self._names[labels] = self.json([StoredAttempt(*target_parts(label)) for label in labels]) or "[]"
+        return cleaned
 
     def json(self, value: Any) -> str | None:
         if value is None:
@@ -59,6 +84,7 @@ class Cleaner:
         return Cleaner(sorted({*secret_values((), (secret,)), *self.values}, key=len, reverse=True))
 
 
+@functools.lru_cache(maxsize=1024)
 def target_parts(label: str) -> tuple[str, str]:
     """A target label (`model@base_url`, userinfo already masked) as its model and host — never a key."""
     match = _LABEL.match(label)
@@ -113,7 +139,7 @@ def opened_row(record: RunOpened, instance: str, clean: Cleaner) -> dict[str, An
     return {
         "run_id": record.run_id,
         "request_id": record.request_id,
-        "served_model": clean.text(record.served_model),
+        "served_model": clean.name(record.served_model),
         "mode": record.mode,
         "stream": record.stream,
         "status": "running",
@@ -136,18 +162,17 @@ def _stage_status(finished: StageFinished) -> str:
 def stage_row(record: StageDone, clean: Cleaner) -> dict[str, Any]:
     finished = record.finished
     model, host = target_parts(finished.target)
-    attempts = [StoredAttempt(*target_parts(a.target), error=_attempt_error(a.error, clean)) for a in finished.attempts]
     full = record.capture == "full"
     return {
         "run_id": record.run_id,
         "idx": record.index,
         "stage": finished.stage,
         "status": _stage_status(finished),
-        "target_model": clean.text(model),
-        "target_host": clean.text(host),
+        "target_model": clean.name(model),
+        "target_host": clean.name(host),
         "started_offset_ms": record.started_offset_ms,
         "elapsed_ms": round(finished.elapsed_ms, 3),
-        "attempts": clean.json(attempts),
+        "attempts": clean.attempts(finished),
         "usage": clean.json(finished.usage),
         "usage_reported": finished.reported,
         "messages": clean.json(record.messages) if full else None,
