@@ -7,9 +7,10 @@ The same mock upstream and the same product (`uvicorn adapter_critic.asgi:app`, 
 in `benchmarks/run.py`) run in four variants, each its own process: `store off` (`store.url = "none"`), `sqlite`
 (every run recorded to a SQLite file, capture `full`), `sqlite, metadata` (capture `metadata`) and
 `sqlite + metrics` (the standalone server's defaults: the store as `sqlite` and the Prometheus metrics on; the
-others have metrics off). Each round measures every variant once (direct mode, plain and streamed, a fixed batch
-at concurrency 16); the figure is the median over rounds of utime+stime per request — the background writer's work
-included, since it runs in the same process — and each variant's ratio to `store off`.
+others have metrics off). Each round measures every variant beside `store off`, the two sharing the core at once
+(direct mode, plain and streamed, a fixed batch at concurrency 16; `--apart` for one at a time, see
+`benchmarks/variants.py`); the figure is the median over rounds of utime+stime per request — the background
+writer's work included, since it runs in the same process — and each variant's ratio to `store off`.
 """
 
 from __future__ import annotations
