@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import contextlib
+import shutil
 import sys
 import tempfile
 import time
@@ -29,7 +30,7 @@ from pathlib import Path
 from benchmarks import payloads, run
 
 BODIES = ("direct", "direct-stream")
-Figures = dict[tuple[str, str], list[float]]
+Figures = dict[tuple[str, str], list[float]]  # (variant, body): a figure per batch
 Servers = Callable[[Path, list[int] | None, list[int] | None], contextlib.AbstractContextManager[dict[str, run.Server]]]
 
 
@@ -48,17 +49,19 @@ def options(description: str) -> argparse.Namespace:
 
 def measure(
     args: argparse.Namespace, variants: Sequence[str], servers: Servers, *, prefix: str, settle_seconds: float
-) -> tuple[Figures, int, int, str]:
-    """Every variant's CPU µs per request, per body and round; and the rounds, batch size and load generator.
+) -> tuple[Figures, Figures, int, int, str]:
+    """Every variant's CPU µs per request, per body and round; its ratio to the baseline's (the first variant's)
+    measured with it (in its pair, or in its round with `--apart`); and the rounds, batch size and load generator.
 
     `settle_seconds` after each batch lets the server finish what the batch left (its last records written, the
     requests the load generator abandoned): that work is the batch's cost."""
     rounds, batch, warmup = (1, 300, 50) if args.quick else (5, 3000, 300)
     rounds = args.rounds or rounds
     batch = args.batch or batch
-    use_wrk = run.shutil.which("wrk") is not None and not args.python_load
+    use_wrk = shutil.which("wrk") is not None and not args.python_load
     proxy, other = run.cpu_layout()
     figures: Figures = {(v, b): [] for v in variants for b in BODIES}
+    ratios: Figures = {(v, b): [] for v in variants for b in BODIES}
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         workdir = Path(tmp)
         files = {}
@@ -74,11 +77,18 @@ def measure(
                 print(f"round {number + 1}/{rounds}", file=sys.stderr)
                 for body in BODIES:
                     groups = [[name] for name in variants] if args.apart else _pairs(variants)
+                    measured: dict[str, float] = {}
                     for group in groups:
                         servers_ = {name: started[name] for name in group}
-                        for name, figure in _batch(load, servers_, body, batch, settle_seconds).items():
+                        measured.update(found := _batch(load, servers_, body, batch, settle_seconds))
+                        for name, figure in found.items():
                             figures[(name, body)].append(figure)
-    return figures, rounds, batch, "wrk" if use_wrk else "benchmarks/loadgen.py"
+                            if not args.apart:
+                                ratios[(name, body)].append(figure / found[variants[0]])
+                    if args.apart:
+                        for name, figure in measured.items():
+                            ratios[(name, body)].append(figure / measured[variants[0]])
+    return figures, ratios, rounds, batch, "wrk" if use_wrk else "benchmarks/loadgen.py"
 
 
 def _pairs(variants: Sequence[str]) -> list[list[str]]:
