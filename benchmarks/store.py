@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import statistics
 import sys
 import time
 from collections.abc import Iterator
@@ -68,27 +67,27 @@ def servers(workdir: Path, proxy: list[int] | None, other: list[int] | None) -> 
 
 def main() -> None:
     args = variants.options(__doc__ or "")
-    figures, ratios, rounds, batch, loader = variants.measure(
-        args, VARIANTS, servers, prefix="adapter-critic-store-", settle_seconds=0.2
-    )
-    print(table(figures, ratios, rounds, batch, loader))
+    measured = variants.measure(args, VARIANTS, servers, prefix="adapter-critic-store-", settle_seconds=0.2)
+    print(table(measured))
 
 
-def table(figures: variants.Figures, ratios: variants.Figures, rounds: int, batch: int, loader: str) -> str:
-    """The medians of CPU per request, and of each batch's ratio to the baseline's measured with it."""
-    median = {key: statistics.median(values) for key, values in figures.items()}
-    x = {key: statistics.median(values) for key, values in ratios.items()}
+def table(measured: variants.Measured) -> str:
+    """The medians of CPU per request (and of it, the writer thread's), and of each batch's ratio to store off's
+    measured beside it."""
+    median, x, threads = (measured.medians(part) for part in (measured.figures, measured.ratios, measured.threads))
     lines = [
-        f"run store overhead: product CPU µs per request (median of {rounds} round(s) x {batch} requests @16, "
-        f"load: {loader}); x off: the median ratio to store off measured beside it",
+        f"run store overhead: product CPU µs per request (median of {measured.rounds} round(s) x {measured.batch} "
+        f"requests @16, load: {measured.loader}); x off: the median ratio to store off measured beside it; "
+        "thread: of the CPU, the part off the event loop's thread (the store's writer)",
         "",
-        f"{'variant':<20}{'direct':>8}{'x off':>7}{'stream':>9}{'x off':>7}",
+        f"{'variant':<20}{'direct':>8}{'x off':>7}{'thread':>8}{'stream':>9}{'x off':>7}{'thread':>8}",
     ]
     for name in VARIANTS:
-        plain, stream = median[(name, "direct")], median[(name, "direct-stream")]
-        lines.append(
-            f"{name:<20}{plain:>8.0f}{x[(name, 'direct')]:>7.2f}{stream:>9.0f}{x[(name, 'direct-stream')]:>7.2f}"
-        )
+        row = f"{name:<20}"
+        for body in variants.BODIES:
+            row += f"{median[(name, body)]:>{8 if body == 'direct' else 9}.0f}{x[(name, body)]:>7.2f}"
+            row += f"{threads[(name, body)]:>8.0f}"
+        lines.append(row)
     ratio = x[("sqlite + metrics", "direct")]
     mark = "ok  " if ratio <= TARGET else "MISS"
     lines += [

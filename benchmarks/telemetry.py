@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import statistics
 import sys
 import time
 from collections.abc import Iterator
@@ -139,26 +138,16 @@ def subscriber_us(quick: bool) -> dict[str, float]:
 
 def main() -> None:
     args = variants.options(__doc__ or "")
-    figures, ratios, rounds, batch, loader = variants.measure(
-        args, VARIANTS, servers, prefix="adapter-critic-telemetry-", settle_seconds=0.05
-    )
-    print(table(figures, ratios, rounds, batch, loader, subscriber_us(args.quick)))
+    measured = variants.measure(args, VARIANTS, servers, prefix="adapter-critic-telemetry-", settle_seconds=0.05)
+    print(table(measured, subscriber_us(args.quick)))
 
 
-def table(
-    figures: variants.Figures,
-    ratios: variants.Figures,
-    rounds: int,
-    batch: int,
-    loader: str,
-    micro: dict[str, float],
-) -> str:
-    """The medians of CPU per request, and of each batch's ratio to the baseline's measured with it."""
-    median = {key: statistics.median(values) for key, values in figures.items()}
-    x = {key: statistics.median(values) for key, values in ratios.items()}
+def table(measured: variants.Measured, micro: dict[str, float]) -> str:
+    """The medians of CPU per request, and of each batch's ratio to off's measured beside it."""
+    median, x = measured.medians(measured.figures), measured.medians(measured.ratios)
     lines = [
-        f"telemetry overhead: product CPU µs per request (median of {rounds} round(s) x {batch} requests @16, "
-        f"load: {loader}); x off: the median ratio to off measured beside it",
+        f"telemetry overhead: product CPU µs per request (median of {measured.rounds} round(s) x {measured.batch} "
+        f"requests @16, load: {measured.loader}); x off: the median ratio to off measured beside it",
         "",
         f"{'variant':<24}{'direct':>8}{'x off':>7}{'stream':>9}{'x off':>7}",
     ]

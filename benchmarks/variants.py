@@ -20,7 +20,9 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import contextlib
+import dataclasses
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -49,9 +51,10 @@ def options(description: str) -> argparse.Namespace:
 
 def measure(
     args: argparse.Namespace, variants: Sequence[str], servers: Servers, *, prefix: str, settle_seconds: float
-) -> tuple[Figures, Figures, int, int, str]:
-    """Every variant's CPU µs per request, per body and round; its ratio to the baseline's (the first variant's)
-    measured with it (in its pair, or in its round with `--apart`); and the rounds, batch size and load generator.
+) -> Measured:
+    """Every variant's CPU µs per request, per body and round (and of it, the part off the event loop's thread);
+    its ratio to the baseline's (the first variant's) measured with it (in its pair, or in its round with
+    `--apart`); and the rounds, batch size and load generator.
 
     `settle_seconds` after each batch lets the server finish what the batch left (its last records written, the
     requests the load generator abandoned): that work is the batch's cost."""
@@ -62,6 +65,7 @@ def measure(
     proxy, other = run.cpu_layout()
     figures: Figures = {(v, b): [] for v in variants for b in BODIES}
     ratios: Figures = {(v, b): [] for v in variants for b in BODIES}
+    threads: Figures = {(v, b): [] for v in variants for b in BODIES}
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         workdir = Path(tmp)
         files = {}
@@ -80,15 +84,32 @@ def measure(
                     measured: dict[str, float] = {}
                     for group in groups:
                         servers_ = {name: started[name] for name in group}
-                        measured.update(found := _batch(load, servers_, body, batch, settle_seconds))
-                        for name, figure in found.items():
+                        found = _batch(load, servers_, body, batch, settle_seconds)
+                        for name, (figure, off_loop) in found.items():
+                            measured[name] = figure
                             figures[(name, body)].append(figure)
+                            threads[(name, body)].append(off_loop)
                             if not args.apart:
-                                ratios[(name, body)].append(figure / found[variants[0]])
+                                ratios[(name, body)].append(figure / found[variants[0]][0])
                     if args.apart:
                         for name, figure in measured.items():
                             ratios[(name, body)].append(figure / measured[variants[0]])
-    return figures, ratios, rounds, batch, "wrk" if use_wrk else "benchmarks/loadgen.py"
+    loader = "wrk" if use_wrk else "benchmarks/loadgen.py"
+    return Measured(figures, ratios, threads, rounds, batch, loader)
+
+
+@dataclasses.dataclass
+class Measured:
+    figures: Figures  # CPU µs per request
+    ratios: Figures  # each batch's figure over the baseline's measured with it
+    threads: Figures  # of `figures`, the CPU of the server's other threads than the event loop's
+    rounds: int
+    batch: int
+    loader: str
+
+    def medians(self, part: Figures) -> dict[tuple[str, str], float]:
+        """The median of each of `part`'s lists (`figures`, `ratios` or `threads`)."""
+        return {key: statistics.median(values) for key, values in part.items()}
 
 
 def _pairs(variants: Sequence[str]) -> list[list[str]]:
@@ -99,13 +120,23 @@ def _pairs(variants: Sequence[str]) -> list[list[str]]:
 def _batch(
     load: run.Load, servers: dict[str, run.Server], body: str, requests: int, settle_seconds: float
 ) -> dict[str, float]:
-    """One batch of `requests` against each of `servers` at once; each server's CPU µs per request."""
-    before = {name: run.cpu_seconds(server.pid) for name, server in servers.items()}
+    """One batch of `requests` against each of `servers` at once; each server's CPU µs per request, and of it the
+    part of its other threads than the event loop's (the main thread's)."""
+    before = {name: (run.cpu_seconds(server.pid), _main_thread_seconds(server.pid)) for name, server in servers.items()}
     with concurrent.futures.ThreadPoolExecutor(len(servers)) as pool:
         batches = {name: pool.submit(load.batch, server.port, body, requests, 16) for name, server in servers.items()}
         done = {name: future.result() for name, future in batches.items()}
     time.sleep(settle_seconds)
-    return {
-        name: (run.cpu_seconds(server.pid) - before[name]) / done[name]["requests"] * 1e6
-        for name, server in servers.items()
-    }
+    found = {}
+    for name, server in servers.items():
+        total = run.cpu_seconds(server.pid) - before[name][0]
+        main = _main_thread_seconds(server.pid) - before[name][1]
+        found[name] = (total / done[name]["requests"] * 1e6, max(0.0, total - main) / done[name]["requests"] * 1e6)
+    return found
+
+
+def _main_thread_seconds(pid: int) -> float:
+    """utime + stime of the process's main thread (the event loop's), from /proc/<pid>/task/<pid>/stat."""
+    with open(f"/proc/{pid}/task/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / run.TICK
