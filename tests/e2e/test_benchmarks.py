@@ -11,9 +11,11 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from benchmarks import loadgen, micro, payloads, run, sse_reader, workflows
+from benchmarks import loadgen, micro, payloads, recording, run, sse_reader, workflows
 
 from adapter_critic.protocols import anthropic
+from adapter_critic.store import open_store
+from adapter_critic.store.rows import Cleaner
 from adapter_critic.workflows.edits import review
 
 
@@ -131,3 +133,19 @@ def test_anthropic_mapping_benchmark_maps_what_it_times() -> None:
     events = anthropic_mapping.stream_events()
     # A chunk per text delta, the role chunk, the finish and usage chunks; nothing for the block's start and stop.
     assert anthropic_mapping.translate_stream(events) == len(events) - 2
+
+
+@pytest.mark.anyio
+async def test_the_recording_benchmark_records_what_a_server_would(tmp_path: Path) -> None:
+    runs = [recording.run_events() for _ in range(3)]
+    records = recording.recorded(runs)
+    assert [type(r).__name__ for r in records] == ["RunOpened", "StageDone", "RunClosed"] * 3
+    store = await open_store(f"sqlite:///{tmp_path / 'runs.sqlite3'}")
+    async with store:
+        await store.database.write(records, "bench", Cleaner([]))
+        run = await store.get_run(runs[0][0])
+    assert run is not None and run.status == "ok" and run.answer is not None
+    assert run.answer.content == payloads.ANSWER
+    [stage] = run.stages
+    assert run.request is not None and run.request.messages is not None
+    assert stage.output == payloads.ANSWER and stage.messages == run.request.messages
