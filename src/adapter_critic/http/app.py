@@ -179,8 +179,12 @@ def _with_auth(service: Service, prefix: str, endpoint: ASGIApp) -> ASGIApp:
     """`endpoint` behind inbound auth when it is on (as the middleware stack puts it there for every route)."""
     if not service.auth.enabled:
         return endpoint
-    routes = {f"{prefix}{path}": inbound for path, inbound in service.protocols.inbound.items()}
-    return AuthMiddleware(endpoint, auth=service.auth, routes=routes)
+    return AuthMiddleware(endpoint, auth=service.auth, routes=_protocol_routes(service, prefix))
+
+
+def _protocol_routes(service: Service, prefix: str) -> dict[str, Inbound]:
+    """Each protocol's route path (under `prefix`) and its protocol, for inbound auth's errors in its envelope."""
+    return {f"{prefix}{path}": inbound for path, inbound in service.protocols.inbound.items()}
 
 
 def tune_garbage_collector() -> None:
@@ -248,10 +252,9 @@ def _middleware(service: Service, prefix: str, public: list[str]) -> list[Middle
             )
         )
     if service.auth.enabled:
-        routes = {f"{prefix}{path}": inbound for path, inbound in service.protocols.inbound.items()}
-        stack.append(
-            Middleware(AuthMiddleware, auth=service.auth, public_paths=[f"{prefix}/health", *public], routes=routes)
-        )
+        public_paths = [f"{prefix}/health", *public]
+        routes = _protocol_routes(service, prefix)
+        stack.append(Middleware(AuthMiddleware, auth=service.auth, public_paths=public_paths, routes=routes))
     return stack
 
 

@@ -51,14 +51,16 @@ class ChunkWriter:
         }
         self._leading = b"{" + b"".join(b'"%s":%s,' % (key.encode(), bytes(raw)) for key, raw in self._ids.items())
         self._upstream_leading: bytes | None = None  # what the upstream's chunks begin with (`_leading`)
+        self._learned = False  # the first relayed chunk said what that is (or that it has no such beginning)
 
     def relayed(self, payloads: list[bytes]) -> bytes:
         """Upstream chunks with our id, created and model, and without the upstream's usage.
 
         Most servers begin every chunk of a stream with the same `{"id":…,"object":…,"created":…,"model":…,`
-        (`_leading`): a chunk that begins with the bytes the first one did, and has no `"usage"` anywhere, gets
-        ours in their place and the rest of its bytes untouched — a JSON string cannot hold a bare `"`, so those
-        bytes are the four top-level fields. Any other chunk is decoded, rewritten and encoded whole."""
+        (`_leading`, learnt from the first chunk): a chunk that begins with the bytes the first one did, and has no
+        `"usage"` anywhere, gets ours in their place and the rest of its bytes untouched — a JSON string cannot hold
+        a bare `"`, so those bytes are the four top-level fields. Any other chunk is decoded, rewritten and encoded
+        whole."""
         events = []
         for payload in payloads:
             leading = self._upstream_leading
@@ -107,7 +109,8 @@ class ChunkWriter:
 
     def _rewrite(self, payload: bytes, *, learn: bool = False) -> dict[str, Any]:
         fields: dict[str, Any] = _fields_decoder.decode(payload)
-        if learn and self._upstream_leading is None:
+        if learn and not self._learned:  # once: a stream without that beginning is not searched for it per chunk
+            self._learned = True
             self._upstream_leading = _leading(payload, fields)
         fields.update(self._ids)
         fields.pop("usage", None)

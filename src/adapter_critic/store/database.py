@@ -25,7 +25,7 @@ from .recorder import Record
 from .records import RunDetail, RunPage, RunQuery, RunSummary, StoredStage, decode_cursor, encode_cursor
 from .rows import Cleaner, detail, request_messages, stage, summary
 from .schema import instances, runs, stages, upgrade
-from .writes import SqliteFile, batch_rows, statements, write_async
+from .writes import SqliteFile, batch_rows, sqlite_settings, statements, write_async
 
 # An instance that has not said it is alive for this long is gone (it beats every `HEARTBEAT_SECONDS`).
 HEARTBEAT_SECONDS = 30.0
@@ -57,14 +57,7 @@ def engine_url(url: str) -> str:
 
 
 def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
-    # WAL: readers (the runs API, another worker) never wait for the writer; a busy file is waited for, not failed.
-    # The driver's own transaction handling is off: `_sqlite_begin` says when and how a transaction starts.
-    dbapi_connection.isolation_level = None
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA busy_timeout=10000")
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.close()
+    sqlite_settings(dbapi_connection)  # `_sqlite_begin` says when and how a transaction starts
 
 
 def _sqlite_begin(conn: Any) -> None:

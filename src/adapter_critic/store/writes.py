@@ -100,19 +100,26 @@ def batch_rows(batch: Sequence[Record], instance: str, clean: Cleaner) -> BatchR
 
 async def write_async(conn: AsyncConnection, rows: BatchRows, sql: Statements) -> None:
     """Write `rows` through SQLAlchemy's async connection, inside the caller's transaction."""
-    for statement, part in (
-        (sql.insert_runs, rows.opened),
-        (sql.insert_stages, rows.done),
-        (sql.close_runs, rows.closed),
-    ):
-        if part:
-            await conn.exec_driver_sql(statement.sql, statement.params(part))
+    for statement, params in rows.parts(sql):
+        await conn.exec_driver_sql(statement, params)
+
+
+def sqlite_settings(dbapi_connection: Any) -> None:
+    """The store's settings for every SQLite connection, SQLAlchemy's and `SqliteFile`'s: WAL (readers — the runs
+    API, another worker — never wait for the writer), `synchronous=NORMAL`, and a busy file waited for, not failed.
+    The driver's own transaction handling is off: the store says when and how a transaction starts."""
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA busy_timeout=10000")
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
 
 
 class SqliteFile:
     """Batches written to a SQLite file by the standard library's `sqlite3`, one worker thread at a time, on a
-    connection of its own (opened at the first batch) with the store's settings: WAL, `synchronous=NORMAL`, a busy
-    file waited for up to 10 s, and the write lock taken when the transaction begins."""
+    connection of its own (opened at the first batch) with the store's settings (`sqlite_settings`), the write lock
+    taken when the transaction begins."""
 
     def __init__(self, path: str, sql: Statements) -> None:
         self.path, self.sql = path, sql
@@ -134,9 +141,8 @@ class SqliteFile:
         conn.execute("COMMIT")
 
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=10.0, isolation_level=None, check_same_thread=False)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        sqlite_settings(conn)
         self._conn = conn
         return conn
 
