@@ -18,8 +18,6 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -32,37 +30,26 @@ VARIANTS = ("store off", "sqlite", "sqlite, metadata", "sqlite + metrics")
 TARGET = 1.15  # the issue's bound for recording (with metrics) on against off, direct mode
 
 
-@contextlib.contextmanager
-def servers(workdir: Path, proxy: list[int] | None, other: list[int] | None) -> Iterator[dict[str, run.Server]]:
-    started: dict[str, run.Server] = {}
-    try:
-        mock = run.start_server(
-            "mock", ["-m", "uvicorn", "benchmarks.mock_upstream:app", "--lifespan", "off"],
-            cpus=other, env={}, workdir=workdir,
-        )  # fmt: skip
-        started["mock"] = mock
-        base = run.product_config(f"http://127.0.0.1:{mock.port}/v1")
+def servers(
+    workdir: Path, proxy: list[int] | None, other: list[int] | None
+) -> contextlib.AbstractContextManager[dict[str, run.Server]]:
+    def products(upstream: str) -> dict[str, variants.Product]:
+        base = run.product_config(upstream)
         stores = {
             "store off": {"url": "none"},
             "sqlite": {"url": f"sqlite:///{workdir / 'runs.sqlite3'}"},
             "sqlite, metadata": {"url": f"sqlite:///{workdir / 'runs-metadata.sqlite3'}", "capture": "metadata"},
             "sqlite + metrics": {"url": f"sqlite:///{workdir / 'runs-metrics.sqlite3'}"},
         }
+        found: dict[str, variants.Product] = {}
         for name in VARIANTS:
             config = workdir / f"{name.replace(' ', '_').replace(',', '')}.json"
             telemetry = {"metrics": name.endswith("metrics")}  # the standalone server's defaults: both on
             config.write_text(json.dumps({**base, "store": stores[name], "telemetry": telemetry}))
-            env = {"ADAPTER_CRITIC_CONFIG": str(config), "ADAPTER_CRITIC_STORE": ""}
-            started[name] = run.start_server(
-                name, ["-m", "uvicorn", "adapter_critic.asgi:app"], cpus=proxy, env=env, workdir=workdir
-            )
-        deadline = time.monotonic() + 60
-        for server in started.values():
-            run.wait_ready(server, deadline)
-        yield started
-    finally:
-        for server in started.values():
-            run.stop_server(server)
+            found[name] = (["-m", "uvicorn"], {"ADAPTER_CRITIC_CONFIG": str(config), "ADAPTER_CRITIC_STORE": ""})
+        return found
+
+    return variants.started(workdir, proxy, other, products)
 
 
 def main() -> None:

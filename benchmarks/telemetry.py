@@ -25,8 +25,6 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -50,16 +48,11 @@ VARIANTS = ("off", "metrics", "metrics, multiprocess", "metrics + tracing", "met
 TARGET = 1.15  # metrics on: direct-mode CPU per request within this ratio of off (issue 11)
 
 
-@contextlib.contextmanager
-def servers(workdir: Path, proxy: list[int] | None, other: list[int] | None) -> Iterator[dict[str, run.Server]]:
-    started: dict[str, run.Server] = {}
-    try:
-        mock = run.start_server(
-            "mock", ["-m", "uvicorn", "benchmarks.mock_upstream:app", "--lifespan", "off"],
-            cpus=other, env={}, workdir=workdir,
-        )  # fmt: skip
-        started["mock"] = mock
-        base = run.product_config(f"http://127.0.0.1:{mock.port}/v1")
+def servers(
+    workdir: Path, proxy: list[int] | None, other: list[int] | None
+) -> contextlib.AbstractContextManager[dict[str, run.Server]]:
+    def products(upstream: str) -> dict[str, variants.Product]:
+        base = run.product_config(upstream)
         telemetry = {
             "off": {"metrics": False},
             "metrics": {},
@@ -67,6 +60,7 @@ def servers(workdir: Path, proxy: list[int] | None, other: list[int] | None) -> 
             "metrics + tracing": {"tracing": True},
             "metrics + store": {},
         }
+        found: dict[str, variants.Product] = {}
         for name in VARIANTS:
             config = workdir / f"{name.replace(' ', '_')}.json"
             variant = {**base, "telemetry": telemetry[name]}
@@ -81,16 +75,10 @@ def servers(workdir: Path, proxy: list[int] | None, other: list[int] | None) -> 
                 env["PROMETHEUS_MULTIPROC_DIR"] = str(shared)
             elif name == "metrics + tracing":
                 module = ["-m", "benchmarks.with_otel_sdk"]
-            started[name] = run.start_server(
-                name, [*module, "adapter_critic.asgi:app"], cpus=proxy, env=env, workdir=workdir
-            )
-        deadline = time.monotonic() + 60
-        for server in started.values():
-            run.wait_ready(server, deadline)
-        yield started
-    finally:
-        for server in started.values():
-            run.stop_server(server)
+            found[name] = (module, env)
+        return found
+
+    return variants.started(workdir, proxy, other, products)
 
 
 def subscriber_us(quick: bool) -> dict[str, float]:

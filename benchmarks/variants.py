@@ -26,7 +26,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from benchmarks import payloads, run
@@ -34,6 +34,33 @@ from benchmarks import payloads, run
 BODIES = ("direct", "direct-stream")
 Figures = dict[tuple[str, str], list[float]]  # (variant, body): a figure per batch
 Servers = Callable[[Path, list[int] | None, list[int] | None], contextlib.AbstractContextManager[dict[str, run.Server]]]
+# A variant's server: the `python` arguments that start it (the app is appended) and its environment.
+Product = tuple[list[str], dict[str, str]]
+
+
+@contextlib.contextmanager
+def started(
+    workdir: Path, proxy: list[int] | None, other: list[int] | None, products: Callable[[str], dict[str, Product]]
+) -> Iterator[dict[str, run.Server]]:
+    """The mock upstream (on the `other` cores), then each variant `products(its /v1 URL)` names, on the `proxy`
+    cores: `uvicorn adapter_critic.asgi:app` as the product's arguments say; every one ready, stopped after."""
+    servers: dict[str, run.Server] = {}
+    try:
+        servers["mock"] = mock = run.start_server(
+            "mock", ["-m", "uvicorn", "benchmarks.mock_upstream:app", "--lifespan", "off"],
+            cpus=other, env={}, workdir=workdir,
+        )  # fmt: skip
+        for name, (module, env) in products(f"http://127.0.0.1:{mock.port}/v1").items():
+            servers[name] = run.start_server(
+                name, [*module, "adapter_critic.asgi:app"], cpus=proxy, env=env, workdir=workdir
+            )
+        deadline = time.monotonic() + 60
+        for server in servers.values():
+            run.wait_ready(server, deadline)
+        yield servers
+    finally:
+        for server in servers.values():
+            run.stop_server(server)
 
 
 def options(description: str) -> argparse.Namespace:
@@ -119,7 +146,7 @@ def _pairs(variants: Sequence[str]) -> list[list[str]]:
 
 def _batch(
     load: run.Load, servers: dict[str, run.Server], body: str, requests: int, settle_seconds: float
-) -> dict[str, float]:
+) -> dict[str, tuple[float, float]]:
     """One batch of `requests` against each of `servers` at once; each server's CPU µs per request, and of it the
     part of its other threads than the event loop's (the main thread's)."""
     before = {name: (run.cpu_seconds(server.pid), _main_thread_seconds(server.pid)) for name, server in servers.items()}
