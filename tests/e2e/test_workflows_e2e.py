@@ -25,6 +25,7 @@ def config_toml(upstream_url: str) -> str:
     return f"""
 default_api_key_env = "UP_KEY"
 retries = 0
+keepalive_seconds = 1  # a stream with nothing to say yet starts within a second (its first keep-alive)
 
 [served_models.e2e-advisor]
 mode = "advisor"
@@ -163,7 +164,8 @@ def test_a_client_that_leaves_cancels_every_concurrent_call(
         )
     else:
         up.script({**held, "model": "api-model"}, {**held, "model": "api-model"})
-    # Progress chunks make the response start at once (status and headers go out with the first write).
+    # Status and headers go out with the first write: the panel's draft's progress chunk, or for best-of-n, whose
+    # candidates are both held, the first keep-alive (a second in; the default 10 s raced the client's timeout).
     body = {"model": model, "messages": MESSAGES, "stream": True, "x_adapter_critic": {"progress": True}}
     with (
         httpx.Client(timeout=10) as http,
