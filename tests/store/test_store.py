@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import sqlite3
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import anyio
 import msgspec
@@ -188,6 +191,24 @@ async def test_a_batch_that_fails_is_counted_and_logged_and_the_next_one_is_writ
     assert twice is not None and twice.answer is not None and twice.answer.content == "Hi!"
     assert lost is None
     assert after is not None and after.status == "ok" and len(after.stages) == 1
+
+
+async def test_a_new_sqlite_file_gets_8_kib_pages_an_existing_one_keeps_its_own(tmp_path: Path) -> None:
+    old = tmp_path / "old.sqlite3"
+    with sqlite3.connect(old) as conn:  # a store file made before: 4 KiB pages
+        conn.execute("PRAGMA page_size=4096")
+        conn.execute("PRAGMA journal_mode=WAL")
+    for path in (tmp_path / "new.sqlite3", old):
+        async with await open_store(f"sqlite:///{path}") as store:
+            record_run(store, "one")
+            await store.flush()
+            assert await store.get_run("one") is not None
+    sizes = {}
+    for path in (tmp_path / "new.sqlite3", old):
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            sizes[path.name] = conn.execute("PRAGMA page_size").fetchone()[0]
+            assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert sizes == {"new.sqlite3": 8192, "old.sqlite3": 4096}
 
 
 async def test_closing_a_store_drains_its_queue(store_url: str) -> None:
