@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
@@ -59,9 +59,9 @@ def record_run(
     error: APIError | None = None,
     stage_error: UpstreamError | None = None,
     started_at: float | None = None,
-) -> None:
+) -> Callable[[], None]:
     """Publish a run's events to a recorder on `store` (stages answering `answer`, or failing with `stage_error`);
-    `finish=False` leaves it running."""
+    `finish=False` leaves it running, and the function returned ends it."""
 
     def enqueue(record: Any) -> None:
         if started_at is not None and isinstance(record, RunOpened):
@@ -86,8 +86,13 @@ def record_run(
     for event in events:
         record.apply(event)
         recorder(event)
-    if finish:
+
+    def end() -> None:
         record.answer = Answer(answer, None, "stop")
         finished = RunFinished(status, record, error)  # type: ignore[arg-type]
         record.apply(finished)
         recorder(finished)
+
+    if finish:
+        end()
+    return end

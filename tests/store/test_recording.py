@@ -103,6 +103,32 @@ async def test_the_clients_messages_are_stored_once_and_read_back_for_every_stag
         assert any("the draft" in json.dumps(message) for message in stage.messages)
 
 
+async def test_a_stage_output_that_is_the_answer_or_an_intermediate_text_is_stored_once(
+    upstream: ScriptedUpstream, store_url: str
+) -> None:
+    upstream.script(Reply("the draft"), Reply("the critique"), Reply("the final"))
+    async with recording(upstream, store_url) as (client, store):
+        response = await client.post("/chat/completions", json=chat("m-critic", "what to store"))
+        await store.flush()
+        run = await store.get_run(response.headers["x-request-id"])
+        async with store.database.engine.connect() as conn:
+            stored = await conn.execute(sqlalchemy.text("SELECT answer, intermediate, from_stages FROM runs"))
+            [(answer, intermediate, from_stages)] = list(stored)
+    extension = response.json()["adapter_critic"]
+    # Read back whole: the answer and the extension's intermediate, as the client got them.
+    assert run is not None and run.answer is not None
+    assert run.answer.content == response.json()["choices"][0]["message"]["content"] == "the final"
+    assert run.intermediate == extension["intermediate"] and "the draft" in run.intermediate.values()
+    # Stored once: the run's row names the stages whose outputs they are, and holds none of those texts.
+    assert "the final" not in answer and not any(text in intermediate for text in ("the draft", "the critique"))
+    outputs = [stage.output for stage in run.stages]
+    named = json.loads(from_stages)
+    assert outputs[named["answer"]] == "the final"
+    assert {key: outputs[index] for key, index in named["intermediate"].items()} == {
+        key: value for key, value in extension["intermediate"].items() if value in outputs
+    }
+
+
 async def test_a_failed_run_keeps_its_error_and_every_attempt(upstream: ScriptedUpstream, store_url: str) -> None:
     upstream.script(Reply(status=500, body='{"error": {"message": "boom"}}'), Reply(status=503, body="down"))
     async with recording(upstream, store_url, top={"retries": 1, "retry_backoff_seconds": 0}) as (client, store):

@@ -211,6 +211,23 @@ async def test_a_new_sqlite_file_gets_8_kib_pages_an_existing_one_keeps_its_own(
     assert sizes == {"new.sqlite3": 8192, "old.sqlite3": 4096}
 
 
+async def test_a_run_ended_in_a_later_batch_than_its_stages_keeps_its_texts_in_its_own_row(store_url: str) -> None:
+    async with await open_store(store_url) as store:
+        end = record_run(store, "long", stages=("api_draft", "critic"), answer="the answer", finish=False)
+        await store.flush()  # its stages are written: the end's batch cannot point at them
+        end()
+        record_run(store, "short", stages=("api_draft", "critic"), answer="the answer")  # all in one batch
+        await store.flush()
+        long, short = await store.get_run("long"), await store.get_run("short")
+        async with store.database.engine.connect() as conn:
+            stored = await conn.execute(sqlalchemy.text("SELECT run_id, answer, from_stages FROM runs ORDER BY run_id"))
+            columns = {run_id: ("the answer" in answer, refs is not None) for run_id, answer, refs in stored}
+    assert columns == {"long": (True, False), "short": (False, True)}
+    for run in (long, short):
+        assert run is not None and run.answer is not None and run.answer.content == "the answer"
+        assert run.intermediate == {"api_draft": "the answer", "critic": "the answer"}
+
+
 async def test_closing_a_store_drains_its_queue(store_url: str) -> None:
     store = RunStore(Database(store_url))
     await store.start()
@@ -322,12 +339,15 @@ async def test_schema_is_versioned_and_a_newer_one_is_refused(store_url: str) ->
 
 async def test_a_version_1_store_is_upgraded_and_its_runs_read_as_before(store_url: str) -> None:
     async with await open_store(store_url) as store:
-        record_run(store, "old", stages=("api_draft", "critic"))
+        end = record_run(store, "old", stages=("api_draft", "critic"), finish=False)
+        await store.flush()
+        end()  # ended in a later batch: its texts are in its own row, as version 1 kept them
         await store.flush()
     engine = create_async_engine(engine_url(store_url))
     try:
-        async with engine.begin() as conn:  # back to version 1's shape: no `stages.request_messages`
+        async with engine.begin() as conn:  # back to version 1's shape: no `stages.request_messages`, `from_stages`
             await conn.execute(sqlalchemy.text("ALTER TABLE stages DROP COLUMN request_messages"))
+            await conn.execute(sqlalchemy.text("ALTER TABLE runs DROP COLUMN from_stages"))
             await conn.execute(sqlalchemy.text("UPDATE schema_version SET version = 1"))
     finally:
         await engine.dispose()
@@ -337,11 +357,12 @@ async def test_a_version_1_store_is_upgraded_and_its_runs_read_as_before(store_u
         await store.flush()
         new = await store.get_run("new")
     assert old is not None and [s.messages for s in old.stages] == [[{"role": "user", "content": "Hello"}]] * 2
+    assert old.answer is not None and old.answer.content == "Hi!" and old.intermediate["critic"] == "Hi!"
     assert new is not None and new.stages[0].messages == [{"role": "user", "content": "Hello"}]
     engine = create_async_engine(engine_url(store_url))
     try:
         async with engine.connect() as conn:
-            assert (await conn.execute(sqlalchemy.text("SELECT version FROM schema_version"))).scalar() == VERSION == 2
+            assert (await conn.execute(sqlalchemy.text("SELECT version FROM schema_version"))).scalar() == VERSION == 3
             flags = (await conn.execute(sqlalchemy.text("SELECT request_messages FROM stages"))).scalars().all()
     finally:
         await engine.dispose()

@@ -21,16 +21,17 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from .reads import detail, request_messages, stage, summary
 from .recorder import Record
 from .records import RunDetail, RunPage, RunQuery, RunSummary, StoredStage, decode_cursor, encode_cursor
-from .rows import Cleaner, detail, request_messages, stage, summary
+from .rows import Cleaner
 from .schema import instances, runs, stages, upgrade
 from .writes import SqliteFile, batch_rows, sqlite_settings, statements, write_async
 
 # An instance that has not said it is alive for this long is gone (it beats every `HEARTBEAT_SECONDS`).
 HEARTBEAT_SECONDS = 30.0
 STALE_SECONDS = 120.0
-_SUMMARY = [c for c in runs.c if c.name not in ("request", "intermediate", "answer", "instance")]
+_SUMMARY = [c for c in runs.c if c.name not in ("request", "intermediate", "answer", "from_stages", "instance")]
 
 
 class StoreURLError(ValueError):

@@ -104,6 +104,14 @@ class StoredAnswer(msgspec.Struct):
     tool_calls: list[Any] | None = None
 
 
+class FromStages(msgspec.Struct, omit_defaults=True):
+    """A run's texts stored once, in a stage's row (`runs.from_stages`): the index of the stage whose output the
+    answer's content is, and the same per `intermediate` key. Never part of an API answer: reads fill the texts in."""
+
+    answer: int | None = None
+    intermediate: dict[str, int] = {}
+
+
 class StoredRequest(msgspec.Struct):
     """The client's request as the run saw it: its options (every field but `model` and `messages`, e.g.
     `temperature`, `tools`, `x_adapter_critic`) and, under capture `full`, its `messages`."""

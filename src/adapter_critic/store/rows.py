@@ -1,4 +1,4 @@
-"""Store records as table rows, and table rows as the API's shapes (`records`).
+"""Store records as table rows (`reads` turns them back into the API's shapes).
 
 Writing (in the background writer, never on a request's task): every text value is JSON-encoded and then has
 every secret masked (`redact`) — the values of the configured key env vars in each form an upstream may echo
@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import re
 import urllib.parse
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -23,15 +23,11 @@ from ..redact import redact, secret_values
 from .recorder import RunClosed, RunOpened, StageDone
 from .records import (
     AttemptError,
-    RunDetail,
-    RunSummary,
+    FromStages,
     StoredAnswer,
     StoredAttempt,
     StoredError,
-    StoredRequest,
-    StoredStage,
     Tokens,
-    iso,
 )
 
 _encoder = msgspec.json.Encoder()
@@ -183,18 +179,29 @@ def stage_row(record: StageDone, clean: Cleaner) -> dict[str, Any]:
 
 
 # The columns a run's end sets (`closed_row`, besides `b_run_id`: the run it ends).
-CLOSED_COLUMNS = ("status", "degraded", "finished_at", "duration_ms", "usage", "error", "intermediate", "answer")
+CLOSED_COLUMNS = (
+    "status", "degraded", "finished_at", "duration_ms", "usage", "error", "intermediate", "answer", "from_stages"
+)  # fmt: skip
+
+# A run's stage outputs written in the same batch as its end: (stage index, output text).
+Outputs = Sequence[tuple[int, str]]
 
 
-def closed_row(record: RunClosed, clean: Cleaner) -> dict[str, Any]:
+def closed_row(record: RunClosed, clean: Cleaner, outputs: Outputs = ()) -> dict[str, Any]:
+    """The columns a run's end sets. A text of the answer or of `intermediate` that is one of `outputs` is kept
+    once, in that stage's row (written in the same transaction), and named in `from_stages`."""
     full = record.capture == "full"
     answer = record.answer
-    stored_answer = StoredAnswer(
-        finish_reason=answer.finish_reason,
-        content=answer.content if full else None,
-        tool_calls=answer.tool_calls if full else None,
-    )
-    intermediate: Mapping[str, Any] = record.intermediate if full else dict.fromkeys(record.intermediate)
+    content = answer.content if full else None
+    intermediate: dict[str, Any] = dict(record.intermediate) if full else dict.fromkeys(record.intermediate)
+    from_stages = None
+    if outputs and full:
+        found = _kept_once(outputs, content, intermediate)
+        if found.answer is not None:
+            content = None
+        if found.answer is not None or found.intermediate:
+            from_stages = clean.json(found)
+    stored_answer = StoredAnswer(answer.finish_reason, content, answer.tool_calls if full else None)
     return {
         "b_run_id": record.run_id,
         "status": record.status,
@@ -205,80 +212,25 @@ def closed_row(record: RunClosed, clean: Cleaner) -> dict[str, Any]:
         "error": clean.json(stored_error(record.error, clean) if record.error is not None else None),
         "intermediate": clean.json(intermediate),
         "answer": clean.json(stored_answer),
+        "from_stages": from_stages,
     }
 
 
-# -- rows -> records ------------------------------------------------------------------------------------------------
+def _kept_once(outputs: Outputs, content: str | None, intermediate: dict[str, Any]) -> FromStages:
+    """Which texts are a stage's output (the latest stage's, when several said the same); those of `intermediate`
+    are set to None in it."""
 
-_tokens = msgspec.json.Decoder(Tokens)
-_error = msgspec.json.Decoder(StoredError)
-_request = msgspec.json.Decoder(StoredRequest)
-_answer = msgspec.json.Decoder(StoredAnswer)
-_intermediate = msgspec.json.Decoder(dict[str, Any])
-_attempts = msgspec.json.Decoder(list[StoredAttempt])
-_attempt_error_decoder = msgspec.json.Decoder(AttemptError)
-_any = msgspec.json.Decoder()
+    def stage_of(value: Any) -> int | None:
+        if type(value) is str and value:
+            for index, output in reversed(outputs):
+                if value is output or value == output:
+                    return index
+        return None
 
-
-def _maybe(decoder: msgspec.json.Decoder[Any], text: str | None) -> Any:
-    return None if text is None else decoder.decode(text)
-
-
-def summary_fields(row: Mapping[Any, Any]) -> dict[str, Any]:
-    finished = row["finished_at"]
-    return {
-        "id": row["run_id"],
-        "request_id": row["request_id"],
-        "served_model": row["served_model"],
-        "mode": row["mode"],
-        "stream": bool(row["stream"]),
-        "status": row["status"],
-        "degraded": bool(row["degraded"]),
-        "started_at": iso(row["started_at"]),
-        "finished_at": None if finished is None else iso(finished),
-        "duration_ms": row["duration_ms"],
-        "usage": _maybe(_tokens, row["usage"]),
-        "error": _maybe(_error, row["error"]),
-    }
-
-
-def summary(row: Mapping[Any, Any]) -> RunSummary:
-    return RunSummary(**summary_fields(row))
-
-
-def request_messages(request_json: str | None) -> list[Any] | None:
-    """The client's messages of a run's stored request (None under capture `metadata`)."""
-    request: StoredRequest | None = _maybe(_request, request_json)
-    return None if request is None else request.messages
-
-
-def detail(row: Mapping[Any, Any], stage_rows: Sequence[Mapping[Any, Any]]) -> RunDetail:
-    request: StoredRequest | None = _maybe(_request, row["request"])
-    messages = None if request is None else request.messages
-    return RunDetail(
-        **summary_fields(row),
-        capture=row["capture"],
-        request=request,
-        intermediate=_maybe(_intermediate, row["intermediate"]) or {},
-        answer=_maybe(_answer, row["answer"]),
-        stages=[stage(s, messages) for s in stage_rows],
-    )
-
-
-def stage(row: Mapping[Any, Any], client_messages: list[Any] | None) -> StoredStage:
-    """A stage as stored; `client_messages` are its run's request messages, for a stage that sent those."""
-    return StoredStage(
-        index=row["idx"],
-        stage=row["stage"],
-        status=row["status"],
-        target_model=row["target_model"],
-        target_host=row["target_host"],
-        started_offset_ms=row["started_offset_ms"],
-        elapsed_ms=row["elapsed_ms"],
-        attempts=_attempts.decode(row["attempts"]),
-        usage=_any.decode(row["usage"]),
-        usage_reported=bool(row["usage_reported"]),
-        messages=client_messages if row["request_messages"] else _maybe(_any, row["messages"]),
-        output=row["output"],
-        error=_maybe(_attempt_error_decoder, row["error"]),
-    )
+    found = FromStages(answer=stage_of(content))
+    for key, value in intermediate.items():
+        index = stage_of(value)
+        if index is not None:
+            found.intermediate[key] = index
+            intermediate[key] = None
+    return found

@@ -50,6 +50,9 @@ runs = Table(
     Column("request", Text),  # JSON: StoredRequest
     Column("intermediate", Text),  # JSON: dict[str, str | None]
     Column("answer", Text),  # JSON: StoredAnswer
+    # JSON: FromStages — which of `answer`'s content and `intermediate`'s values are a stage's output, kept only in
+    # that stage's row (their value here is null); NULL when none is (schema version 3).
+    Column("from_stages", Text),
     Index("runs_started", "started_at", "run_id"),
     Index("runs_request_id", "request_id"),
     Index("runs_status", "status"),
@@ -92,7 +95,7 @@ schema_version = Table("schema_version", metadata, Column("version", Integer, nu
 
 def _v1(conn: Connection) -> None:
     for table in (runs, stages, instances):
-        table.create(conn, checkfirst=True)  # today's definitions: a new store has version 2's columns already
+        table.create(conn, checkfirst=True)  # today's definitions: a new store has the later versions' columns already
 
 
 def _v2(conn: Connection) -> None:
@@ -101,7 +104,13 @@ def _v2(conn: Connection) -> None:
         conn.execute(text("ALTER TABLE stages ADD COLUMN request_messages BOOLEAN NOT NULL DEFAULT false"))
 
 
-STEPS: tuple[Callable[[Connection], None], ...] = (_v1, _v2)
+def _v3(conn: Connection) -> None:
+    """`runs.from_stages`: an answer or intermediate text that is a stage's output is no longer stored again."""
+    if "from_stages" not in {column["name"] for column in inspect(conn).get_columns("runs")}:
+        conn.execute(text("ALTER TABLE runs ADD COLUMN from_stages TEXT"))
+
+
+STEPS: tuple[Callable[[Connection], None], ...] = (_v1, _v2, _v3)
 VERSION = len(STEPS)
 
 

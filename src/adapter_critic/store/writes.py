@@ -1,8 +1,9 @@
 """Writing a batch of records: the rows it makes, and the statements that write them in one transaction.
 
 A batch becomes runs to insert (a run opened and closed in the same batch — most runs — is inserted once, whole,
-never updated), stages to insert and runs to finalise (opened in an earlier batch). The statements are
-SQLAlchemy's, compiled once per dialect; each list is sent with the driver's `executemany`.
+never updated), stages to insert and runs to finalise (opened in an earlier batch). A run's answer or intermediate
+text that is the output of one of its stages in the same batch is kept once, in the stage's row (`from_stages`).
+The statements are SQLAlchemy's, compiled once per dialect; each list is sent with the driver's `executemany`.
 
 Two ways to send them: through SQLAlchemy's async connection (`write_async`: PostgreSQL through asyncpg, an
 in-memory SQLite database), or, for a SQLite file, with the standard library's `sqlite3` in a worker thread
@@ -84,11 +85,18 @@ class BatchRows:
 def batch_rows(batch: Sequence[Record], instance: str, clean: Cleaner) -> BatchRows:
     """A batch's rows (a run's records are in queue order, so its row exists before its stages and its end)."""
     opened = {r.run_id: opened_row(r, instance, clean.for_secret(r.secret)) for r in batch if type(r) is RunOpened}
-    done = [stage_row(r, clean.for_secret(r.secret)) for r in batch if type(r) is StageDone]
+    done = []
+    outputs: dict[str, list[tuple[int, str]]] = {}  # per run, its stages' outputs in this batch
+    for record in batch:
+        if type(record) is StageDone:
+            done.append(stage_row(record, clean.for_secret(record.secret)))
+            output = record.finished.output
+            if output and record.capture == "full":
+                outputs.setdefault(record.run_id, []).append((record.index, output))
     closed = []
     for record in batch:
         if type(record) is RunClosed:
-            row = closed_row(record, clean.for_secret(record.secret))
+            row = closed_row(record, clean.for_secret(record.secret), outputs.get(record.run_id, ()))
             started = opened.get(record.run_id)
             if started is None:
                 closed.append(row)
