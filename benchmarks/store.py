@@ -79,7 +79,8 @@ def table(measured: variants.Measured) -> str:
     mark = "ok  " if ratio <= TARGET else "MISS"
     lines += [
         "",
-        f"  {mark} sqlite store and metrics on: direct CPU/request vs both off: {ratio:.2f} (target ≤ {TARGET})",
+        f"  {mark} sqlite store and metrics on: direct CPU/request vs both off: {ratio:.2f} (target ≤ {TARGET}); "
+        f"quartiles {measured.quartiles(('sqlite + metrics', 'direct'))}",
     ]
     return "\n".join(lines)
 

@@ -152,7 +152,10 @@ def table(measured: variants.Measured, micro: dict[str, float]) -> str:
     for name in ("metrics", "metrics + store"):
         ratio = x[(name, "direct")]
         mark = "ok  " if ratio <= TARGET else "MISS"
-        lines.append(f"  {mark} {name}: direct CPU/request vs off: {ratio:.2f} (target ≤ {TARGET})")
+        lines.append(
+            f"  {mark} {name}: direct CPU/request vs off: {ratio:.2f} (target ≤ {TARGET}); "
+            f"quartiles {measured.quartiles((name, 'direct'))}"
+        )
     return "\n".join(lines)
 
 

@@ -10,9 +10,14 @@ core, each with its own load generator, so the two batches run under the same co
 measured beside every other variant. On a shared virtual machine the CPU time one request takes drifts by a
 third from one batch to the next (what the host's other tenants do to the caches and the core's sibling), more
 than the differences measured here: loaded one after another (`--apart`), the same code's ratios moved by
-±0.15 between runs, while paired rounds agree within a few hundredths. Sharing the core costs both servers
-cache refills when the other runs; a variant with a thread of its own (the store's writer) pays more of them,
-so paired figures lean against the variant, not for it.
+±0.15 between runs, while paired rounds agree within a few hundredths.
+
+The two ways do not measure the same thing. Sharing the core adds to both servers of a pair a cost per request
+that does not depend on the variant (refilling the caches the other one emptied), and that pulls their ratio
+towards 1: paired ratios understate what a variant costs a server that has its core alone. Measured on the same
+code the same hour, the store and metrics' ratio was 1.19-1.21 paired and 1.3-1.4 apart. Read a paired ratio as
+a comparison between variants and between commits, the apart ratio as the nearer to a lone server's, and each
+with its quartiles (`Measured.quartiles`), printed under each table.
 """
 
 from __future__ import annotations
@@ -122,7 +127,7 @@ def measure(
                         for name, figure in measured.items():
                             ratios[(name, body)].append(figure / measured[variants[0]])
     loader = "wrk" if use_wrk else "benchmarks/loadgen.py"
-    return Measured(figures, ratios, threads, rounds, batch, loader)
+    return Measured(figures, ratios, threads, rounds, batch, loader, args.apart)
 
 
 @dataclasses.dataclass
@@ -133,10 +138,19 @@ class Measured:
     rounds: int
     batch: int
     loader: str
+    apart: bool = False  # loaded one at a time (`--apart`), not in pairs
 
     def medians(self, part: Figures) -> dict[tuple[str, str], float]:
         """The median of each of `part`'s lists (`figures`, `ratios` or `threads`)."""
         return {key: statistics.median(values) for key, values in part.items()}
+
+    def quartiles(self, key: tuple[str, str]) -> str:
+        """The spread of one variant's ratios over its batches: `first quartile-third quartile (n batches)`."""
+        values = self.ratios[key]
+        if len(values) < 2:
+            return f"{values[0]:.2f} (1 batch)" if values else "no batch"
+        low, _, high = statistics.quantiles(values, n=4)
+        return f"{low:.2f}-{high:.2f} ({len(values)} batches, {'apart' if self.apart else 'paired'})"
 
 
 def _pairs(variants: Sequence[str]) -> list[list[str]]:

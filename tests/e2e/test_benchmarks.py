@@ -11,7 +11,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from benchmarks import loadgen, micro, payloads, recording, run, sse_reader, workflows
+from benchmarks import loadgen, micro, payloads, recording, run, sse_reader, variants, workflows
 
 from adapter_critic.protocols import anthropic
 from adapter_critic.store import open_store
@@ -40,6 +40,14 @@ def test_review_benchmark_applies_every_edit() -> None:
     draft, reply, expected = payloads.draft_and_review()
     assert len(draft) >= 50_000
     assert micro.review_draft(draft, reply) == review(draft, reply) == expected
+
+
+def test_the_variant_tables_give_the_spread_of_each_ratio() -> None:
+    ratios = {("on", "direct"): [1.1, 1.3, 1.2, 1.5, 1.0], ("one", "direct"): [1.25], ("none", "direct"): []}
+    measured = variants.Measured({}, ratios, {}, rounds=5, batch=10, loader="wrk", apart=True)
+    assert measured.quartiles(("on", "direct")) == "1.05-1.40 (5 batches, apart)"
+    assert measured.quartiles(("one", "direct")) == "1.25 (1 batch)"
+    assert measured.quartiles(("none", "direct")) == "no batch"
 
 
 def test_mock_event_stream_shape() -> None:
