@@ -116,6 +116,22 @@ async def test_a_configured_key_never_reaches_the_store(store_url: str, monkeypa
     assert run.stages[0].error is not None and run.stages[0].error.kind == "status"
 
 
+async def test_a_key_made_of_digits_leaves_token_counts_readable(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("UPSTREAM_KEY", "3")  # a local server's placeholder key; every stage's usage is 1 + 2 = 3
+    store = await open_store(store_url)
+    store.secrets = Secrets(["UPSTREAM_KEY"]).values
+    async with store:
+        record_run(store, "counted", content="3 wishes", answer="3 of them")
+        await store.flush()
+        run = await store.get_run("counted")
+    assert run is not None and run.usage is not None and run.usage.total_tokens == 3
+    assert run.stages[0].usage == {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}
+    assert run.request is not None and run.request.messages == [{"role": "user", "content": "*** wishes"}]
+    assert run.answer is not None and run.answer.content == "*** of them"
+
+
 async def test_list_is_newest_first_with_cursors_and_filters(store_url: str) -> None:
     store = await open_store(store_url)
     async with store:

@@ -68,6 +68,14 @@ class Cleaner:
             cleaned = self._names[labels] = self.json([StoredAttempt(*target_parts(label)) for label in labels]) or "[]"
         return cleaned
 
+    def usage(self, usage: Usage | Tokens) -> str:
+        """A usage as stored. Token counts alone hold no text to mask, and are not masked: a configured key made
+        of digits would turn a count into `***` and the JSON into something no read can decode. Details an
+        upstream reported (named by it) are masked with the rest."""
+        if type(usage) is Usage and (usage.prompt_tokens_details or usage.completion_tokens_details):
+            return self.json(usage) or "{}"
+        return _encoder.encode(usage).decode()
+
     def json(self, value: Any) -> str | None:
         if value is None:
             return None
@@ -169,7 +177,7 @@ def stage_row(record: StageDone, clean: Cleaner) -> dict[str, Any]:
         "started_offset_ms": record.started_offset_ms,
         "elapsed_ms": round(finished.elapsed_ms, 3),
         "attempts": clean.attempts(finished),
-        "usage": clean.json(finished.usage),
+        "usage": clean.usage(finished.usage),
         "usage_reported": finished.reported,
         "messages": clean.json(record.messages) if full else None,
         "output": clean.text(finished.output) if full else None,
@@ -208,7 +216,7 @@ def closed_row(record: RunClosed, clean: Cleaner, outputs: Outputs = ()) -> dict
         "degraded": record.status == "degraded",
         "finished_at": record.finished_at,
         "duration_ms": record.duration_ms,
-        "usage": clean.json(_usage(record.usage)),
+        "usage": clean.usage(_usage(record.usage)),
         "error": clean.json(stored_error(record.error, clean) if record.error is not None else None),
         "intermediate": clean.json(intermediate),
         "answer": clean.json(stored_answer),
