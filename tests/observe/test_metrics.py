@@ -194,6 +194,17 @@ def test_workers_answer_the_sum_over_workers(remote_upstream: RemoteUpstream, tm
                 value(got, "adapter_critic_requests_total", served_model="m-direct", mode="direct", status="ok") == sent
             )
             assert value(got, "adapter_critic_tokens_total", stage="api", direction="output") == 2 * sent
+            assert value(got, "adapter_critic_requests_in_flight") == 0
+            assert value(got, "adapter_critic_store_dropped_records_total") == 0
+        # Each worker counts its own requests in flight as they come and go; a scrape answers the sum.
+        upstream.script({"model": "api-model", "content": "one two three four", "chunk_delay": 30})
+        with httpx.Client(base_url=url, timeout=30) as http:
+            body = {"model": "m-direct", "messages": MESSAGES, "stream": True}
+            with http.stream("POST", "/v1/chat/completions", json=body) as response:
+                lines = response.iter_lines()
+                assert next(lines).startswith("data: ")  # the upstream holds its next chunk: in flight
+                for _ in range(4):
+                    assert value(scrape(url), "adapter_critic_requests_in_flight") == 1
 
 
 def _one_request(url: str, statuses: list[int]) -> None:

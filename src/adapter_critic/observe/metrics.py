@@ -1,5 +1,6 @@
 """Prometheus metrics: the series a server exports, fed by a run-event subscriber (`Metrics.on_event`) and by the
-HTTP layer (requests in flight), and their exposition in the Prometheus text format (`Metrics.render`).
+HTTP layer (requests in flight: read from it at a scrape, or counted by it per request in multiprocess mode), and
+their exposition in the Prometheus text format (`Metrics.render`).
 
 `prometheus-client` (the `[server]` or `[metrics]` extra) is imported only when metrics are on. Under
 `uvicorn --workers N` every worker writes its numbers to files in `PROMETHEUS_MULTIPROC_DIR` (prometheus-client's
@@ -32,9 +33,9 @@ MAX_TARGET_MODELS = 100
 _now = time.perf_counter
 
 
-# Where the run store is, when there is one: read at every scrape and as runs finish, so a store made later (at
-# start-up) is found. Its `queue_depth` (records waiting to be written) and `dropped` (records dropped so far, a
-# count that only grows) are exported.
+# Where the run store is, when there is one: read at every scrape (and, in multiprocess mode, as runs finish), so
+# a store made later (at start-up) is found. Its `queue_depth` (records waiting to be written) and `dropped`
+# (records dropped so far, a count that only grows) are exported.
 StoreSource = Callable[[], object | None]
 
 
@@ -64,7 +65,8 @@ _stream: contextvars.ContextVar[_Stream | None] = contextvars.ContextVar("adapte
 class Metrics:
     """The series of one server (one per app or middleware instance), in a registry of its own.
 
-    A run store's queue depth and drops are read from `watch_store`'s source at every scrape and as runs finish."""
+    A run store's queue depth and drops are read from `watch_store`'s source at every scrape, and in multiprocess
+    mode as runs finish too (a scrape of another worker reads this one's file)."""
 
     def __init__(self) -> None:
         import prometheus_client as prom
@@ -200,8 +202,8 @@ class Metrics:
                 # The answer was known whole (an adapter's, a degraded draft): it goes out now, at once.
                 self._ttft_child(stream.served_model, stream.mode).observe(_since(stream.started))
             _stream.set(None)
-        if self.store_source is not None:
-            self._sync_store()
+        if self.multiprocess and self.store_source is not None:
+            self._sync_store()  # a scrape of another worker reads this one's file: keep it current
 
     def _ttft_child(self, served_model: str, mode: str) -> Any:
         child = self._ttft.get((served_model, mode))

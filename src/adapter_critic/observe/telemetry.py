@@ -55,7 +55,11 @@ def install(service: Service, *, standalone: bool) -> MetricsEndpoint | None:
     metrics = Metrics()
     service.metrics = metrics
     service.subscribers = (*service.subscribers, metrics.on_event)
-    service.admission.gauge = metrics.in_flight
+    if metrics.multiprocess:
+        service.admission.gauge = metrics.in_flight  # each worker's count lives in its file, summed at a scrape
+    else:
+        admission = service.admission
+        metrics.in_flight.set_function(lambda: admission.in_flight)  # read at a scrape, nothing per request
     metrics.watch_store(lambda: getattr(service, "store", None))  # the run store, once the service has one
     return MetricsEndpoint(metrics)
 
