@@ -64,7 +64,8 @@ def table(measured: variants.Measured) -> str:
     median, x, threads = (measured.medians(part) for part in (measured.figures, measured.ratios, measured.threads))
     lines = [
         f"run store overhead: product CPU µs per request (median of {measured.rounds} round(s) x {measured.batch} "
-        f"requests @16, load: {measured.loader}); x off: the median ratio to store off measured beside it; "
+        f"requests @16, load: {measured.loader}); x off: the median ratio to store off measured "
+        f"{'in its round' if measured.apart else 'beside it'}; "
         "thread: of the CPU, the part off the event loop's thread (the store's writer)",
         "",
         f"{'variant':<20}{'direct':>8}{'x off':>7}{'thread':>8}{'stream':>9}{'x off':>7}{'thread':>8}",

@@ -137,7 +137,8 @@ def table(measured: variants.Measured, micro: dict[str, float]) -> str:
     median, x = measured.medians(measured.figures), measured.medians(measured.ratios)
     lines = [
         f"telemetry overhead: product CPU µs per request (median of {measured.rounds} round(s) x {measured.batch} "
-        f"requests @16, load: {measured.loader}); x off: the median ratio to off measured beside it",
+        f"requests @16, load: {measured.loader}); x off: the median ratio to off measured "
+        f"{'in its round' if measured.apart else 'beside it'}",
         "",
         f"{'variant':<24}{'direct':>8}{'x off':>7}{'stream':>9}{'x off':>7}",
     ]

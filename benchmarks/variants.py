@@ -113,6 +113,8 @@ def measure(
                 print(f"round {number + 1}/{rounds}", file=sys.stderr)
                 for body in BODIES:
                     groups = [[name] for name in variants] if args.apart else _pairs(variants)
+                    if number % 2:  # every other round in reverse: no variant always comes first, or last
+                        groups.reverse()
                     measured: dict[str, float] = {}
                     for group in groups:
                         servers_ = {name: started[name] for name in group}
