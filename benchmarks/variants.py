@@ -15,7 +15,7 @@ than the differences measured here: loaded one after another (`--apart`), the sa
 The two ways do not measure the same thing. Sharing the core adds to both servers of a pair a cost per request
 that does not depend on the variant (refilling the caches the other one emptied), and that pulls their ratio
 towards 1: paired ratios understate what a variant costs a server that has its core alone. Measured on the same
-code the same hour, the store and metrics' ratio was 1.19-1.21 paired and 1.3-1.4 apart. Read a paired ratio as
+code the same hour, the store and metrics' ratio was about 1.2 paired and 1.3-1.4 apart. Read a paired ratio as
 a comparison between variants and between commits, the apart ratio as the nearer to a lone server's, and each
 with its quartiles (`Measured.quartiles`), printed under each table.
 """
