@@ -16,6 +16,8 @@ import openai
 import pytest
 from openai import OpenAI
 
+from adapter_critic.upstream.client import USER_AGENT
+
 from ..conftest import RemoteUpstream as Upstream
 from ..conftest import run_server, stop_server
 
@@ -167,6 +169,7 @@ def test_direct(client: OpenAI, up: Upstream) -> None:
     assert call["body"]["temperature"] == 0.25
     assert "x_adapter_critic" not in call["body"]
     assert call["headers"]["authorization"] == f"Bearer {KEY}"  # the configured key, not the client's "x"
+    assert call["headers"]["user-agent"] == USER_AGENT  # not the HTTP library's own
 
 
 def test_adapter_applies_the_edits(client: OpenAI, up: Upstream) -> None:
@@ -190,6 +193,7 @@ def test_adapter_applies_the_edits(client: OpenAI, up: Upstream) -> None:
     assert [c["body"]["model"] for c in calls] == ["api-model", "adapter-model"]
     assert calls[1]["body"]["temperature"] == 0  # the adapter target's own options
     assert all(c["headers"]["authorization"] == f"Bearer {KEY}" for c in calls)
+    assert [c["headers"]["user-agent"] for c in calls] == [USER_AGENT] * 2  # a stage's calls say the same
 
 
 def test_critic_revises_with_an_overridden_critic_model(client: OpenAI, up: Upstream) -> None:

@@ -10,6 +10,7 @@ A `base_url` that is a path (`/v1`) is served in-process by the wrapped ASGI app
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import logging
 import os
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -36,6 +37,13 @@ from .sse import iter_batches
 from .synthesized import completion_as_chunks
 from .transport import AiohttpTransport, network_client
 
+# Every upstream call says who makes it, the same on every path (aiohttp or httpx, direct mode or a stage), so an
+# upstream's logs tell this server's calls from its other clients'.
+try:
+    USER_AGENT = f"adapter_critic/{importlib.metadata.version('adapter_critic')}"
+except importlib.metadata.PackageNotFoundError:  # a source tree that was never installed
+    USER_AGENT = "adapter_critic"
+_JSON_CALL = {"content-type": "application/json", "accept": "application/json", "user-agent": USER_AGENT}
 logger = logging.getLogger("adapter_critic")
 
 IN_PROCESS_ORIGIN = "http://in-process.adapter-critic"
@@ -148,7 +156,7 @@ class Upstream:
         """The headers of a JSON call to `target`, its key in the headers its protocol sends it in."""
         # gzip or nothing: what `decoding` inflates a bounded piece at a time (in-process: nothing to save).
         encoding = "identity" if target.base_url.startswith("/") else ACCEPT_ENCODING
-        headers = {"content-type": "application/json", "accept": "application/json", "accept-encoding": encoding}
+        headers = {**_JSON_CALL, "accept-encoding": encoding}
         headers.update(self.wire(target).headers(api_key(target)))
         if self.inject is not None:
             self.inject(headers)
