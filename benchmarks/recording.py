@@ -11,13 +11,16 @@ that grows to 30,000 runs (3,000 with `--quick`):
 - `rows + write, async engine`: the same rows through SQLAlchemy's async engine over aiosqlite, as PostgreSQL and
   an in-memory SQLite store write theirs.
 Each figure is CPU µs per run (process time, every thread), the median and the best over the batches after the
-first tenth (the file growing meanwhile). No server and no network: the figures are what a run costs the store
-itself; `benchmarks/store.py` measures it in a server under load.
+first tenth (the file growing meanwhile); and the file's size at the end, in bytes per run. No server and no
+network: the figures are what a run costs the store itself; `benchmarks/store.py` measures it in a server under
+load.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sqlite3
 import statistics
 import tempfile
 import time
@@ -74,7 +77,7 @@ def _per_run(started: float) -> float:
     return (time.process_time() - started) / BATCH * 1e6
 
 
-async def measure(runs: int) -> dict[str, dict[str, float]]:
+async def measure(runs: int) -> dict[str, Any]:
     figures: dict[str, list[float]] = {"recorder": [], "rows": [], "rows + write": [], "rows + write, async engine": []}
     with tempfile.TemporaryDirectory(prefix="adapter-critic-recording-") as tmp:
         databases = {name: Database(f"sqlite:///{Path(tmp) / f'{name}.sqlite3'}") for name in ("file", "engine")}
@@ -83,9 +86,9 @@ async def measure(runs: int) -> dict[str, dict[str, float]]:
         clean = Cleaner([])
         try:
             for _ in range(runs // BATCH):
-                runs = [[run_events() for _ in range(BATCH)] for _ in range(2)]
+                pair = [[run_events() for _ in range(BATCH)] for _ in range(2)]
                 started = time.process_time()
-                batches = [recorded(part) for part in runs]
+                batches = [recorded(part) for part in pair]
                 figures["recorder"].append(_per_run(started) / 2)
                 started = time.process_time()
                 batch_rows(batches[0], "bench", clean)
@@ -102,11 +105,23 @@ async def measure(runs: int) -> dict[str, dict[str, float]]:
         finally:
             for database in databases.values():
                 await database.aclose()
+        written = len(figures["rows"]) * BATCH
+        file_bytes = _file_bytes(Path(tmp) / "file.sqlite3") / written
     skip = len(figures["rows"]) // 10
-    return {
+    cpu = {
         name: {"median_us": statistics.median(values[skip:]), "best_us": min(values[skip:])}
         for name, values in figures.items()
     }
+    return {"cpu_us": cpu, "file_bytes_per_run": file_bytes}
+
+
+def _file_bytes(path: Path) -> int:
+    """The size of the SQLite file at `path` once its WAL is folded in (its pages times their size)."""
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+        size = conn.execute("PRAGMA page_size").fetchone()[0]
+    return int(pages * size)
 
 
 def run_all(quick: bool = False) -> dict[str, Any]:
@@ -116,8 +131,9 @@ def run_all(quick: bool = False) -> dict[str, Any]:
 def table(results: dict[str, Any]) -> str:
     lines = [f"recording one direct run, CPU µs per run (batches of {BATCH})", ""]
     lines.append(f"{'':<30}{'median':>8}{'best':>8}")
-    for name, row in results.items():
+    for name, row in results["cpu_us"].items():
         lines.append(f"{name:<30}{row['median_us']:>8.1f}{row['best_us']:>8.1f}")
+    lines += ["", f"the SQLite file: {results['file_bytes_per_run']:.0f} bytes per run"]
     return "\n".join(lines)
 
 
