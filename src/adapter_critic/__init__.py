@@ -3,8 +3,6 @@ upstream model calls (direct, adapter, critic, or any registered plug-in)."""
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
 from .config import Config, ServedModel, Target, load_config
 from .core import Answer, ChatRequest, Completion, FinalCall, Plan, StageTarget, Usage
 from .errors import (
@@ -19,12 +17,8 @@ from .errors import (
 )
 from .http.app import create_app
 from .http.middleware import AdapterCriticMiddleware
+from .version import __version__
 from .workflows.base import RunContext, StageCall, StageFailed, Workflow
-
-try:
-    __version__ = version("adapter_critic")
-except PackageNotFoundError:  # a source tree that was never installed
-    __version__ = "0.0.0+unknown"
 
 __all__ = [
     "APIError",

@@ -16,7 +16,7 @@ import openai
 import pytest
 from openai import OpenAI
 
-from adapter_critic.upstream.client import USER_AGENT
+from adapter_critic.version import USER_AGENT
 
 from ..conftest import RemoteUpstream as Upstream
 from ..conftest import run_server, stop_server

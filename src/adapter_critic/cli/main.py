@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from .. import __version__
+from ..version import __version__
 from .check import check
 from .eval import eval_command
 from .replay import replay

@@ -26,9 +26,9 @@ from opentelemetry import context, propagate, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from starlette.types import Scope
 
-from .. import __version__
 from ..errors import UpstreamError
 from ..events import Event, RunFinished, RunStarted, StageFinished, StageStarted
+from ..version import __version__
 from .targets import target_name
 
 _PROPAGATED = (b"traceparent", b"tracestate", b"baggage")

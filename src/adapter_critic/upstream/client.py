@@ -10,7 +10,6 @@ A `base_url` that is a path (`/v1`) is served in-process by the wrapped ASGI app
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
 import logging
 import os
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -27,6 +26,7 @@ from ..errors import ServerError, UpstreamError
 from ..protocols import registry as protocols
 from ..protocols.base import UpstreamWire
 from ..redact import Secrets
+from ..version import USER_AGENT
 from .decoding import ACCEPT_ENCODING
 from .failures import TRANSPORT_ERRORS, bad_answer, status_error, transport_error
 from .inprocess import asgi_stream
@@ -37,12 +37,6 @@ from .sse import iter_batches
 from .synthesized import completion_as_chunks
 from .transport import AiohttpTransport, network_client
 
-# Every upstream call says who makes it, the same on every path (aiohttp or httpx, direct mode or a stage), so an
-# upstream's logs tell this server's calls from its other clients'.
-try:
-    USER_AGENT = f"adapter_critic/{importlib.metadata.version('adapter_critic')}"
-except importlib.metadata.PackageNotFoundError:  # a source tree that was never installed
-    USER_AGENT = "adapter_critic"
 _JSON_CALL = {"content-type": "application/json", "accept": "application/json", "user-agent": USER_AGENT}
 logger = logging.getLogger("adapter_critic")
 
