@@ -100,14 +100,18 @@ def _v1(conn: Connection) -> None:
 
 def _v2(conn: Connection) -> None:
     """`stages.request_messages`: a stage that sent the client's messages no longer stores a second copy."""
-    if "request_messages" not in {column["name"] for column in inspect(conn).get_columns("stages")}:
-        conn.execute(text("ALTER TABLE stages ADD COLUMN request_messages BOOLEAN NOT NULL DEFAULT false"))
+    _add_column(conn, "stages", "request_messages", "BOOLEAN NOT NULL DEFAULT false")
 
 
 def _v3(conn: Connection) -> None:
     """`runs.from_stages`: an answer or intermediate text that is a stage's output is no longer stored again."""
-    if "from_stages" not in {column["name"] for column in inspect(conn).get_columns("runs")}:
-        conn.execute(text("ALTER TABLE runs ADD COLUMN from_stages TEXT"))
+    _add_column(conn, "runs", "from_stages", "TEXT")
+
+
+def _add_column(conn: Connection, table: str, column: str, definition: str) -> None:
+    """Add `column` to `table` unless it is there (`_v1` makes a new store with today's columns already)."""
+    if column not in {found["name"] for found in inspect(conn).get_columns(table)}:
+        conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {definition}"))
 
 
 STEPS: tuple[Callable[[Connection], None], ...] = (_v1, _v2, _v3)
