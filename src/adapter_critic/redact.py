@@ -16,7 +16,7 @@ import logging
 import os
 import re
 import urllib.parse
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import msgspec
 
@@ -67,6 +67,22 @@ def redact(text: str, values: Iterable[str]) -> str:
     if "bearer" in text.lower():  # the patterns only where they can match: a text without them is scanned once
         text = _BEARER.sub(rf"\g<1>{MASK}", text)
     return redact_userinfo(text)
+
+
+# What JSON writes outside its strings: numbers, punctuation, keywords.
+_JSON_SYNTAX = re.compile(r"[-+0-9.eE,:\[\]{}\s]+|true|false|null")
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
+def json_syntax_among(values: Iterable[str]) -> bool:
+    """Whether a value could match a JSON text outside its strings (a placeholder key such as `3` matches a
+    number): such values must be masked with `redact_json_strings`, or the masked text is no longer JSON."""
+    return any(_JSON_SYNTAX.fullmatch(value) for value in values)
+
+
+def redact_json_strings(text: str, values: Sequence[str]) -> str:
+    """`redact` inside each string of the JSON `text` only: its numbers and keywords are left whole."""
+    return _JSON_STRING.sub(lambda string: redact(string.group(), values), text)
 
 
 def redact_bytes(data: bytes, values: Iterable[str]) -> bytes:

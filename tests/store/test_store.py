@@ -132,6 +132,25 @@ async def test_a_key_made_of_digits_leaves_token_counts_readable(
     assert run.answer is not None and run.answer.content == "*** of them"
 
 
+async def test_a_key_made_of_digits_leaves_every_number_the_store_writes_readable(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("UPSTREAM_KEY", "0")  # the first stage's index, in `from_stages`, and attempt statuses
+    failure = UpstreamError(
+        stage="critic", target="m@http://x/v1", kind="status", detail="answered 500", upstream_status=500
+    )
+    store = await open_store(store_url)
+    store.secrets = Secrets(["UPSTREAM_KEY"]).values
+    async with store:
+        record_run(store, "kept-once", stages=("api_draft", "critic"), answer="a 0 here", stage_error=failure)
+        await store.flush()
+        run = await store.get_run("kept-once")
+    assert run is not None and run.answer is not None and run.answer.content == "a *** here"
+    assert run.intermediate == {"api_draft": "a *** here"}
+    assert [s.status for s in run.stages] == ["ok", "error"]
+    assert run.stages[1].attempts[0].error is not None and run.stages[1].attempts[0].error.status == 500
+
+
 async def test_list_is_newest_first_with_cursors_and_filters(store_url: str) -> None:
     store = await open_store(store_url)
     async with store:

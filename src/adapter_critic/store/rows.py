@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import re
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -19,7 +19,7 @@ import msgspec
 from ..core import Usage
 from ..errors import APIError, UpstreamError, render_error
 from ..events import StageFinished
-from ..redact import redact, secret_values
+from ..redact import json_syntax_among, redact, redact_json_strings, secret_values
 from .recorder import RunClosed, RunOpened, StageDone
 from .records import (
     AttemptError,
@@ -44,6 +44,7 @@ class Cleaner:
     def __init__(self, values: Sequence[str]) -> None:
         self.values = values
         self._names: dict[Any, str] = {}
+        self._strings_only = json_syntax_among(values)  # a key made of digits: mask JSON inside its strings only
 
     def text(self, value: str | None) -> str | None:
         return None if value is None else redact(value, self.values)
@@ -68,18 +69,12 @@ class Cleaner:
             cleaned = self._names[labels] = self.json([StoredAttempt(*target_parts(label)) for label in labels]) or "[]"
         return cleaned
 
-    def usage(self, usage: Usage | Tokens) -> str:
-        """A usage as stored. Token counts alone hold no text to mask, and are not masked: a configured key made
-        of digits would turn a count into `***` and the JSON into something no read can decode. Details an
-        upstream reported (named by it) are masked with the rest."""
-        if type(usage) is Usage and (usage.prompt_tokens_details or usage.completion_tokens_details):
-            return self.json(usage) or "{}"
-        return _encoder.encode(usage).decode()
-
     def json(self, value: Any) -> str | None:
+        """`value` as JSON with its secrets masked in its strings (a key made of digits leaves numbers whole)."""
         if value is None:
             return None
-        return redact(_encoder.encode(value).decode("utf-8", "surrogateescape"), self.values)
+        text = _encoder.encode(value).decode("utf-8", "surrogateescape")
+        return redact_json_strings(text, self.values) if self._strings_only else redact(text, self.values)
 
     def for_secret(self, secret: str | None) -> Cleaner:
         """This cleaner masking `secret` too (a forwarded caller's token)."""
@@ -177,7 +172,7 @@ def stage_row(record: StageDone, clean: Cleaner) -> dict[str, Any]:
         "started_offset_ms": record.started_offset_ms,
         "elapsed_ms": round(finished.elapsed_ms, 3),
         "attempts": clean.attempts(finished),
-        "usage": clean.usage(finished.usage),
+        "usage": clean.json(finished.usage),
         "usage_reported": finished.reported,
         "messages": clean.json(record.messages) if full else None,
         "output": clean.text(finished.output) if full else None,
@@ -201,12 +196,14 @@ def closed_row(record: RunClosed, clean: Cleaner, outputs: Outputs = ()) -> dict
     full = record.capture == "full"
     answer = record.answer
     content = answer.content if full else None
-    intermediate: dict[str, Any] = dict(record.intermediate) if full else dict.fromkeys(record.intermediate)
+    intermediate = record.intermediate if full else dict.fromkeys(record.intermediate)
     from_stages = None
     if outputs and full:
         found = _kept_once(outputs, content, intermediate)
         if found.answer is not None:
             content = None
+        if found.intermediate:  # null where the stage's row holds the text
+            intermediate = {key: None if key in found.intermediate else v for key, v in intermediate.items()}
         if found.answer is not None or found.intermediate:
             from_stages = clean.json(found)
     stored_answer = StoredAnswer(answer.finish_reason, content, answer.tool_calls if full else None)
@@ -216,7 +213,7 @@ def closed_row(record: RunClosed, clean: Cleaner, outputs: Outputs = ()) -> dict
         "degraded": record.status == "degraded",
         "finished_at": record.finished_at,
         "duration_ms": record.duration_ms,
-        "usage": clean.usage(_usage(record.usage)),
+        "usage": clean.json(_usage(record.usage)),
         "error": clean.json(stored_error(record.error, clean) if record.error is not None else None),
         "intermediate": clean.json(intermediate),
         "answer": clean.json(stored_answer),
@@ -224,9 +221,8 @@ def closed_row(record: RunClosed, clean: Cleaner, outputs: Outputs = ()) -> dict
     }
 
 
-def _kept_once(outputs: Outputs, content: str | None, intermediate: dict[str, Any]) -> FromStages:
-    """Which texts are a stage's output (the latest stage's, when several said the same); those of `intermediate`
-    are set to None in it."""
+def _kept_once(outputs: Outputs, content: str | None, intermediate: Mapping[str, Any]) -> FromStages:
+    """Which texts are a stage's output (the latest stage's, when several said the same)."""
 
     def stage_of(value: Any) -> int | None:
         if type(value) is str and value:
@@ -240,5 +236,4 @@ def _kept_once(outputs: Outputs, content: str | None, intermediate: dict[str, An
         index = stage_of(value)
         if index is not None:
             found.intermediate[key] = index
-            intermediate[key] = None
     return found
