@@ -17,6 +17,7 @@ import sqlalchemy
 from adapter_critic import create_app
 from adapter_critic.http.app import create_standalone_app
 from adapter_critic.store import open_store
+from adapter_critic.store.records import RunDetail, StoredStage
 
 from ..conftest import UPSTREAM_URL, asgi_client, chat, make_config
 from ..scripted_upstream import Reply, ScriptedUpstream
@@ -78,18 +79,30 @@ async def test_a_run_is_visible_while_it_runs_and_finalised_when_it_ends(
     assert [(s.stage, s.status) for s in end.stages] == [("api_draft", "ok"), ("critic", "cancelled")]
 
 
-async def test_the_clients_messages_are_stored_once_and_read_back_for_every_stage_that_sent_them(
-    upstream: ScriptedUpstream, store_url: str
-) -> None:
+async def _critic_run(
+    upstream: ScriptedUpstream, store_url: str, query: str
+) -> tuple[httpx.Response, RunDetail | None, list[tuple[Any, ...]], list[StoredStage]]:
+    """A critic run (draft, critique, final) recorded through the app: its response, its record read back, the rows
+    `query` selects from the store, and its stages as `follow` replays them."""
     upstream.script(Reply("the draft"), Reply("the critique"), Reply("the final"))
     async with recording(upstream, store_url) as (client, store):
         response = await client.post("/chat/completions", json=chat("m-critic", "what to store"))
         await store.flush()
-        run = await store.get_run(response.headers["x-request-id"])
-        followed = [item async for kind, item in store.follow(response.headers["x-request-id"]) if kind == "stage"]
+        run_id = response.headers["x-request-id"]
+        run = await store.get_run(run_id)
+        followed = [item async for kind, item in store.follow(run_id) if kind == "stage"]
         async with store.database.engine.connect() as conn:
-            stored = await conn.execute(sqlalchemy.text("SELECT messages, request_messages FROM stages ORDER BY idx"))
-            columns = [(messages is None, bool(flag)) for messages, flag in stored]
+            rows = [tuple(row) for row in await conn.execute(sqlalchemy.text(query))]
+    return response, run, rows, followed
+
+
+async def test_the_clients_messages_are_stored_once_and_read_back_for_every_stage_that_sent_them(
+    upstream: ScriptedUpstream, store_url: str
+) -> None:
+    _, run, stored, followed = await _critic_run(
+        upstream, store_url, "SELECT messages, request_messages FROM stages ORDER BY idx"
+    )
+    columns = [(messages is None, bool(flag)) for messages, flag in stored]
     client_messages = [{"role": "user", "content": "what to store"}]
     assert run is not None and run.request is not None and run.request.messages == client_messages
     # The draft sent the client's messages: they are kept once, in the run's request, and read back for the stage.
@@ -106,14 +119,10 @@ async def test_the_clients_messages_are_stored_once_and_read_back_for_every_stag
 async def test_a_stage_output_that_is_the_answer_or_an_intermediate_text_is_stored_once(
     upstream: ScriptedUpstream, store_url: str
 ) -> None:
-    upstream.script(Reply("the draft"), Reply("the critique"), Reply("the final"))
-    async with recording(upstream, store_url) as (client, store):
-        response = await client.post("/chat/completions", json=chat("m-critic", "what to store"))
-        await store.flush()
-        run = await store.get_run(response.headers["x-request-id"])
-        async with store.database.engine.connect() as conn:
-            stored = await conn.execute(sqlalchemy.text("SELECT answer, intermediate, from_stages FROM runs"))
-            [(answer, intermediate, from_stages)] = list(stored)
+    response, run, stored, _ = await _critic_run(
+        upstream, store_url, "SELECT answer, intermediate, from_stages FROM runs"
+    )
+    [(answer, intermediate, from_stages)] = stored
     extension = response.json()["adapter_critic"]
     # Read back whole: the answer and the extension's intermediate, as the client got them.
     assert run is not None and run.answer is not None
