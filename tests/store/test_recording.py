@@ -69,12 +69,17 @@ async def test_a_run_is_visible_while_it_runs_and_finalised_when_it_ends(
                 await store.flush()
                 [running] = (await store.list_runs()).data
                 mid = await store.get_run(running.id)
+                async with store.database.engine.connect() as conn:
+                    query = sqlalchemy.text("SELECT messages, request_messages FROM stages")
+                    [(messages, own)] = [tuple(row) for row in await conn.execute(query)]
                 tg.cancel_scope.cancel()  # the client goes away: the run is cancelled
         await store.flush()
         end = await store.get_run(running.id)
     assert mid is not None and mid.status == "running" and mid.finished_at is None
     assert [(s.stage, s.status, s.output) for s in mid.stages] == [("api_draft", "ok", "the draft")]
     assert mid.request is not None and mid.request.messages == [{"role": "user", "content": "secret plan"}]
+    # A stage of a run still going is a row of `stages`; it sent the client's messages: kept once, in the request.
+    assert (messages, bool(own)) == (None, True) and mid.stages[0].messages == mid.request.messages
     assert end is not None and end.status == "cancelled" and end.finished_at is not None
     assert [(s.stage, s.status) for s in end.stages] == [("api_draft", "ok"), ("critic", "cancelled")]
 
@@ -99,18 +104,17 @@ async def _critic_run(
 async def test_the_clients_messages_are_stored_once_and_read_back_for_every_stage_that_sent_them(
     upstream: ScriptedUpstream, store_url: str
 ) -> None:
-    _, run, stored, followed = await _critic_run(
-        upstream, store_url, "SELECT messages, request_messages FROM stages ORDER BY idx"
-    )
-    columns = [(messages is None, bool(flag)) for messages, flag in stored]
+    _, run, stored, followed = await _critic_run(upstream, store_url, "SELECT record FROM runs")
+    # The run ended in the batch its stages did: they are written in its end's document, not as rows of `stages`.
+    end = json.loads(stored[0][0])
     client_messages = [{"role": "user", "content": "what to store"}]
     assert run is not None and run.request is not None and run.request.messages == client_messages
     # The draft sent the client's messages: they are kept once, in the run's request, and read back for the stage.
-    assert columns[0] == (True, True)
+    assert [stage["messages"] is None for stage in end["stages"]] == [True, False, False]
+    assert end["request_messages"] == [0]
     assert run.stages[0].messages == client_messages
     assert followed[0].messages == client_messages
     # The critic and the final call sent messages of their own: stored with the stage.
-    assert columns[1:] == [(False, False), (False, False)]
     for stage in (*run.stages[1:], *followed[1:]):
         assert stage.messages is not None and stage.messages != client_messages
         assert any("the draft" in json.dumps(message) for message in stage.messages)
@@ -119,19 +123,20 @@ async def test_the_clients_messages_are_stored_once_and_read_back_for_every_stag
 async def test_a_stage_output_that_is_the_answer_or_an_intermediate_text_is_stored_once(
     upstream: ScriptedUpstream, store_url: str
 ) -> None:
-    response, run, stored, _ = await _critic_run(
-        upstream, store_url, "SELECT answer, intermediate, from_stages FROM runs"
-    )
-    [(answer, intermediate, from_stages)] = stored
+    response, run, stored, _ = await _critic_run(upstream, store_url, "SELECT record, answer, intermediate FROM runs")
+    [(record, *old_columns)] = stored
+    end = json.loads(record)
     extension = response.json()["adapter_critic"]
     # Read back whole: the answer and the extension's intermediate, as the client got them.
     assert run is not None and run.answer is not None
     assert run.answer.content == response.json()["choices"][0]["message"]["content"] == "the final"
     assert run.intermediate == extension["intermediate"] and "the draft" in run.intermediate.values()
-    # Stored once: the run's row names the stages whose outputs they are, and holds none of those texts.
-    assert "the final" not in answer and not any(text in intermediate for text in ("the draft", "the critique"))
-    outputs = [stage.output for stage in run.stages]
-    named = json.loads(from_stages)
+    # Stored once: the run's end names the stages whose outputs they are, and holds those texts only in the stages.
+    assert old_columns == [None, None]
+    outputs = [stage["output"] for stage in end["stages"]]
+    assert outputs == [stage.output for stage in run.stages] == ["the draft", "the critique", "the final"]
+    assert end["answer"]["content"] is None and not set(end["intermediate"].values()) & set(outputs)
+    named = end["from_stages"]
     assert outputs[named["answer"]] == "the final"
     assert {key: outputs[index] for key, index in named["intermediate"].items()} == {
         key: value for key, value in extension["intermediate"].items() if value in outputs

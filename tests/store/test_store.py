@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import sqlite3
@@ -246,7 +247,7 @@ async def test_a_new_sqlite_file_gets_8_kib_pages_an_existing_one_keeps_its_own(
     assert sizes == {"new.sqlite3": 8192, "old.sqlite3": 4096}
 
 
-async def test_a_run_ended_in_a_later_batch_than_its_stages_keeps_its_texts_in_its_own_row(store_url: str) -> None:
+async def test_a_run_ended_in_a_later_batch_than_its_stages_keeps_its_texts_in_its_own_end(store_url: str) -> None:
     async with await open_store(store_url) as store:
         end = record_run(store, "long", stages=("api_draft", "critic"), answer="the answer", finish=False)
         await store.flush()  # its stages are written: the end's batch cannot point at them
@@ -255,9 +256,16 @@ async def test_a_run_ended_in_a_later_batch_than_its_stages_keeps_its_texts_in_i
         await store.flush()
         long, short = await store.get_run("long"), await store.get_run("short")
         async with store.database.engine.connect() as conn:
-            stored = await conn.execute(sqlalchemy.text("SELECT run_id, answer, from_stages FROM runs ORDER BY run_id"))
-            columns = {run_id: ("the answer" in answer, refs is not None) for run_id, answer, refs in stored}
-    assert columns == {"long": (True, False), "short": (False, True)}
+            stored = await conn.execute(sqlalchemy.text("SELECT run_id, record FROM runs ORDER BY run_id"))
+            ends = {run_id: json.loads(record) for run_id, record in stored}
+            rows = await conn.execute(sqlalchemy.text("SELECT run_id, count(*) FROM stages GROUP BY run_id"))
+            stage_rows = dict(tuple(row) for row in rows)
+    # `long`'s stages are rows; its end holds its texts itself. `short`'s stages are in its end, which names them.
+    assert stage_rows == {"long": 2}
+    assert ends["long"]["answer"]["content"] == "the answer" and "from_stages" not in ends["long"]
+    assert "stages" not in ends["long"]
+    assert ends["short"]["answer"]["content"] is None and ends["short"]["from_stages"]["answer"] == 1
+    assert [stage["output"] for stage in ends["short"]["stages"]] == ["the answer", "the answer"]
     for run in (long, short):
         assert run is not None and run.answer is not None and run.answer.content == "the answer"
         assert run.intermediate == {"api_draft": "the answer", "critic": "the answer"}
@@ -380,9 +388,15 @@ async def test_a_version_1_store_is_upgraded_and_its_runs_read_as_before(store_u
         await store.flush()
     engine = create_async_engine(engine_url(store_url))
     try:
-        async with engine.begin() as conn:  # back to version 1's shape: no `stages.request_messages`, `from_stages`
+        async with engine.begin() as conn:  # back to version 1's shape: no `request_messages`, `from_stages`, `record`
+            [record] = (await conn.execute(sqlalchemy.text("SELECT record FROM runs"))).scalars().all()
+            ended = json.loads(record)  # its end as version 1 wrote it: in the columns of its own
+            columns = {name: json.dumps(ended[name]) for name in ("usage", "intermediate", "answer")}
+            ending = "UPDATE runs SET usage = :usage, intermediate = :intermediate, answer = :answer"
+            await conn.execute(sqlalchemy.text(ending), columns)
             await conn.execute(sqlalchemy.text("ALTER TABLE stages DROP COLUMN request_messages"))
             await conn.execute(sqlalchemy.text("ALTER TABLE runs DROP COLUMN from_stages"))
+            await conn.execute(sqlalchemy.text("ALTER TABLE runs DROP COLUMN record"))
             await conn.execute(sqlalchemy.text("UPDATE schema_version SET version = 1"))
     finally:
         await engine.dispose()
@@ -397,11 +411,11 @@ async def test_a_version_1_store_is_upgraded_and_its_runs_read_as_before(store_u
     engine = create_async_engine(engine_url(store_url))
     try:
         async with engine.connect() as conn:
-            assert (await conn.execute(sqlalchemy.text("SELECT version FROM schema_version"))).scalar() == VERSION == 3
+            assert (await conn.execute(sqlalchemy.text("SELECT version FROM schema_version"))).scalar() == VERSION == 4
             flags = (await conn.execute(sqlalchemy.text("SELECT request_messages FROM stages"))).scalars().all()
     finally:
         await engine.dispose()
-    assert [bool(flag) for flag in flags] == [False, False, False]
+    assert [bool(flag) for flag in flags] == [False, False]  # the old run's stages; the new one's is in its end
 
 
 async def _dump(url: str) -> str:

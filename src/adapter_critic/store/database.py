@@ -21,7 +21,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from .reads import detail, request_messages, stage, summary
+from .reads import detail, request_messages, run_end, stored_stages, summary
 from .recorder import Record
 from .records import RunDetail, RunPage, RunQuery, RunSummary, StoredStage, decode_cursor, encode_cursor
 from .rows import Cleaner
@@ -32,6 +32,7 @@ from .writes import SqliteFile, batch_rows, sqlite_settings, statements, write_a
 HEARTBEAT_SECONDS = 30.0
 STALE_SECONDS = 120.0
 _SUMMARY = [c for c in runs.c if c.name not in ("request", "intermediate", "answer", "from_stages", "instance")]
+# (`record`, a run's end since schema version 4, holds the summary's usage and error: the rest of it is skipped.)
 
 
 class StoreURLError(ValueError):
@@ -237,11 +238,12 @@ class Database:
         statement = select(stages).where(stages.c.run_id == run_id, stages.c.idx >= index).order_by(stages.c.idx)
         async with self.engine.connect() as conn:
             rows = (await conn.execute(statement)).mappings().all()
-            messages = None
-            if any(row["request_messages"] for row in rows):
-                request = select(runs.c.request).where(runs.c.run_id == run_id)
-                messages = request_messages((await conn.execute(request)).scalar())
-        return [stage(row, messages) for row in rows]
+            run = (await conn.execute(select(runs.c.request, runs.c.record).where(runs.c.run_id == run_id))).first()
+        if run is None:
+            return []
+        end = run_end(run.record)
+        needed = any(row["request_messages"] for row in rows) or (end is not None and end.request_messages)
+        return stored_stages(rows, request_messages(run.request) if needed else None, end, index)
 
     async def count(self) -> int:
         async with self.engine.connect() as conn:

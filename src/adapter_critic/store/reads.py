@@ -1,8 +1,10 @@
 """Table rows as the API's shapes (`records`): a run's summary, its whole record with its stages in order.
 
 The inverse of `rows`: texts a run keeps once are read back where the API shows them — the client's messages for
-a stage that sent them (`stages.request_messages`), a stage's output for the answer or an intermediate value that
-is that output (`runs.from_stages`).
+a stage that sent them (`request_messages`), a stage's output for the answer or an intermediate value that is that
+output (`from_stages`). A run that ended since schema version 4 holds its end in one document, `runs.record` (a
+`RunEnd`, with the stages written with it); one that ended before holds it in the columns `usage`, `error`,
+`intermediate`, `answer` and `from_stages`, its stages all rows of `stages`.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from .records import (
     AttemptError,
     FromStages,
     RunDetail,
+    RunEnd,
     RunSummary,
     StoredAnswer,
     StoredAttempt,
@@ -35,14 +38,32 @@ _from_stages = msgspec.json.Decoder(FromStages)
 _attempts = msgspec.json.Decoder(list[StoredAttempt])
 _attempt_error_decoder = msgspec.json.Decoder(AttemptError)
 _any = msgspec.json.Decoder()
+_end = msgspec.json.Decoder(RunEnd)
+
+
+class _Head(msgspec.Struct):
+    """Of a `RunEnd`, what a summary shows (the rest is skipped, not decoded)."""
+
+    usage: Tokens | None = None
+    error: StoredError | None = None
+
+
+_head = msgspec.json.Decoder(_Head)
 
 
 def _maybe(decoder: msgspec.json.Decoder[Any], text: str | None) -> Any:
     return None if text is None else decoder.decode(text)
 
 
-def summary_fields(row: Mapping[Any, Any]) -> dict[str, Any]:
+def summary_fields(row: Mapping[Any, Any], end: RunEnd | None = None) -> dict[str, Any]:
+    """A summary's fields of a run's row (`end`: its `record`, when the caller has decoded it)."""
     finished = row["finished_at"]
+    record = row["record"]
+    if record is None:
+        usage, error = _maybe(_tokens, row["usage"]), _maybe(_error, row["error"])
+    else:
+        head = end or _head.decode(record)
+        usage, error = head.usage, head.error
     return {
         "id": row["run_id"],
         "request_id": row["request_id"],
@@ -54,8 +75,8 @@ def summary_fields(row: Mapping[Any, Any]) -> dict[str, Any]:
         "started_at": iso(row["started_at"]),
         "finished_at": None if finished is None else iso(finished),
         "duration_ms": row["duration_ms"],
-        "usage": _maybe(_tokens, row["usage"]),
-        "error": _maybe(_error, row["error"]),
+        "usage": usage,
+        "error": error,
     }
 
 
@@ -70,25 +91,53 @@ def request_messages(request_json: str | None) -> list[Any] | None:
 
 
 def detail(row: Mapping[Any, Any], stage_rows: Sequence[Mapping[Any, Any]]) -> RunDetail:
+    """A run's whole record from its row and its rows of `stages` (in order)."""
     request: StoredRequest | None = _maybe(_request, row["request"])
     messages = None if request is None else request.messages
-    intermediate: dict[str, Any] = _maybe(_intermediate, row["intermediate"]) or {}
-    answer: StoredAnswer | None = _maybe(_answer, row["answer"])
-    from_stages: FromStages | None = _maybe(_from_stages, row["from_stages"])
-    if from_stages is not None:  # texts kept once, in their stage's row
+    end: RunEnd | None = _maybe(_end, row["record"])
+    if end is not None:
+        intermediate, answer, from_stages = end.intermediate, end.answer, end.from_stages
+        outputs = {s.index: s.output for s in end.stages}
+    else:
+        intermediate = _maybe(_intermediate, row["intermediate"]) or {}
+        answer = _maybe(_answer, row["answer"])
+        from_stages = _maybe(_from_stages, row["from_stages"])
         outputs = {s["idx"]: s["output"] for s in stage_rows}
+    if from_stages is not None:  # texts kept once, in their stage
         for key, index in from_stages.intermediate.items():
             intermediate[key] = outputs.get(index)
         if answer is not None and from_stages.answer is not None:
             answer.content = outputs.get(from_stages.answer)
     return RunDetail(
-        **summary_fields(row),
+        **summary_fields(row, end),
         capture=row["capture"],
         request=request,
         intermediate=intermediate,
         answer=answer,
-        stages=[stage(s, messages) for s in stage_rows],
+        stages=stored_stages(stage_rows, messages, end),
     )
+
+
+def stored_stages(
+    stage_rows: Sequence[Mapping[Any, Any]], client_messages: list[Any] | None, end: RunEnd | None, first: int = 0
+) -> list[StoredStage]:
+    """A run's stages from `first` on, in order: its rows of `stages` and those its end holds (`end`), each that
+    sent the client's own messages with `client_messages` (its run's request messages)."""
+    found = [stage(row, client_messages) for row in stage_rows if row["idx"] >= first]
+    if end is not None and end.stages:
+        own = set(end.request_messages)
+        for kept in end.stages:
+            if kept.index >= first:
+                if kept.index in own:
+                    kept.messages = client_messages
+                found.append(kept)
+        found.sort(key=lambda s: s.index)
+    return found
+
+
+def run_end(record_json: str | None) -> RunEnd | None:
+    """A run's `record` column, decoded (None while it is going, and for a run that ended before version 4)."""
+    return None if record_json is None else _end.decode(record_json)
 
 
 def stage(row: Mapping[Any, Any], client_messages: list[Any] | None) -> StoredStage:

@@ -4,6 +4,10 @@ Writing (in the background writer, never on a request's task): every text value 
 every secret masked (`redact`) — the values of the configured key env vars in each form an upstream may echo
 them, any bearer token, any URL userinfo — whatever the capture level. Under capture `metadata` no message text is
 kept: no messages, no stage outputs, no answer text, intermediate values null.
+
+A row is a tuple in its statement's column order (`OPEN_COLUMNS`, `CLOSED_COLUMNS`, `STAGE_COLUMNS`). A run's end
+is one JSON document (`records.RunEnd`) that holds the stages written with it: one text to encode and mask, not
+a dozen, and for a run that starts and ends within one batch (most runs), one row instead of one per stage more.
 """
 
 from __future__ import annotations
@@ -38,12 +42,13 @@ _LABEL = re.compile(r"^(.*?)@((?:[A-Za-z][A-Za-z0-9+.-]*://|/).*)$", re.DOTALL)
 class Cleaner:
     """JSON encoding and redaction with one batch's secret values (`redact.Secrets.values()`).
 
-    Names that repeat over a batch's runs (served models, targets, a stage's attempts when none failed) are
-    cleaned once per batch (`name`, `attempts`)."""
+    Names that repeat over a batch's runs (served models, targets) are cleaned once per batch (`name`), and a
+    stage's attempts when none failed are made once per batch (`attempts`)."""
 
     def __init__(self, values: Sequence[str]) -> None:
         self.values = values
-        self._names: dict[Any, str] = {}
+        self._names: dict[str, str] = {}
+        self._attempts: dict[tuple[str, ...], list[StoredAttempt]] = {}
         self._strings_only = json_syntax_among(values)  # a key made of digits: mask JSON inside its strings only
 
     def text(self, value: str | None) -> str | None:
@@ -56,18 +61,15 @@ class Cleaner:
             cleaned = self._names[value] = redact(value, self.values)
         return cleaned
 
-    def attempts(self, finished: StageFinished) -> str:
-        """A stage's attempts as stored: JSON of `StoredAttempt`s."""
+    def attempts(self, finished: StageFinished) -> list[StoredAttempt]:
+        """A stage's attempts as stored (masked with the text they are encoded in)."""
         if any(a.error is not None for a in finished.attempts):
-            attempts = [
-                StoredAttempt(*target_parts(a.target), error=_attempt_error(a.error, self)) for a in finished.attempts
-            ]
-            return self.json(attempts) or "[]"
-        labels = tuple(a.target for a in finished.attempts)  # none failed: the same targets give the same JSON
-        cleaned = self._names.get(labels)
-        if cleaned is None:
-            cleaned = self._names[labels] = self.json([StoredAttempt(*target_parts(label)) for label in labels]) or "[]"
-        return cleaned
+            return [StoredAttempt(*target_parts(a.target), error=_attempt_error(a.error)) for a in finished.attempts]
+        labels = tuple(a.target for a in finished.attempts)  # none failed: the same targets, the same attempts
+        found = self._attempts.get(labels)
+        if found is None:
+            found = self._attempts[labels] = [StoredAttempt(*target_parts(label)) for label in labels]
+        return found
 
     def json(self, value: Any) -> str | None:
         """`value` as JSON with its secrets masked in its strings (a key made of digits leaves numbers whole)."""
@@ -96,10 +98,11 @@ def target_parts(label: str) -> tuple[str, str]:
     return model, host
 
 
-def _attempt_error(error: UpstreamError | None, clean: Cleaner) -> AttemptError | None:
+def _attempt_error(error: UpstreamError | None) -> AttemptError | None:
+    """An attempt's error as stored (its message is masked with the JSON text it is encoded in)."""
     if error is None:
         return None
-    return AttemptError(kind=error.kind, message=clean.text(error.message) or "", status=error.upstream_status)
+    return AttemptError(kind=error.kind, message=error.message, status=error.upstream_status)
 
 
 def _usage(usage: Usage) -> Tokens:
@@ -126,8 +129,21 @@ def stored_error(error: APIError, clean: Cleaner) -> StoredError:
 
 # -- records -> rows ------------------------------------------------------------------------------------------------
 
+# The columns of a run's row as its start sets them, and as its end sets them (`opened_row`, `closed_values`).
+OPEN_COLUMNS = (
+    "run_id", "request_id", "served_model", "mode", "stream", "started_at", "capture", "instance", "request"
+)  # fmt: skip
+CLOSED_COLUMNS = ("status", "degraded", "finished_at", "duration_ms", "record")
+RUNNING: tuple[Any, ...] = ("running", False, None, None, None)  # `CLOSED_COLUMNS` of a run still going
+STAGE_COLUMNS = (
+    "run_id", "idx", "stage", "status", "target_model", "target_host", "started_offset_ms", "elapsed_ms", "attempts",
+    "usage", "usage_reported", "messages", "output", "error", "request_messages",
+)  # fmt: skip
+Row = tuple[Any, ...]
 
-def opened_row(record: RunOpened, instance: str, clean: Cleaner) -> dict[str, Any]:
+
+def opened_row(record: RunOpened, instance: str, clean: Cleaner) -> Row:
+    """A run's row as it starts (`OPEN_COLUMNS`)."""
     request = record.request
     options: dict[str, Any] = dict(request.options)
     if request.stream:
@@ -135,19 +151,17 @@ def opened_row(record: RunOpened, instance: str, clean: Cleaner) -> dict[str, An
     if request.overrides is not None:
         options[request.overrides_param] = request.overrides
     messages = request.messages_json if record.capture == "full" else None
-    return {
-        "run_id": record.run_id,
-        "request_id": record.request_id,
-        "served_model": clean.name(record.served_model),
-        "mode": record.mode,
-        "stream": record.stream,
-        "status": "running",
-        "degraded": False,
-        "started_at": record.started_at,
-        "capture": record.capture,
-        "instance": instance,
-        "request": clean.json({"options": options, "messages": messages}),
-    }
+    return (
+        record.run_id,
+        record.request_id,
+        clean.name(record.served_model),
+        record.mode,
+        record.stream,
+        record.started_at,
+        record.capture,
+        instance,
+        clean.json({"options": options, "messages": messages}),
+    )
 
 
 def _stage_status(finished: StageFinished) -> str:
@@ -158,70 +172,110 @@ def _stage_status(finished: StageFinished) -> str:
     return "ok" if answered else "cancelled"
 
 
-def stage_row(record: StageDone, clean: Cleaner) -> dict[str, Any]:
+def stage_row(record: StageDone, clean: Cleaner) -> Row:
+    """A stage of a run that goes on after its batch, as a row of `stages` (`STAGE_COLUMNS`)."""
     finished = record.finished
     model, host = target_parts(finished.target)
     full = record.capture == "full"
-    return {
-        "run_id": record.run_id,
-        "idx": record.index,
-        "stage": finished.stage,
-        "status": _stage_status(finished),
-        "target_model": clean.name(model),
-        "target_host": clean.name(host),
-        "started_offset_ms": record.started_offset_ms,
-        "elapsed_ms": round(finished.elapsed_ms, 3),
-        "attempts": clean.attempts(finished),
-        "usage": clean.json(finished.usage),
-        "usage_reported": finished.reported,
-        "messages": clean.json(record.messages) if full else None,
-        "output": clean.text(finished.output) if full else None,
-        "error": clean.json(_attempt_error(finished.error, clean)),
-        "request_messages": full and record.request_messages,
-    }
+    return (
+        record.run_id,
+        record.index,
+        finished.stage,
+        _stage_status(finished),
+        clean.name(model),
+        clean.name(host),
+        record.started_offset_ms,
+        round(finished.elapsed_ms, 3),
+        clean.json(clean.attempts(finished)),
+        clean.json(finished.usage),
+        finished.reported,
+        clean.json(record.messages) if full else None,
+        clean.text(finished.output) if full else None,
+        clean.json(_attempt_error(finished.error)),
+        full and record.request_messages,
+    )
 
 
-# The columns a run's end sets (`closed_row`, besides `b_run_id`: the run it ends).
-CLOSED_COLUMNS = (
-    "status", "degraded", "finished_at", "duration_ms", "usage", "error", "intermediate", "answer", "from_stages"
-)  # fmt: skip
+class _Stage(msgspec.Struct):
+    """A stage in a run's end (`records.RunEnd.stages`): `records.StoredStage`'s JSON, made from the run's objects."""
 
-# A run's stage outputs written in the same batch as its end: (stage index, output text).
-Outputs = Sequence[tuple[int, str]]
+    index: int
+    stage: str
+    status: str
+    target_model: str
+    target_host: str
+    started_offset_ms: float
+    elapsed_ms: float
+    attempts: list[StoredAttempt]
+    usage: Usage
+    usage_reported: bool
+    messages: Any = None
+    output: str | None = None
+    error: AttemptError | None = None
 
 
-def closed_row(record: RunClosed, clean: Cleaner, outputs: Outputs = ()) -> dict[str, Any]:
-    """The columns a run's end sets. A text of the answer or of `intermediate` that is one of `outputs` is kept
-    once, in that stage's row (written in the same transaction), and named in `from_stages`."""
+class _End(msgspec.Struct, omit_defaults=True):
+    """`records.RunEnd` as written (its stages as `_Stage`s)."""
+
+    usage: Tokens
+    answer: StoredAnswer
+    intermediate: dict[str, Any] = {}
+    error: StoredError | None = None
+    from_stages: FromStages | None = None
+    stages: list[_Stage] = []
+    request_messages: list[int] = []
+
+
+def _kept_stage(record: StageDone, clean: Cleaner) -> _Stage:
+    finished = record.finished
+    full = record.capture == "full"
+    return _Stage(
+        record.index,
+        finished.stage,
+        _stage_status(finished),
+        *target_parts(finished.target),
+        record.started_offset_ms,
+        round(finished.elapsed_ms, 3),
+        clean.attempts(finished),
+        finished.usage,
+        finished.reported,
+        record.messages if full else None,
+        finished.output if full else None,
+        _attempt_error(finished.error),
+    )
+
+
+def closed_values(record: RunClosed, stages: Sequence[StageDone], clean: Cleaner) -> Row:
+    """A run's end as `CLOSED_COLUMNS` take it: its status and times, and its `RunEnd` document, which holds `stages`
+    (the run's stage records of the same batch: they are written there, not as rows). A text of the answer or of
+    `intermediate` that is one of those stages' outputs is kept once, in the stage, and named in `from_stages`."""
     full = record.capture == "full"
     answer = record.answer
     content = answer.content if full else None
     intermediate = record.intermediate if full else dict.fromkeys(record.intermediate)
     from_stages = None
-    if outputs and full:
+    if full and stages:
+        outputs = [(s.index, s.finished.output) for s in stages if s.finished.output]
         found = _kept_once(outputs, content, intermediate)
         if found.answer is not None:
             content = None
-        if found.intermediate:  # null where the stage's row holds the text
+        if found.intermediate:  # null where the stage holds the text
             intermediate = {key: None if key in found.intermediate else v for key, v in intermediate.items()}
         if found.answer is not None or found.intermediate:
-            from_stages = clean.json(found)
-    stored_answer = StoredAnswer(answer.finish_reason, content, answer.tool_calls if full else None)
-    return {
-        "b_run_id": record.run_id,
-        "status": record.status,
-        "degraded": record.status == "degraded",
-        "finished_at": record.finished_at,
-        "duration_ms": record.duration_ms,
-        "usage": clean.json(_usage(record.usage)),
-        "error": clean.json(stored_error(record.error, clean) if record.error is not None else None),
-        "intermediate": clean.json(intermediate),
-        "answer": clean.json(stored_answer),
-        "from_stages": from_stages,
-    }
+            from_stages = found
+    end = _End(
+        usage=_usage(record.usage),
+        answer=StoredAnswer(answer.finish_reason, content, answer.tool_calls if full else None),
+        intermediate=intermediate,
+        error=stored_error(record.error, clean) if record.error is not None else None,
+        from_stages=from_stages,
+        stages=[_kept_stage(stage, clean) for stage in stages],
+        request_messages=[stage.index for stage in stages if full and stage.request_messages],
+    )
+    return record.status, record.status == "degraded", record.finished_at, record.duration_ms, clean.json(end)
 
 
-def _kept_once(outputs: Outputs, content: str | None, intermediate: Mapping[str, Any]) -> FromStages:
+def _kept_once(outputs: Sequence[tuple[int, str]], content: str | None, intermediate: Mapping[str, Any]) -> FromStages:
     """Which texts are a stage's output (the latest stage's, when several said the same)."""
 
     def stage_of(value: Any) -> int | None:

@@ -45,6 +45,7 @@ runs = Table(
     Column("duration_ms", Double),
     Column("capture", String(16), nullable=False),
     Column("instance", String(64), nullable=False),  # the server process that runs it (`instances`)
+    # usage, error, intermediate, answer and from_stages: how runs ended before schema version 4 (`record` since).
     Column("usage", Text),  # JSON: Tokens
     Column("error", Text),  # JSON: StoredError
     Column("request", Text),  # JSON: StoredRequest
@@ -53,6 +54,9 @@ runs = Table(
     # JSON: FromStages — which of `answer`'s content and `intermediate`'s values are a stage's output, kept only in
     # that stage's row (their value here is null); NULL when none is (schema version 3).
     Column("from_stages", Text),
+    # JSON: RunEnd — what the run's end recorded, whole: its usage, error, intermediate, answer and the stages written
+    # with it (schema version 4); NULL while the run is going, and in runs that ended before version 4.
+    Column("record", Text),
     Index("runs_started", "started_at", "run_id"),
     Index("runs_request_id", "request_id"),
     Index("runs_status", "status"),
@@ -108,13 +112,18 @@ def _v3(conn: Connection) -> None:
     _add_column(conn, "runs", "from_stages", "TEXT")
 
 
+def _v4(conn: Connection) -> None:
+    """`runs.record`: a run's end is one JSON document, with the stages written in its batch (not rows of `stages`)."""
+    _add_column(conn, "runs", "record", "TEXT")
+
+
 def _add_column(conn: Connection, table: str, column: str, definition: str) -> None:
     """Add `column` to `table` unless it is there (`_v1` makes a new store with today's columns already)."""
     if column not in {found["name"] for found in inspect(conn).get_columns(table)}:
         conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {definition}"))
 
 
-STEPS: tuple[Callable[[Connection], None], ...] = (_v1, _v2, _v3)
+STEPS: tuple[Callable[[Connection], None], ...] = (_v1, _v2, _v3, _v4)
 VERSION = len(STEPS)
 
 

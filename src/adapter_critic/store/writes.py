@@ -1,9 +1,9 @@
 """Writing a batch of records: the rows it makes, and the statements that write them in one transaction.
 
 A batch becomes runs to insert (a run opened and closed in the same batch — most runs — is inserted once, whole,
-never updated), stages to insert and runs to finalise (opened in an earlier batch). A run's answer or intermediate
-text that is the output of one of its stages in the same batch is kept once, in the stage's row (`from_stages`).
-The statements are SQLAlchemy's, compiled once per dialect; each list is sent with the driver's `executemany`.
+never updated, its stages in it), stages to insert (of runs that go on past the batch) and runs to finalise
+(opened in an earlier batch). The statements are SQLAlchemy's, compiled once per dialect, with their parameters
+in the order the rows' tuples are made; each list is sent with the driver's `executemany`.
 
 Two ways to send them: through SQLAlchemy's async connection (`write_async`: PostgreSQL through asyncpg, an
 in-memory SQLite database), or, for a SQLite file, with the standard library's `sqlite3` in a worker thread
@@ -14,36 +14,49 @@ upkeep stay with SQLAlchemy.
 
 from __future__ import annotations
 
+import operator
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import anyio.to_thread
-from sqlalchemy import bindparam, update
+from sqlalchemy import bindparam, insert, update
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from .recorder import Record, RunClosed, RunOpened, StageDone
-from .rows import CLOSED_COLUMNS, Cleaner, closed_row, opened_row, stage_row
+from .rows import (
+    CLOSED_COLUMNS,
+    OPEN_COLUMNS,
+    RUNNING,
+    STAGE_COLUMNS,
+    Cleaner,
+    Row,
+    closed_values,
+    opened_row,
+    stage_row,
+)
 from .schema import runs, stages
 
 
 @dataclass(frozen=True, slots=True)
 class Statement:
-    """A statement compiled for one dialect, and the names of its parameters in the order it takes them."""
+    """A statement compiled for one dialect; its rows are tuples in `order`, which `params` gives the driver as it
+    takes them (positionally in the statement's own order, or by name)."""
 
     sql: str
-    names: tuple[str, ...]
+    order: tuple[str, ...]
     positional: bool
+    take: Callable[[Row], Row] | None = None  # a row in the statement's order, when that is not `order`
 
-    def params(self, rows: Sequence[dict[str, Any]]) -> list[Any]:
-        """`rows` as the driver's parameters (a missing value is NULL)."""
-        names = self.names
-        if self.positional:
-            return [tuple([row.get(name) for name in names]) for row in rows]
-        return [{name: row.get(name) for name in names} for row in rows]
+    def params(self, rows: Sequence[Row]) -> list[Any]:
+        if not self.positional:
+            order = self.order
+            return [dict(zip(order, row, strict=True)) for row in rows]
+        take = self.take
+        return list(rows) if take is None else [take(row) for row in rows]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,25 +69,33 @@ class Statements:
 
 
 def statements(dialect: Dialect) -> Statements:
+    columns = OPEN_COLUMNS + CLOSED_COLUMNS
     closing = update(runs).where(runs.c.run_id == bindparam("b_run_id"))
     closing = closing.values({name: bindparam(name) for name in CLOSED_COLUMNS})
     return Statements(
-        _compiled(runs.insert(), dialect), _compiled(stages.insert(), dialect), _compiled(closing, dialect)
+        _compiled(insert(runs).values({name: bindparam(name) for name in columns}), dialect, columns),
+        _compiled(insert(stages).values({name: bindparam(name) for name in STAGE_COLUMNS}), dialect, STAGE_COLUMNS),
+        _compiled(closing, dialect, (*CLOSED_COLUMNS, "b_run_id")),
     )
 
 
-def _compiled(statement: Any, dialect: Dialect) -> Statement:
+def _compiled(statement: Any, dialect: Dialect, order: tuple[str, ...]) -> Statement:
+    """`statement` compiled, for rows made in `order`."""
     compiled = statement.compile(dialect=dialect)
-    if compiled.positional:
-        return Statement(str(compiled), tuple(compiled.positiontup or ()), True)
-    return Statement(str(compiled), tuple(compiled.params), False)
+    names = tuple(compiled.positiontup or ()) if compiled.positional else tuple(compiled.params)
+    if sorted(names) != sorted(order):
+        raise RuntimeError(f"store statement takes {names}, not {order}: {compiled}")
+    take = None
+    if compiled.positional and names != order:
+        take = cast(Callable[[Row], Row], operator.itemgetter(*(order.index(name) for name in names)))
+    return Statement(str(compiled), order, compiled.positional, take)
 
 
 @dataclass(slots=True)
 class BatchRows:
-    opened: list[dict[str, Any]]  # runs to insert
-    done: list[dict[str, Any]]  # stages to insert
-    closed: list[dict[str, Any]]  # runs to finalise
+    opened: list[Row]  # runs to insert: whole when they end in the batch, else as they start
+    done: list[Row]  # stages to insert: of runs that do not end in the batch
+    closed: list[Row]  # runs to finalise (opened in an earlier batch): `CLOSED_COLUMNS` and the run id
 
     def parts(self, sql: Statements) -> list[tuple[str, list[Any]]]:
         """Each statement with the driver's parameters for its rows, in the order they must run."""
@@ -83,27 +104,36 @@ class BatchRows:
 
 
 def batch_rows(batch: Sequence[Record], instance: str, clean: Cleaner) -> BatchRows:
-    """A batch's rows (a run's records are in queue order, so its row exists before its stages and its end)."""
-    opened = {r.run_id: opened_row(r, instance, clean.for_secret(r.secret)) for r in batch if type(r) is RunOpened}
+    """A batch's rows. A run's records are in queue order (its start, its stages, its end): a run that ends in the
+    batch keeps the stages recorded in the batch in its end's document (`rows.closed_values`); the stages of the
+    others are rows of `stages`."""
+    ending = {record.run_id for record in batch if type(record) is RunClosed}
+    opened: dict[str, Row] = {}
+    kept: dict[str, list[StageDone]] = {}  # per run that ends in the batch, its stages in the batch
     done = []
-    outputs: dict[str, list[tuple[int, str]]] = {}  # per run, its stages' outputs in this batch
     for record in batch:
-        if type(record) is StageDone:
-            done.append(stage_row(record, clean.for_secret(record.secret)))
-            output = record.finished.output
-            if output and record.capture == "full":
-                outputs.setdefault(record.run_id, []).append((record.index, output))
+        kind = type(record)
+        if kind is RunOpened:
+            assert isinstance(record, RunOpened)
+            opened[record.run_id] = opened_row(record, instance, clean.for_secret(record.secret))
+        elif kind is StageDone:
+            assert isinstance(record, StageDone)
+            if record.run_id in ending:
+                kept.setdefault(record.run_id, []).append(record)
+            else:
+                done.append(stage_row(record, clean.for_secret(record.secret)))
+    ended: dict[str, Row] = {}
     closed = []
     for record in batch:
         if type(record) is RunClosed:
-            row = closed_row(record, clean.for_secret(record.secret), outputs.get(record.run_id, ()))
-            started = opened.get(record.run_id)
-            if started is None:
-                closed.append(row)
-            else:  # opened and closed in one batch: the row is written once, whole
-                del row["b_run_id"]
-                started.update(row)
-    return BatchRows(list(opened.values()), done, closed)
+            assert isinstance(record, RunClosed)
+            values = closed_values(record, kept.get(record.run_id, ()), clean.for_secret(record.secret))
+            if record.run_id in opened:
+                ended[record.run_id] = values  # opened and closed in one batch: the row is written once, whole
+            else:
+                closed.append((*values, record.run_id))
+    inserted = [row + ended.get(run_id, RUNNING) for run_id, row in opened.items()]
+    return BatchRows(inserted, done, closed)
 
 
 async def write_async(conn: AsyncConnection, rows: BatchRows, sql: Statements) -> None:
