@@ -158,6 +158,27 @@ async def test_a_failed_run_keeps_its_error_and_every_attempt(upstream: Scripted
     assert stage.target_model == "api-model" and stage.target_host == "upstream.test"
 
 
+async def test_a_forwarded_callers_token_never_reaches_the_store(upstream: ScriptedUpstream, store_url: str) -> None:
+    token = "caller-token-8f3b2c71d9"  # no configured key: only the recorder knows to mask it
+    served = {"m-forward": {"mode": "direct", "api": {"model": "api-model", "base_url": UPSTREAM_URL}}}
+    served["m-forward"]["api"]["forward_client_authorization"] = True
+    upstream.script(Reply(f"you said {token}"))
+    async with recording(upstream, store_url, top={"served_models": served}) as (client, store):
+        asked = chat("m-forward", f"my token is {token}")
+        response = await client.post("/chat/completions", json=asked, headers={"authorization": f"Bearer {token}"})
+        await store.flush()
+        run = await store.get_run(response.headers["x-request-id"])
+        async with store.database.engine.connect() as conn:
+            stored = [repr(tuple(row)) for table in ("runs", "stages") for row in await conn.execute(
+                sqlalchemy.text(f"SELECT * FROM {table}")
+            )]  # fmt: skip
+    assert upstream.calls[0].headers["authorization"] == f"Bearer {token}"  # forwarded, as configured
+    assert response.json()["choices"][0]["message"]["content"] == f"you said {token}"  # the client's own answer
+    assert run is not None and run.answer is not None and run.answer.content == "you said ***"
+    assert run.request is not None and run.request.messages == [{"role": "user", "content": "my token is ***"}]
+    assert stored and not any(token in row for row in stored)
+
+
 async def test_streamed_and_degraded_runs_are_recorded(upstream: ScriptedUpstream, tmp_path: Any) -> None:
     url = f"sqlite:///{tmp_path / 'runs.db'}"
     upstream.script(Reply("draft"), Reply(status=400, body='{"error": {"message": "no"}}'))
