@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import httpx
@@ -161,7 +161,7 @@ class Service:
                 run_id=completion_id,
                 request_timeout=self.config.request_timeout_seconds,
                 max_concurrent_calls=self.config.max_concurrent_calls_per_run,
-                subscribers=self.subscribers if self.store is None else self._recorded(request_id, request, plan),
+                subscribers=self._subscribers(request_id, request, plan, client_token),
             )
             if request.stream:
                 return StreamResponse(
@@ -190,10 +190,16 @@ class Service:
             inbound.response(record, response_id=completion_id, request=request), media_type=JSON, headers=headers
         )
 
-    def _recorded(self, request_id: str, request: ChatRequest, plan: Plan) -> tuple[Subscriber, ...]:
-        """The subscribers of a run that the store records (`store.recorder`)."""
-        assert self.store is not None
-        token = next((t.client_token for t in plan.all_targets() if t.client_token), None)
+    def _subscribers(
+        self, request_id: str, request: ChatRequest, plan: Plan, client_token: str | None
+    ) -> Sequence[Subscriber]:
+        """A run's subscribers: the service's, and its recorder when the service records runs (`store.recorder`),
+        which masks the caller's token when a target forwards it (none can without one)."""
+        if self.store is None:
+            return self.subscribers
+        token = None
+        if client_token is not None:
+            token = next((t.client_token for t in plan.all_targets() if t.client_token), None)
         recorder = RunRecorder(self.store.enqueue, request_id, request, self.config.store.capture, token)
         return (*self.subscribers, recorder)
 
