@@ -92,7 +92,7 @@ def redact_bytes(data: bytes, values: Iterable[str]) -> bytes:
 
 def redact_userinfo(text: str) -> str:
     """`http://user:pass@host` -> `http://***@host`, anywhere in `text`."""
-    if "://" not in text or "@" not in text:
+    if "@" not in text or "://" not in text:  # `@` first: a single character is found far faster
         return text
     return _USERINFO.sub(rf"\g<1>{MASK}@", text)
 
