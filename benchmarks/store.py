@@ -2,6 +2,7 @@
 
     python -m benchmarks.store            # 5 rounds x 3000 requests per figure, a couple of minutes
     python -m benchmarks.store --quick    # 1 round x 300 requests, to check the harness
+    python -m benchmarks.store --parts    # and where the store's cost goes: the store cut short at each part
 
 The same mock upstream and the same product (`uvicorn adapter_critic.asgi:app`, one worker, pinned to one core as
 in `benchmarks/run.py`) run in four variants, each its own process: `store off` (`store.url = "none"`), `sqlite`
@@ -11,13 +12,20 @@ others have metrics off). Each round measures every variant beside `store off`, 
 (direct mode, plain and streamed, a fixed batch at concurrency 16; `--apart` for one at a time, see
 `benchmarks/variants.py`); the figure is the median over rounds of utime+stime per request — the background
 writer's work included, since it runs in the same process — and each variant's ratio to `store off`.
+
+`--parts` adds three variants of `sqlite` cut short (`benchmarks/store_parts.py`): `recorder only` (records made,
+dropped at the queue), `queued, not written` (queued and taken in batches, then dropped) and `rows, not written`
+(rows made, secrets masked, not written): each one's excess over the one before is what that part costs a server
+under load, which is several times what the same work costs timed alone (`benchmarks/recording.py`).
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -27,38 +35,52 @@ if str(HERE.parent) not in sys.path:
 from benchmarks import run, variants  # noqa: E402
 
 VARIANTS = ("store off", "sqlite", "sqlite, metadata", "sqlite + metrics")
+# `--parts`: `sqlite` cut short (`store_parts.PARTS`), in the order a run's records go through the store.
+PARTS = {"recorder only": "recorder", "queued, not written": "queued", "rows, not written": "rows"}
 TARGET = 1.15  # the issue's bound for recording (with metrics) on against off, direct mode
 
 
-def servers(
-    workdir: Path, proxy: list[int] | None, other: list[int] | None
-) -> contextlib.AbstractContextManager[dict[str, run.Server]]:
-    def products(upstream: str) -> dict[str, variants.Product]:
-        base = run.product_config(upstream)
-        stores = {
-            "store off": {"url": "none"},
-            "sqlite": {"url": f"sqlite:///{workdir / 'runs.sqlite3'}"},
-            "sqlite, metadata": {"url": f"sqlite:///{workdir / 'runs-metadata.sqlite3'}", "capture": "metadata"},
-            "sqlite + metrics": {"url": f"sqlite:///{workdir / 'runs-metrics.sqlite3'}"},
-        }
-        found: dict[str, variants.Product] = {}
-        for name in VARIANTS:
-            config = workdir / f"{name.replace(' ', '_').replace(',', '')}.json"
-            telemetry = {"metrics": name.endswith("metrics")}  # the standalone server's defaults: both on
-            config.write_text(json.dumps({**base, "store": stores[name], "telemetry": telemetry}))
-            found[name] = (["-m", "uvicorn"], {"ADAPTER_CRITIC_CONFIG": str(config), "ADAPTER_CRITIC_STORE": ""})
-        return found
+def servers_for(names: Sequence[str]) -> variants.Servers:
+    """The servers of the variants `names` (of `VARIANTS` and `PARTS`)."""
 
-    return variants.started(workdir, proxy, other, products)
+    def servers(
+        workdir: Path, proxy: list[int] | None, other: list[int] | None
+    ) -> contextlib.AbstractContextManager[dict[str, run.Server]]:
+        def products(upstream: str) -> dict[str, variants.Product]:
+            base = run.product_config(upstream)
+            found: dict[str, variants.Product] = {}
+            for name in names:
+                slug = name.replace(" ", "_").replace(",", "").replace("+", "and")
+                store: dict[str, str] = {"url": "none"} if name == "store off" else {}
+                store = store or {"url": f"sqlite:///{workdir / f'{slug}.sqlite3'}"}
+                if name == "sqlite, metadata":
+                    store["capture"] = "metadata"
+                config = workdir / f"{slug}.json"
+                telemetry = {"metrics": name.endswith("metrics")}  # the standalone server's defaults: both on
+                config.write_text(json.dumps({**base, "store": store, "telemetry": telemetry}))
+                env = {"ADAPTER_CRITIC_CONFIG": str(config), "ADAPTER_CRITIC_STORE": ""}
+                module = ["-m", "uvicorn"]
+                if name in PARTS:
+                    module, env["STORE_PART"] = ["-m", "benchmarks.store_parts"], PARTS[name]
+                found[name] = (module, env)
+            return found
+
+        return variants.started(workdir, proxy, other, products)
+
+    return servers
 
 
 def main() -> None:
-    args = variants.options(__doc__ or "")
-    measured = variants.measure(args, VARIANTS, servers, prefix="adapter-critic-store-", settle_seconds=0.2)
-    print(table(measured))
+    def parts(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--parts", action="store_true", help="also the store cut short at each of its parts")
+
+    args = variants.options(__doc__ or "", extra=parts)
+    names = (*VARIANTS, *PARTS) if args.parts else VARIANTS
+    measured = variants.measure(args, names, servers_for(names), prefix="adapter-critic-store-", settle_seconds=0.2)
+    print(table(measured, names))
 
 
-def table(measured: variants.Measured) -> str:
+def table(measured: variants.Measured, names: Sequence[str] = VARIANTS) -> str:
     """The medians of CPU per request (and of it, the writer thread's), and of each batch's ratio to store off's
     measured beside it."""
     median, x, threads = (measured.medians(part) for part in (measured.figures, measured.ratios, measured.threads))
@@ -70,7 +92,7 @@ def table(measured: variants.Measured) -> str:
         "",
         f"{'variant':<20}{'direct':>8}{'x off':>7}{'thread':>8}{'stream':>9}{'x off':>7}{'thread':>8}",
     ]
-    for name in VARIANTS:
+    for name in names:
         row = f"{name:<20}"
         for body in variants.BODIES:
             row += f"{median[(name, body)]:>{8 if body == 'direct' else 9}.0f}{x[(name, body)]:>7.2f}"

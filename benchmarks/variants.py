@@ -68,8 +68,11 @@ def started(
             run.stop_server(server)
 
 
-def options(description: str) -> argparse.Namespace:
+def options(description: str, *, extra: Callable[[argparse.ArgumentParser], None] | None = None) -> argparse.Namespace:
+    """The harness's command-line options (`extra` adds a script's own)."""
     parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    if extra is not None:
+        extra(parser)
     parser.add_argument("--quick", action="store_true", help="1 round x 300 requests: check the harness")
     parser.add_argument("--rounds", type=int, help="override the number of rounds")
     parser.add_argument("--batch", type=int, help="override the requests per batch")

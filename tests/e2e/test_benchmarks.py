@@ -8,14 +8,16 @@ import json
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
-from benchmarks import loadgen, micro, payloads, recording, run, sse_reader, variants, workflows
+from benchmarks import loadgen, micro, payloads, recording, run, sse_reader, store_parts, variants, workflows
 
 from adapter_critic.protocols import anthropic
-from adapter_critic.store import open_store
+from adapter_critic.store import database, open_store
 from adapter_critic.store.rows import Cleaner
+from adapter_critic.store.writes import batch_rows
 from adapter_critic.workflows.edits import review
 
 
@@ -165,3 +167,33 @@ def test_the_recording_benchmark_reports_the_files_bytes_per_run() -> None:
     # The answer kept once: about 2.9 KB per direct run (3.5 KB when it was kept three times, 4.9 with 4 KiB pages).
     assert 2000 < results["file_bytes_per_run"] < 3200
     assert "bytes per run" in recording.table(results)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("part", [*store_parts.PARTS, None])
+async def test_each_store_part_cuts_the_store_short_where_it_says(
+    part: str | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: list[int] = []
+
+    def counted(batch: Any, instance: str, clean: Cleaner) -> Any:
+        rows = batch_rows(batch, instance, clean)
+        made.append(len(rows.opened))
+        return rows
+
+    monkeypatch.setattr(database, "batch_rows", counted)  # the store's own rows, counted
+    if part is not None:
+        monkeypatch.setattr(*store_parts.CUTS[part])
+    store = store_parts.RunStore(store_parts.Database(f"sqlite:///{tmp_path / 'runs.sqlite3'}"))
+    await store.start()
+    try:
+        for record in recording.recorded([recording.run_events() for _ in range(3)]):
+            store.enqueue(record)
+        queued = store.queue_depth
+        await store.flush()
+        stored = await store.database.count()
+    finally:
+        await store.aclose()
+    # recorder: nothing reaches the queue; queued: batches are taken, no row is made; rows: made, none written.
+    expected = {"recorder": (0, [], 0), "queued": (9, [], 0), "rows": (9, [3], 0), None: (9, [3], 3)}[part]
+    assert (queued, made, stored) == expected

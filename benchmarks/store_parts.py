@@ -1,0 +1,58 @@
+"""`python -m benchmarks.store_parts <uvicorn args>`: uvicorn with the run store cut short where `STORE_PART` says,
+to see where recording's cost goes in a server under load (`python -m benchmarks.store --parts`):
+
+- `recorder`: each run's recorder makes its records, and the store drops them at its queue;
+- `queued`: the records are queued and taken in batches by the writer, then dropped: no rows, no SQLite;
+- `rows`: each batch is turned into rows (encoded, every secret masked), and not written.
+
+The store is otherwise the server's own (started, its upkeep running); each cut is the one method that does that
+part, replaced in this process only. Without `STORE_PART` this is plain uvicorn.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from adapter_critic.store.database import Database
+from adapter_critic.store.recorder import Record
+from adapter_critic.store.rows import Cleaner
+from adapter_critic.store.runstore import RunStore
+from adapter_critic.store.writes import BatchRows, SqliteFile
+
+
+def _dropped(self: RunStore, record: Record) -> None:
+    return None
+
+
+async def _not_written(self: Database, batch: Sequence[Record], instance: str, clean: Cleaner) -> None:
+    return None
+
+
+async def _rows_only(self: SqliteFile, rows: BatchRows) -> None:  # `Database.write` made them, then hands them here
+    return None
+
+
+# Per part: the class and method that do the next part, and what replaces it.
+CUTS: dict[str, tuple[Any, str, Any]] = {
+    "recorder": (RunStore, "enqueue", _dropped),
+    "queued": (Database, "write", _not_written),
+    "rows": (SqliteFile, "write", _rows_only),
+}
+PARTS = tuple(CUTS)
+
+
+def cut(part: str) -> None:
+    """Cut the store short at `part` (one of `PARTS`) in this process."""
+    owner, name, replacement = CUTS[part]
+    setattr(owner, name, replacement)
+
+
+if os.environ.get("STORE_PART"):
+    cut(os.environ["STORE_PART"])
+
+import uvicorn.main  # noqa: E402
+
+if __name__ == "__main__":
+    uvicorn.main.main()
