@@ -1144,6 +1144,21 @@ async def test_no_key_leaks_from_any_error_path(
         assert CANARY not in text.lower(), text
 
 
+async def test_an_upstream_error_stays_readable_under_a_key_made_of_digits(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "4")  # a local server's placeholder key; the upstream's status code holds a 4
+    said = "max_tokens: 4 is over this model's limit"
+    envelope = {"error": {"message": said, "type": "invalid_request_error", "param": "max_tokens", "code": 400}}
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(400, json=envelope)
+
+    async with hostile(make_config(), handler) as client:
+        response = await client.post("/chat/completions", json=chat("m-direct"))
+    # The upstream's own envelope, its texts masked and its numbers whole: the client reads why, never the key.
+    assert response.status_code == 400
+    assert response.json()["error"] == {**envelope["error"], "message": "max_tokens: *** is over this model's limit"}
+
+
 def test_secret_forms() -> None:
     values = secret_values([], [UP_KEY])
     text = (

@@ -85,9 +85,21 @@ def redact_json_strings(text: str, values: Sequence[str]) -> str:
     return _JSON_STRING.sub(lambda string: redact(string.group(), values), text)
 
 
-def redact_bytes(data: bytes, values: Iterable[str]) -> bytes:
-    """`redact` for a body; bytes that are not UTF-8 are kept as they are."""
-    return redact(data.decode("utf-8", "surrogateescape"), values).encode("utf-8", "surrogateescape")
+def redact_bytes(data: bytes, values: Sequence[str]) -> bytes:
+    """`redact` for a body; bytes that are not UTF-8 are kept as they are. A JSON body stays JSON: when a value could
+    match its syntax (a key made of digits), it is masked inside the body's strings only (`redact_json_strings`)."""
+    text = data.decode("utf-8", "surrogateescape")
+    if json_syntax_among(values) and _is_json(data):
+        return redact_json_strings(text, values).encode("utf-8", "surrogateescape")
+    return redact(text, values).encode("utf-8", "surrogateescape")
+
+
+def _is_json(data: bytes) -> bool:
+    try:
+        msgspec.json.decode(data)
+    except (msgspec.DecodeError, RecursionError):
+        return False
+    return True
 
 
 def redact_userinfo(text: str) -> str:
