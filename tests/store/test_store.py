@@ -391,8 +391,8 @@ async def test_a_version_1_store_is_upgraded_and_its_runs_read_as_before(store_u
         async with engine.begin() as conn:  # back to version 1's shape: no `request_messages`, `from_stages`, `record`
             [record] = (await conn.execute(sqlalchemy.text("SELECT record FROM runs"))).scalars().all()
             ended = json.loads(record)  # its end as version 1 wrote it: in the columns of its own
-            columns = {name: json.dumps(ended[name]) for name in ("usage", "intermediate", "answer")}
-            ending = "UPDATE runs SET usage = :usage, intermediate = :intermediate, answer = :answer"
+            columns = {name: json.dumps(ended[name]) for name in ("intermediate", "answer")}
+            ending = "UPDATE runs SET intermediate = :intermediate, answer = :answer"
             await conn.execute(sqlalchemy.text(ending), columns)
             await conn.execute(sqlalchemy.text("ALTER TABLE stages DROP COLUMN request_messages"))
             await conn.execute(sqlalchemy.text("ALTER TABLE runs DROP COLUMN from_stages"))

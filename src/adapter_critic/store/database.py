@@ -31,8 +31,9 @@ from .writes import SqliteFile, batch_rows, sqlite_settings, statements, write_a
 # An instance that has not said it is alive for this long is gone (it beats every `HEARTBEAT_SECONDS`).
 HEARTBEAT_SECONDS = 30.0
 STALE_SECONDS = 120.0
-_SUMMARY = [c for c in runs.c if c.name not in ("request", "intermediate", "answer", "from_stages", "instance")]
-# (`record`, a run's end since schema version 4, holds the summary's usage and error: the rest of it is skipped.)
+_SUMMARY = [
+    c for c in runs.c if c.name not in ("request", "intermediate", "answer", "from_stages", "record", "instance")
+]
 
 
 class StoreURLError(ValueError):

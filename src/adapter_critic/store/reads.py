@@ -2,9 +2,9 @@
 
 The inverse of `rows`: texts a run keeps once are read back where the API shows them — the client's messages for
 a stage that sent them (`request_messages`), a stage's output for the answer or an intermediate value that is that
-output (`from_stages`). A run that ended since schema version 4 holds its end in one document, `runs.record` (a
-`RunEnd`, with the stages written with it); one that ended before holds it in the columns `usage`, `error`,
-`intermediate`, `answer` and `from_stages`, its stages all rows of `stages`.
+output (`from_stages`). A run that ended since schema version 4 holds its end, besides status, times, usage and
+error, in one document, `runs.record` (a `RunEnd`, with the stages written with it); one that ended before holds
+it in the columns `intermediate`, `answer` and `from_stages`, its stages all rows of `stages`.
 """
 
 from __future__ import annotations
@@ -41,29 +41,12 @@ _any = msgspec.json.Decoder()
 _end = msgspec.json.Decoder(RunEnd)
 
 
-class _Head(msgspec.Struct):
-    """Of a `RunEnd`, what a summary shows (the rest is skipped, not decoded)."""
-
-    usage: Tokens | None = None
-    error: StoredError | None = None
-
-
-_head = msgspec.json.Decoder(_Head)
-
-
 def _maybe(decoder: msgspec.json.Decoder[Any], text: str | None) -> Any:
     return None if text is None else decoder.decode(text)
 
 
-def summary_fields(row: Mapping[Any, Any], end: RunEnd | None = None) -> dict[str, Any]:
-    """A summary's fields of a run's row (`end`: its `record`, when the caller has decoded it)."""
+def summary_fields(row: Mapping[Any, Any]) -> dict[str, Any]:
     finished = row["finished_at"]
-    record = row["record"]
-    if record is None:
-        usage, error = _maybe(_tokens, row["usage"]), _maybe(_error, row["error"])
-    else:
-        head = end or _head.decode(record)
-        usage, error = head.usage, head.error
     return {
         "id": row["run_id"],
         "request_id": row["request_id"],
@@ -75,8 +58,8 @@ def summary_fields(row: Mapping[Any, Any], end: RunEnd | None = None) -> dict[st
         "started_at": iso(row["started_at"]),
         "finished_at": None if finished is None else iso(finished),
         "duration_ms": row["duration_ms"],
-        "usage": usage,
-        "error": error,
+        "usage": _maybe(_tokens, row["usage"]),
+        "error": _maybe(_error, row["error"]),
     }
 
 
@@ -109,7 +92,7 @@ def detail(row: Mapping[Any, Any], stage_rows: Sequence[Mapping[Any, Any]]) -> R
         if answer is not None and from_stages.answer is not None:
             answer.content = outputs.get(from_stages.answer)
     return RunDetail(
-        **summary_fields(row, end),
+        **summary_fields(row),
         capture=row["capture"],
         request=request,
         intermediate=intermediate,

@@ -113,17 +113,16 @@ class FromStages(msgspec.Struct, omit_defaults=True):
 
 
 class RunEnd(msgspec.Struct, omit_defaults=True):
-    """A run's end as the store keeps it: one JSON document, `runs.record` (schema version 4), read whole.
+    """A run's end as the store keeps it, besides the columns a list shows (status, times, usage, error): one JSON
+    document, `runs.record` (schema version 4), read whole.
 
-    Its totals, error, answer and intermediate values, and the stages whose records were written with it (a run's
-    stages that ended in an earlier batch are rows of `stages`). An answer or intermediate text that is one of those
-    stages' outputs is kept once, in the stage (`from_stages`); `request_messages` names the stages that sent the
-    client's own messages, kept once in the run's request. Never an API answer: reads fill the texts in."""
+    Its answer and intermediate values, and the stages whose records were written with it (a run's stages that
+    ended in an earlier batch are rows of `stages`). An answer or intermediate text that is one of those stages'
+    outputs is kept once, in the stage (`from_stages`); `request_messages` names the stages that sent the client's
+    own messages, kept once in the run's request. Never an API answer: reads fill the texts in."""
 
-    usage: Tokens
     answer: StoredAnswer
     intermediate: dict[str, Any] = {}
-    error: StoredError | None = None
     from_stages: FromStages | None = None
     stages: list[StoredStage] = []
     request_messages: list[int] = []

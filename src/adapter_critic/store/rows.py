@@ -133,8 +133,8 @@ def stored_error(error: APIError, clean: Cleaner) -> StoredError:
 OPEN_COLUMNS = (
     "run_id", "request_id", "served_model", "mode", "stream", "started_at", "capture", "instance", "request"
 )  # fmt: skip
-CLOSED_COLUMNS = ("status", "degraded", "finished_at", "duration_ms", "record")
-RUNNING: tuple[Any, ...] = ("running", False, None, None, None)  # `CLOSED_COLUMNS` of a run still going
+CLOSED_COLUMNS = ("status", "degraded", "finished_at", "duration_ms", "usage", "error", "record")
+RUNNING: tuple[Any, ...] = ("running", False, None, None, None, None, None)  # `CLOSED_COLUMNS` of a run still going
 STAGE_COLUMNS = (
     "run_id", "idx", "stage", "status", "target_model", "target_host", "started_offset_ms", "elapsed_ms", "attempts",
     "usage", "usage_reported", "messages", "output", "error", "request_messages",
@@ -217,10 +217,8 @@ class _Stage(msgspec.Struct):
 class _End(msgspec.Struct, omit_defaults=True):
     """`records.RunEnd` as written (its stages as `_Stage`s)."""
 
-    usage: Tokens
     answer: StoredAnswer
     intermediate: dict[str, Any] = {}
-    error: StoredError | None = None
     from_stages: FromStages | None = None
     stages: list[_Stage] = []
     request_messages: list[int] = []
@@ -246,9 +244,9 @@ def _kept_stage(record: StageDone, clean: Cleaner) -> _Stage:
 
 
 def closed_values(record: RunClosed, stages: Sequence[StageDone], clean: Cleaner) -> Row:
-    """A run's end as `CLOSED_COLUMNS` take it: its status and times, and its `RunEnd` document, which holds `stages`
-    (the run's stage records of the same batch: they are written there, not as rows). A text of the answer or of
-    `intermediate` that is one of those stages' outputs is kept once, in the stage, and named in `from_stages`."""
+    """A run's end as `CLOSED_COLUMNS` take it: its status, times, usage and error, and its `RunEnd` document, which
+    holds `stages` (the run's stage records of the same batch: they are written there, not as rows). A text of the
+    answer or of `intermediate` that is one of those stages' outputs is kept once, in the stage (`from_stages`)."""
     full = record.capture == "full"
     answer = record.answer
     content = answer.content if full else None
@@ -264,15 +262,23 @@ def closed_values(record: RunClosed, stages: Sequence[StageDone], clean: Cleaner
         if found.answer is not None or found.intermediate:
             from_stages = found
     end = _End(
-        usage=_usage(record.usage),
         answer=StoredAnswer(answer.finish_reason, content, answer.tool_calls if full else None),
         intermediate=intermediate,
-        error=stored_error(record.error, clean) if record.error is not None else None,
         from_stages=from_stages,
         stages=[_kept_stage(stage, clean) for stage in stages],
         request_messages=[stage.index for stage in stages if full and stage.request_messages],
     )
-    return record.status, record.status == "degraded", record.finished_at, record.duration_ms, clean.json(end)
+    error = clean.json(stored_error(record.error, clean)) if record.error is not None else None
+    usage = clean.json(_usage(record.usage))
+    return (
+        record.status,
+        record.status == "degraded",
+        record.finished_at,
+        record.duration_ms,
+        usage,
+        error,
+        clean.json(end),
+    )
 
 
 def _kept_once(outputs: Sequence[tuple[int, str]], content: str | None, intermediate: Mapping[str, Any]) -> FromStages:

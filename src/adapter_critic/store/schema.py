@@ -45,17 +45,17 @@ runs = Table(
     Column("duration_ms", Double),
     Column("capture", String(16), nullable=False),
     Column("instance", String(64), nullable=False),  # the server process that runs it (`instances`)
-    # usage, error, intermediate, answer and from_stages: how runs ended before schema version 4 (`record` since).
     Column("usage", Text),  # JSON: Tokens
     Column("error", Text),  # JSON: StoredError
     Column("request", Text),  # JSON: StoredRequest
+    # intermediate, answer and from_stages: how runs ended before schema version 4 (`record` since).
     Column("intermediate", Text),  # JSON: dict[str, str | None]
     Column("answer", Text),  # JSON: StoredAnswer
     # JSON: FromStages — which of `answer`'s content and `intermediate`'s values are a stage's output, kept only in
     # that stage's row (their value here is null); NULL when none is (schema version 3).
     Column("from_stages", Text),
-    # JSON: RunEnd — what the run's end recorded, whole: its usage, error, intermediate, answer and the stages written
-    # with it (schema version 4); NULL while the run is going, and in runs that ended before version 4.
+    # JSON: RunEnd — what the run's end recorded besides the columns a list shows: its intermediate values, answer
+    # and the stages written with it (schema version 4); NULL while the run is going, and in runs ended before.
     Column("record", Text),
     Index("runs_started", "started_at", "run_id"),
     Index("runs_request_id", "request_id"),
