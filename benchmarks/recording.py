@@ -31,9 +31,9 @@ from adapter_critic.core import Answer, Usage
 from adapter_critic.events import Attempt, RunFinished, RunRecord, RunStarted, StageFinished, StageStarted
 from adapter_critic.ids import new_id
 from adapter_critic.request.decode import decode_request
+from adapter_critic.store.cleaning import Cleaner
 from adapter_critic.store.database import Database
 from adapter_critic.store.recorder import Record, RunRecorder
-from adapter_critic.store.rows import Cleaner
 from adapter_critic.store.writes import batch_rows, statements, write_async
 
 from . import payloads

@@ -15,9 +15,9 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from adapter_critic.store.cleaning import Cleaner
 from adapter_critic.store.database import Database
 from adapter_critic.store.recorder import Record
-from adapter_critic.store.rows import Cleaner
 from adapter_critic.store.runstore import RunStore
 from adapter_critic.store.writes import BatchRows, SqliteFile
 

@@ -16,7 +16,7 @@ from benchmarks import loadgen, micro, payloads, recording, run, sse_reader, sto
 
 from adapter_critic.protocols import anthropic
 from adapter_critic.store import database, open_store
-from adapter_critic.store.rows import Cleaner
+from adapter_critic.store.cleaning import Cleaner
 from adapter_critic.store.writes import batch_rows
 from adapter_critic.workflows.edits import review
 

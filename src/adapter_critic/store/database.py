@@ -21,10 +21,10 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from .cleaning import Cleaner
 from .reads import detail, request_messages, run_end, stored_stages, summary
 from .recorder import Record
 from .records import RunDetail, RunPage, RunQuery, RunSummary, StoredStage, decode_cursor, encode_cursor
-from .rows import Cleaner
 from .schema import instances, runs, stages, upgrade
 from .writes import SqliteFile, batch_rows, sqlite_settings, statements, write_async
 

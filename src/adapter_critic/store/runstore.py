@@ -21,10 +21,10 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Literal
 
+from .cleaning import Cleaner
 from .database import HEARTBEAT_SECONDS, Database
 from .recorder import Record, RunClosed, RunOpened
 from .records import RunDetail, RunPage, RunQuery, RunSummary, StoredStage
-from .rows import Cleaner
 
 logger = logging.getLogger("adapter_critic")
 

@@ -26,13 +26,13 @@ from sqlalchemy import bindparam, insert, update
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from .cleaning import Cleaner
 from .recorder import Record, RunClosed, RunOpened, StageDone
 from .rows import (
     CLOSED_COLUMNS,
     OPEN_COLUMNS,
     RUNNING,
     STAGE_COLUMNS,
-    Cleaner,
     Row,
     closed_values,
     opened_row,
