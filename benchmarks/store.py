@@ -3,6 +3,7 @@
     python -m benchmarks.store            # 5 rounds x 3000 requests per figure, a couple of minutes
     python -m benchmarks.store --quick    # 1 round x 300 requests, to check the harness
     python -m benchmarks.store --parts    # and where the store's cost goes: the store cut short at each part
+    python -m benchmarks.store --against ../before   # and the store of another tree (a `git worktree`), same run
 
 The same mock upstream and the same product (`uvicorn adapter_critic.asgi:app`, one worker, pinned to one core as
 in `benchmarks/run.py`) run in four variants, each its own process: `store off` (`store.url = "none"`), `sqlite`
@@ -17,6 +18,10 @@ writer's work included, since it runs in the same process — and each variant's
 dropped at the queue), `queued, not written` (queued and taken in batches, then dropped) and `rows, not written`
 (rows made, secrets masked, not written): each one's excess over the one before is what that part costs a server
 under load, which is several times what the same work costs timed alone (`benchmarks/recording.py`).
+
+`--against TREE` adds `sqlite` and `sqlite + metrics` served from another source tree (`PYTHONPATH=<TREE>/src`, e.g.
+a `git worktree` of an older commit), each beside this checkout's `store off` like the others: a change to the
+store compared in one run, where the machine's drift from one run to the next would hide it.
 """
 
 from __future__ import annotations
@@ -37,11 +42,13 @@ from benchmarks import run, variants  # noqa: E402
 VARIANTS = ("store off", "sqlite", "sqlite, metadata", "sqlite + metrics")
 # `--parts`: `sqlite` cut short (`store_parts.PARTS`), in the order a run's records go through the store.
 PARTS = {"recorder only": "recorder", "queued, not written": "queued", "rows, not written": "rows"}
+# `--against`: these two, served from another tree.
+AGAINST = {"sqlite (against)": "sqlite", "sqlite + metrics (against)": "sqlite + metrics"}
 TARGET = 1.15  # the issue's bound for recording (with metrics) on against off, direct mode
 
 
-def servers_for(names: Sequence[str]) -> variants.Servers:
-    """The servers of the variants `names` (of `VARIANTS` and `PARTS`)."""
+def servers_for(names: Sequence[str], against: Path | None = None) -> variants.Servers:
+    """The servers of the variants `names` (of `VARIANTS`, `PARTS` and `AGAINST`, the last from the tree `against`)."""
 
     def servers(
         workdir: Path, proxy: list[int] | None, other: list[int] | None
@@ -50,18 +57,20 @@ def servers_for(names: Sequence[str]) -> variants.Servers:
             base = run.product_config(upstream)
             found: dict[str, variants.Product] = {}
             for name in names:
-                slug = name.replace(" ", "_").replace(",", "").replace("+", "and")
+                slug = name.replace(" ", "_").replace(",", "").replace("+", "and").replace("(", "").replace(")", "")
                 store: dict[str, str] = {"url": "none"} if name == "store off" else {}
                 store = store or {"url": f"sqlite:///{workdir / f'{slug}.sqlite3'}"}
                 if name == "sqlite, metadata":
                     store["capture"] = "metadata"
                 config = workdir / f"{slug}.json"
-                telemetry = {"metrics": name.endswith("metrics")}  # the standalone server's defaults: both on
+                telemetry = {"metrics": AGAINST.get(name, name).endswith("metrics")}  # standalone defaults: both on
                 config.write_text(json.dumps({**base, "store": store, "telemetry": telemetry}))
                 env = {"ADAPTER_CRITIC_CONFIG": str(config), "ADAPTER_CRITIC_STORE": ""}
                 module = ["-m", "uvicorn"]
                 if name in PARTS:
                     module, env["STORE_PART"] = ["-m", "benchmarks.store_parts"], PARTS[name]
+                if name in AGAINST and against is not None:
+                    env["PYTHONPATH"] = str(against.resolve() / "src")
                 found[name] = (module, env)
             return found
 
@@ -71,12 +80,14 @@ def servers_for(names: Sequence[str]) -> variants.Servers:
 
 
 def main() -> None:
-    def parts(parser: argparse.ArgumentParser) -> None:
+    def extra(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--parts", action="store_true", help="also the store cut short at each of its parts")
+        parser.add_argument("--against", type=Path, help="also the store of this source tree (e.g. a git worktree)")
 
-    args = variants.options(__doc__ or "", extra=parts)
-    names = (*VARIANTS, *PARTS) if args.parts else VARIANTS
-    measured = variants.measure(args, names, servers_for(names), prefix="adapter-critic-store-", settle_seconds=0.2)
+    args = variants.options(__doc__ or "", extra=extra)
+    names = (*VARIANTS, *(PARTS if args.parts else ()), *(AGAINST if args.against else ()))
+    servers = servers_for(names, args.against)
+    measured = variants.measure(args, names, servers, prefix="adapter-critic-store-", settle_seconds=0.2)
     print(table(measured, names))
 
 
@@ -90,10 +101,10 @@ def table(measured: variants.Measured, names: Sequence[str] = VARIANTS) -> str:
         f"{'in its round' if measured.apart else 'beside it'}; "
         "thread: of the CPU, the part off the event loop's thread (the store's writer)",
         "",
-        f"{'variant':<20}{'direct':>8}{'x off':>7}{'thread':>8}{'stream':>9}{'x off':>7}{'thread':>8}",
+        f"{'variant':<28}{'direct':>8}{'x off':>7}{'thread':>8}{'stream':>9}{'x off':>7}{'thread':>8}",
     ]
     for name in names:
-        row = f"{name:<20}"
+        row = f"{name:<28}"
         for body in variants.BODIES:
             row += f"{median[(name, body)]:>{8 if body == 'direct' else 9}.0f}{x[(name, body)]:>7.2f}"
             row += f"{threads[(name, body)]:>8.0f}"
