@@ -23,6 +23,7 @@ from adapter_critic.core import Usage
 from adapter_critic.events import StageFinished
 from adapter_critic.observe.metrics import MAX_TARGET_MODELS, Metrics
 from adapter_critic.observe.targets import TargetName, target_name
+from adapter_critic.store import open_store
 
 from ..conftest import AppFactory, RemoteUpstream, asgi_client, chat, make_config, run_server
 from ..scripted_upstream import ScriptedUpstream
@@ -172,7 +173,8 @@ def test_in_flight_counts_a_request_being_answered(remote_upstream: RemoteUpstre
 
 def test_workers_answer_the_sum_over_workers(remote_upstream: RemoteUpstream, tmp_path: Path) -> None:
     upstream = remote_upstream.reset()
-    with start(upstream, tmp_path, "--workers", "2") as (url, _):
+    store_url = f"sqlite:///{tmp_path / 'runs.sqlite3'}"  # one SQLite file, both workers writing to it
+    with start(upstream, tmp_path, "--workers", "2", extra=f'[store]\nurl = "{store_url}"\n') as (url, _):
         assert httpx.get(f"{url}/v1/health", timeout=60).status_code == 200  # a worker is up
         sent = 0
         statuses: list[int] = []
@@ -205,6 +207,15 @@ def test_workers_answer_the_sum_over_workers(remote_upstream: RemoteUpstream, tm
                 assert next(lines).startswith("data: ")  # the upstream holds its next chunk: in flight
                 for _ in range(4):
                     assert value(scrape(url), "adapter_critic_requests_in_flight") == 1
+    # Both workers wrote their runs into the one SQLite file, none lost: every request sent, and the held stream.
+    stored = asyncio.run(_stored(store_url))
+    assert len(stored) == sent + 1 and stored.count("ok") >= sent
+
+
+async def _stored(url: str) -> list[str]:
+    """The status of every run in the store at `url`."""
+    async with await open_store(url) as store:
+        return [run.status for run in (await store.list_runs(limit=1000)).data]
 
 
 def _one_request(url: str, statuses: list[int]) -> None:
