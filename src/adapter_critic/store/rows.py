@@ -14,7 +14,7 @@ written with it: a few texts to encode and mask, not a dozen, and for a run that
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -23,7 +23,7 @@ from ..errors import APIError, render_error
 from ..events import StageFinished
 from .cleaning import Cleaner, attempt_error, target_parts
 from .recorder import RunClosed, RunOpened, StageDone
-from .records import AttemptError, FromStages, StoredAnswer, StoredAttempt, StoredError, Tokens
+from .records import FromStages, RunEnd, StoredAnswer, StoredError, StoredStage, Tokens
 
 
 def _usage(usage: Usage) -> Tokens:
@@ -85,7 +85,7 @@ def opened_row(record: RunOpened, instance: str, clean: Cleaner) -> Row:
     )
 
 
-def _stage_status(finished: StageFinished) -> str:
+def _stage_status(finished: StageFinished) -> Literal["ok", "error", "cancelled"]:
     if finished.error is not None:
         return "error"
     # No error, yet no attempt answered: the call was cancelled while an attempt was under way.
@@ -93,74 +93,48 @@ def _stage_status(finished: StageFinished) -> str:
     return "ok" if answered else "cancelled"
 
 
-def stage_row(record: StageDone, clean: Cleaner) -> Row:
-    """A stage of a run that goes on after its batch, as a row of `stages` (`STAGE_COLUMNS`)."""
+def _stored_stage(record: StageDone, clean: Cleaner) -> StoredStage:
+    """A stage as stored (messages and output under capture `full` only; a stage that sent the client's own messages
+    has none: they are the run's request's)."""
     finished = record.finished
-    model, host = target_parts(finished.target)
     full = record.capture == "full"
-    return (
-        record.run_id,
-        record.index,
-        finished.stage,
-        _stage_status(finished),
-        clean.name(model),
-        clean.name(host),
-        record.started_offset_ms,
-        round(finished.elapsed_ms, 3),
-        clean.json(clean.attempts(finished)),
-        clean.json(finished.usage),
-        finished.reported,
-        clean.json(record.messages) if full else None,
-        clean.text(finished.output) if full else None,
-        clean.json(attempt_error(finished.error)),
-        full and record.request_messages,
+    model, host = target_parts(finished.target)
+    return StoredStage(
+        index=record.index,
+        stage=finished.stage,
+        status=_stage_status(finished),
+        target_model=model,
+        target_host=host,
+        started_offset_ms=record.started_offset_ms,
+        elapsed_ms=round(finished.elapsed_ms, 3),
+        attempts=clean.attempts(finished),
+        usage=msgspec.to_builtins(finished.usage),  # the counts and the details the upstream gave, never `null`s
+        usage_reported=finished.reported,
+        messages=record.messages if full else None,
+        output=finished.output if full else None,
+        error=attempt_error(finished.error),
     )
 
 
-class _Stage(msgspec.Struct):
-    """A stage in a run's end (`records.RunEnd.stages`): `records.StoredStage`'s JSON, made from the run's objects."""
-
-    index: int
-    stage: str
-    status: str
-    target_model: str
-    target_host: str
-    started_offset_ms: float
-    elapsed_ms: float
-    attempts: list[StoredAttempt]
-    usage: Usage
-    usage_reported: bool
-    messages: Any = None
-    output: str | None = None
-    error: AttemptError | None = None
-
-
-class _End(msgspec.Struct, omit_defaults=True):
-    """`records.RunEnd` as written (its stages as `_Stage`s)."""
-
-    answer: StoredAnswer
-    intermediate: dict[str, Any] = {}
-    from_stages: FromStages | None = None
-    stages: list[_Stage] = []
-    request_messages: list[int] = []
-
-
-def _kept_stage(record: StageDone, clean: Cleaner) -> _Stage:
-    finished = record.finished
-    full = record.capture == "full"
-    return _Stage(
-        record.index,
-        finished.stage,
-        _stage_status(finished),
-        *target_parts(finished.target),
-        record.started_offset_ms,
-        round(finished.elapsed_ms, 3),
-        clean.attempts(finished),
-        finished.usage,
-        finished.reported,
-        record.messages if full else None,
-        finished.output if full else None,
-        attempt_error(finished.error),
+def stage_row(record: StageDone, clean: Cleaner) -> Row:
+    """A stage of a run that goes on after its batch, as a row of `stages` (`STAGE_COLUMNS`)."""
+    stage = _stored_stage(record, clean)
+    return (
+        record.run_id,
+        stage.index,
+        stage.stage,
+        stage.status,
+        clean.name(stage.target_model),
+        clean.name(stage.target_host),
+        stage.started_offset_ms,
+        stage.elapsed_ms,
+        clean.json(stage.attempts),
+        clean.json(stage.usage),
+        stage.usage_reported,
+        clean.json(stage.messages),
+        clean.text(stage.output),
+        clean.json(stage.error),
+        record.capture == "full" and record.request_messages,
     )
 
 
@@ -182,11 +156,11 @@ def closed_values(record: RunClosed, stages: Sequence[StageDone], clean: Cleaner
             intermediate = {key: None if key in found.intermediate else v for key, v in intermediate.items()}
         if found.answer is not None or found.intermediate:
             from_stages = found
-    end = _End(
+    end = RunEnd(
         answer=StoredAnswer(answer.finish_reason, content, answer.tool_calls if full else None),
         intermediate=intermediate,
         from_stages=from_stages,
-        stages=[_kept_stage(stage, clean) for stage in stages],
+        stages=[_stored_stage(stage, clean) for stage in stages],
         request_messages=[stage.index for stage in stages if full and stage.request_messages],
     )
     error = clean.json(stored_error(record.error, clean)) if record.error is not None else None
