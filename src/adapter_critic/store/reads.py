@@ -77,7 +77,7 @@ def detail(row: Mapping[Any, Any], stage_rows: Sequence[Mapping[Any, Any]]) -> R
     """A run's whole record from its row and its rows of `stages` (in order)."""
     request: StoredRequest | None = _maybe(_request, row["request"])
     messages = None if request is None else request.messages
-    end: RunEnd | None = _maybe(_end, row["record"])
+    end = run_end(row["record"])
     if end is not None:
         intermediate, answer, from_stages = end.intermediate, end.answer, end.from_stages
         outputs = {s.index: s.output for s in end.stages}

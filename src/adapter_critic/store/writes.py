@@ -112,12 +112,9 @@ def batch_rows(batch: Sequence[Record], instance: str, clean: Cleaner) -> BatchR
     kept: dict[str, list[StageDone]] = {}  # per run that ends in the batch, its stages in the batch
     done = []
     for record in batch:
-        kind = type(record)
-        if kind is RunOpened:
-            assert isinstance(record, RunOpened)
+        if type(record) is RunOpened:
             opened[record.run_id] = opened_row(record, instance, clean.for_secret(record.secret))
-        elif kind is StageDone:
-            assert isinstance(record, StageDone)
+        elif type(record) is StageDone:
             if record.run_id in ending:
                 kept.setdefault(record.run_id, []).append(record)
             else:
@@ -126,7 +123,6 @@ def batch_rows(batch: Sequence[Record], instance: str, clean: Cleaner) -> BatchR
     closed = []
     for record in batch:
         if type(record) is RunClosed:
-            assert isinstance(record, RunClosed)
             values = closed_values(record, kept.get(record.run_id, ()), clean.for_secret(record.secret))
             if record.run_id in opened:
                 ended[record.run_id] = values  # opened and closed in one batch: the row is written once, whole
