@@ -96,7 +96,7 @@ def redact_bytes(data: bytes, values: Sequence[str]) -> bytes:
 
 def _is_json(data: bytes) -> bool:
     try:
-        msgspec.json.decode(data)
+        msgspec.json.decode(data, type=msgspec.Raw)  # checked whole, no object built
     except (msgspec.DecodeError, RecursionError):
         return False
     return True
