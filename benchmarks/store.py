@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -57,7 +58,7 @@ def servers_for(names: Sequence[str], against: Path | None = None) -> variants.S
             base = run.product_config(upstream)
             found: dict[str, variants.Product] = {}
             for name in names:
-                slug = name.replace(" ", "_").replace(",", "").replace("+", "and").replace("(", "").replace(")", "")
+                slug = re.sub(r"\W+", "_", name).strip("_")  # a file name: `sqlite_metrics_against`
                 store: dict[str, str] = {"url": "none"} if name == "store off" else {}
                 store = store or {"url": f"sqlite:///{workdir / f'{slug}.sqlite3'}"}
                 if name == "sqlite, metadata":

@@ -17,6 +17,8 @@ from benchmarks import loadgen, micro, payloads, recording, run, sse_reader, sto
 from adapter_critic.protocols import anthropic
 from adapter_critic.store import database, open_store
 from adapter_critic.store.cleaning import Cleaner
+from adapter_critic.store.database import Database
+from adapter_critic.store.runstore import RunStore
 from adapter_critic.store.writes import batch_rows
 from adapter_critic.workflows.edits import review
 
@@ -184,7 +186,7 @@ async def test_each_store_part_cuts_the_store_short_where_it_says(
     monkeypatch.setattr(database, "batch_rows", counted)  # the store's own rows, counted
     if part is not None:
         monkeypatch.setattr(*store_parts.CUTS[part])
-    store = store_parts.RunStore(store_parts.Database(f"sqlite:///{tmp_path / 'runs.sqlite3'}"))
+    store = RunStore(Database(f"sqlite:///{tmp_path / 'runs.sqlite3'}"))
     await store.start()
     try:
         for record in recording.recorded([recording.run_events() for _ in range(3)]):
