@@ -19,7 +19,7 @@ from adapter_critic.store.cleaning import Cleaner
 from adapter_critic.store.database import Database
 from adapter_critic.store.recorder import Record
 from adapter_critic.store.runstore import RunStore
-from adapter_critic.store.sqlitefile import Params, SqliteFile
+from adapter_critic.store.writes import BatchRows, SqliteFile
 
 
 def _dropped(self: RunStore, record: Record) -> None:
@@ -30,7 +30,7 @@ async def _not_written(self: Database, batch: Sequence[Record], instance: str, c
     return None
 
 
-async def _rows_only(self: SqliteFile, params: Params) -> None:  # `Database.write` made the rows, then hands them here
+async def _rows_only(self: SqliteFile, rows: BatchRows) -> None:  # `Database.write` made them, then hands them here
     return None
 
 

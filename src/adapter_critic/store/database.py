@@ -26,8 +26,7 @@ from .reads import detail, request_messages, run_end, stored_stages, summary
 from .recorder import Record
 from .records import RunDetail, RunPage, RunQuery, RunSummary, StoredStage, decode_cursor, encode_cursor
 from .schema import instances, runs, stages, upgrade
-from .sqlitefile import SqliteFile, sqlite_settings
-from .writes import batch_rows, statements, write_async
+from .writes import SqliteFile, batch_rows, sqlite_settings, statements, write_async
 
 # An instance that has not said it is alive for this long is gone (it beats every `HEARTBEAT_SECONDS`).
 HEARTBEAT_SECONDS = 30.0
@@ -94,7 +93,7 @@ class Database:
             event.listen(self.engine.sync_engine, "begin", _sqlite_begin)
         self._writer = self.engine.execution_options(writes=True)  # for transactions that write
         self._statements = statements(self.engine.dialect)
-        self._file = None if file is None else SqliteFile(file)  # batches of a SQLite file
+        self._file = None if file is None else SqliteFile(file, self._statements)  # batches of a SQLite file
 
     def where(self) -> str:
         """The store's location for a log line (a password masked)."""
@@ -128,7 +127,7 @@ class Database:
         """Write a batch in one transaction (`writes`)."""
         rows = batch_rows(batch, instance, clean)
         if self._file is not None:
-            await self._file.write(rows.parts(self._statements))
+            await self._file.write(rows)
             return
         async with self._writer.begin() as conn:
             await write_async(conn, rows, self._statements)
