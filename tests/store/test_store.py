@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -10,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import anyio
@@ -23,8 +25,9 @@ from adapter_critic.errors import UpstreamError
 from adapter_critic.events import Attempt, StageFinished
 from adapter_critic.redact import Secrets
 from adapter_critic.store import BadCursor, RunQuery, open_store
+from adapter_critic.store.cleaning import Cleaner
 from adapter_critic.store.database import Database, engine_url
-from adapter_critic.store.recorder import RunClosed, RunOpened, StageDone
+from adapter_critic.store.recorder import Record, RunClosed, RunOpened, StageDone
 from adapter_critic.store.records import iso
 from adapter_critic.store.runstore import RunStore
 from adapter_critic.store.schema import VERSION, SchemaTooNew
@@ -281,6 +284,45 @@ async def test_closing_a_store_drains_its_queue(store_url: str) -> None:
     async with await open_store(store_url) as again:
         page = await again.list_runs(limit=100)
     assert len(page.data) == 50 and {r.status for r in page.data} == {"ok"}
+
+
+class _HeldDatabase(Database):
+    """A database whose first batch waits to be let go, and that notes each batch's size."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.batches: list[int] = []
+        self.writing, self.release = asyncio.Event(), asyncio.Event()
+
+    async def write(self, batch: Sequence[Record], instance: str, clean: Cleaner) -> None:
+        self.batches.append(len(batch))
+        if len(self.batches) == 1:
+            self.writing.set()
+            await self.release.wait()
+        await super().write(batch, instance, clean)
+
+
+async def test_what_is_queued_while_a_batch_is_written_gathers_for_a_batch_of_its_own(store_url: str) -> None:
+    with anyio.fail_after(30):  # a regression fails, not hangs
+        database = _HeldDatabase(store_url)
+        store = RunStore(database)
+        await store.start()
+        try:
+            record_run(store, "first")
+            await database.writing.wait()
+            for i in range(3):
+                record_run(store, f"later-{i}")
+            written = store._written
+            database.release.set()
+            await written.wait()
+            # The first batch is written; the later runs are not sent at once as a small batch of their own.
+            assert database.batches == [3] and store.queue_depth == 9
+            await store.flush()
+            assert database.batches == [3, 9]
+        finally:
+            await store.aclose()
+    async with await open_store(store_url) as again:
+        assert len((await again.list_runs()).data) == 4
 
 
 async def test_retention_prunes_by_age_and_count(store_url: str) -> None:

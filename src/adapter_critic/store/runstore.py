@@ -1,8 +1,9 @@
 """`RunStore`: a store to read runs from and, in a server, to record them to — off the hot path.
 
 Recording: `enqueue` (called by each run's `RunRecorder` on the request's task) appends a record to a bounded
-in-memory queue and never blocks or fails. A background task takes what is queued in batches of up to
-`batch_size` and writes each batch in one transaction. When the queue is full a record is dropped — and so are the
+in-memory queue and never blocks or fails. A background task lets records gather (`GATHER_SECONDS`, unless
+`batch_size` are queued or a flush is waited for), then writes them in one transaction; what is queued meanwhile
+gathers for the next batch. When the queue is full a record is dropped — and so are the
 later records of a run whose start was dropped — counted in `dropped` and logged at most once a minute. `aclose`
 drains the queue before closing. Another task beats for this process in the `instances` table, marks runs of
 processes that are gone `interrupted` and prunes by age and count (`max_age_days`, `max_runs`).
@@ -198,9 +199,13 @@ class RunStore:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._urgent.wait(), GATHER_SECONDS)
             self._wake.clear()
-            self._urgent.clear()
-            while self._queue:
-                await self._write_batch()
+            await self._write_batch()
+            # What was queued while the batch was written gathers for a batch of its own, unless it is a batch
+            # already or someone waits for it: written at once, it would be a small batch, each costing a commit.
+            if self._queue:
+                self._wake.set()
+            else:
+                self._urgent.clear()
 
     async def _write_batch(self) -> None:
         take = min(self.batch_size, len(self._queue))
