@@ -44,7 +44,7 @@ class RunStore:
         database: Database,
         *,
         queue_size: int = 10_000,
-        batch_size: int = 500,
+        batch_size: int = 2_000,
         max_age_days: float | None = None,
         max_runs: int | None = None,
         prune_interval_seconds: float = 300.0,
