@@ -9,7 +9,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import httpx
 import pytest
@@ -106,6 +106,31 @@ def serve(upstream: ScriptedUpstream) -> AppFactory:
 
 def chat(model: str, content: str = "Hello", **extra: Any) -> dict[str, Any]:
     return {"model": model, "messages": [{"role": "user", "content": content}], **extra}
+
+
+# -- SDK clients --------------------------------------------------------------------------------
+
+
+class _Closable(Protocol):
+    def close(self) -> None: ...
+
+
+_C = TypeVar("_C", bound=_Closable)
+_sdk_clients: list[_Closable] = []
+
+
+def sdk(client: _C) -> _C:
+    """`client` (an `openai` or `anthropic` SDK client), closed when the test ends instead of whenever the garbage
+    collector gets to it, with its pooled connections (possibly in a later test)."""
+    _sdk_clients.append(client)
+    return client
+
+
+@pytest.fixture(autouse=True)
+def _close_sdk_clients() -> Iterator[None]:
+    yield
+    while _sdk_clients:
+        _sdk_clients.pop().close()
 
 
 # -- real servers in subprocesses ---------------------------------------------------------------

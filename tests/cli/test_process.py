@@ -17,7 +17,7 @@ import pytest
 
 from adapter_critic import __version__
 
-from ..conftest import RemoteUpstream, listening_socket
+from ..conftest import RemoteUpstream, listening_socket, sdk
 from .conftest import EXAMPLES, SCRIPT, Lines, config_file, one_error_line, run, script_env, write_jsonl
 
 
@@ -99,7 +99,7 @@ def test_serve_answers_the_sdk_and_eval_through_a_base_url(tmp_path: Path) -> No
     server = subprocess.Popen(args, pass_fds=(sock.fileno(),), env=script_env(), stderr=subprocess.PIPE, text=True)
     sock.close()
     try:
-        client = openai.OpenAI(base_url=url, api_key="unused", max_retries=0)
+        client = sdk(openai.OpenAI(base_url=url, api_key="unused", max_retries=0))
         reply = client.chat.completions.create(model="demo-critic", messages=[{"role": "user", "content": "Hi"}])
         assert "revised after the demo critic" in (reply.choices[0].message.content or "")
         out = tmp_path / "out"
@@ -123,7 +123,7 @@ def test_serve_takes_its_config_and_workers(tmp_path: Path, upstream: RemoteUpst
     server = subprocess.Popen(args, pass_fds=(sock.fileno(),), env=script_env(), stderr=subprocess.PIPE, text=True)
     sock.close()
     try:
-        client = openai.OpenAI(base_url=url, api_key="unused", max_retries=0)
+        client = sdk(openai.OpenAI(base_url=url, api_key="unused", max_retries=0))
         assert [model.id for model in client.models.list()] == ["mine"]
         reply = client.chat.completions.create(model="mine", messages=[{"role": "user", "content": "Hi"}])
         assert reply.choices[0].message.content == "echo model-a: Hi"

@@ -17,7 +17,7 @@ from adapter_critic.cli.errors import CliError
 from adapter_critic.cli.replay import request_of
 from adapter_critic.store.records import RunDetail, StoredRequest
 
-from ..conftest import listening_socket
+from ..conftest import listening_socket, sdk
 from .conftest import SCRIPT, invoke, one_error_line, script_env
 
 
@@ -33,7 +33,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     server = subprocess.Popen(args, pass_fds=(sock.fileno(),), env=env, stderr=subprocess.PIPE, text=True)
     sock.close()
     try:
-        client = openai.OpenAI(base_url=base, api_key="unused", max_retries=0)
+        client = sdk(openai.OpenAI(base_url=base, api_key="unused", max_retries=0))
         for model, text in (("demo-critic", "Hello!"), ("demo-direct", "Bye"), ("demo-adapter", "Hi again")):
             client.chat.completions.create(model=model, messages=[{"role": "user", "content": text}], temperature=0.3)
     finally:

@@ -21,7 +21,7 @@ import openai
 import pytest
 
 from ..conftest import RemoteUpstream as Upstream
-from ..conftest import run_server
+from ..conftest import run_server, sdk
 
 UVICORN = ["-m", "uvicorn", "adapter_critic.asgi:app", "--log-level", "warning"]
 INBOUND_KEY = "in-key-e2e"
@@ -95,7 +95,7 @@ def up(upstream_url: str) -> Upstream:
 
 @pytest.fixture
 def claude(back_url: str) -> anthropic.Anthropic:
-    return anthropic.Anthropic(base_url=back_url, api_key=INBOUND_KEY, max_retries=0)
+    return sdk(anthropic.Anthropic(base_url=back_url, api_key=INBOUND_KEY, max_retries=0))
 
 
 def critic_script(up: Upstream) -> None:
@@ -116,7 +116,7 @@ def anthropic_calls(up: Upstream) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("stream", [False, True])
 def test_a_scripted_claude_is_the_critic_of_a_critic_run(back_url: str, up: Upstream, stream: bool) -> None:
     critic_script(up)
-    client = openai.OpenAI(base_url=f"{back_url}/v1", api_key=INBOUND_KEY, max_retries=0)
+    client = sdk(openai.OpenAI(base_url=f"{back_url}/v1", api_key=INBOUND_KEY, max_retries=0))
     if stream:
         chunks = list(client.chat.completions.create(model="a-critic", messages=QUESTION, stream=True))
         text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
@@ -183,7 +183,7 @@ def test_errors_raise_the_sdks_exception_classes(claude: anthropic.Anthropic, ba
     with pytest.raises(anthropic.NotFoundError) as not_found:
         claude.messages.create(model="not-served", max_tokens=10, messages=QUESTION)
     assert "not-served" in not_found.value.message
-    stranger = anthropic.Anthropic(base_url=back_url, api_key="wrong", max_retries=0)
+    stranger = sdk(anthropic.Anthropic(base_url=back_url, api_key="wrong", max_retries=0))
     with pytest.raises(anthropic.AuthenticationError):
         stranger.messages.create(model="a-direct", max_tokens=10, messages=QUESTION)
     up.script({"status": 400, "body": '{"error": {"message": "context too long", "type": "invalid_request_error"}}'})
@@ -216,7 +216,7 @@ def test_one_servers_messages_route_is_anothers_claude_critic(front_url: str, up
         {"content": "Critique from the back server.", "model": "back-model"},
         {"content": "Final.", "model": "front-model"},
     )
-    client = openai.OpenAI(base_url=f"{front_url}/v1", api_key="x", max_retries=0)
+    client = sdk(openai.OpenAI(base_url=f"{front_url}/v1", api_key="x", max_retries=0))
     completion = client.chat.completions.create(model="front-critic", messages=QUESTION)
     assert completion.model_extra is not None
     ext = completion.model_extra["adapter_critic"]

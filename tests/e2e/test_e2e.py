@@ -19,7 +19,7 @@ from openai import OpenAI
 from adapter_critic.version import USER_AGENT
 
 from ..conftest import RemoteUpstream as Upstream
-from ..conftest import run_server, stop_server
+from ..conftest import run_server, sdk, stop_server
 
 KEY = "sk-test-e2e"
 UVICORN = ["-m", "uvicorn", "adapter_critic.asgi:app", "--log-level", "warning"]
@@ -94,7 +94,7 @@ def up(upstream_url: str) -> Upstream:
 
 @pytest.fixture
 def client(app_url: str) -> OpenAI:
-    return OpenAI(base_url=f"{app_url}/v1", api_key="x", max_retries=0)
+    return sdk(OpenAI(base_url=f"{app_url}/v1", api_key="x", max_retries=0))
 
 
 def extension(response: Any) -> dict[str, Any]:
@@ -311,7 +311,7 @@ def test_upstream_429_without_retry_after_still_tells_the_sdk_when_to_retry(clie
 
 def test_upstream_500_is_a_502_the_sdk_does_not_retry(app_url: str, up: Upstream) -> None:
     up.script({"status": 500, "body": f'{{"error": {{"message": "boom, key {KEY} leaked"}}}}'})
-    retrying = OpenAI(base_url=f"{app_url}/v1", api_key="x", max_retries=2)
+    retrying = sdk(OpenAI(base_url=f"{app_url}/v1", api_key="x", max_retries=2))
     with pytest.raises(openai.InternalServerError) as info:
         retrying.chat.completions.create(model="e2e-direct", messages=MESSAGES)
 
@@ -324,7 +324,7 @@ def test_upstream_500_is_a_502_the_sdk_does_not_retry(app_url: str, up: Upstream
 
 def test_slow_upstream_is_a_504_not_a_client_timeout(impatient_app_url: str, up: Upstream) -> None:
     up.script({"content": "too late", "delay": 1.0})
-    client = OpenAI(base_url=f"{impatient_app_url}/v1", api_key="x", max_retries=0, timeout=10)
+    client = sdk(OpenAI(base_url=f"{impatient_app_url}/v1", api_key="x", max_retries=0, timeout=10))
     with pytest.raises(openai.APIStatusError) as info:
         client.chat.completions.create(model="e2e-direct", messages=MESSAGES)
 
@@ -340,7 +340,7 @@ def test_slow_upstream_is_a_504_not_a_client_timeout(impatient_app_url: str, up:
 def test_without_config_the_demo_is_served(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ADAPTER_CRITIC_CONFIG", raising=False)
     with run_server(UVICORN) as (url, proc):
-        client = OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0)
+        client = sdk(OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0))
         answers = {
             model: client.chat.completions.create(model=model, messages=MESSAGES)
             for model in ("demo-direct", "demo-adapter", "demo-critic", "demo-advisor", "demo-panel", "demo-best-of-3")

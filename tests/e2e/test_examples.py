@@ -15,7 +15,7 @@ from starlette.types import ASGIApp
 
 from adapter_critic import load_config
 
-from ..conftest import asgi_client, run_server
+from ..conftest import asgi_client, run_server, sdk
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 CONFIGS = sorted(p for p in EXAMPLES.iterdir() if p.suffix in (".toml", ".json", ".yaml", ".yml"))
@@ -150,7 +150,7 @@ def middleware_example_url() -> Iterator[str]:
 
 
 def test_middleware_example_lists_its_models_through_the_sdk(middleware_example_url: str) -> None:
-    client = openai.OpenAI(base_url=f"{middleware_example_url}/v1", api_key="unused", max_retries=0)
+    client = sdk(openai.OpenAI(base_url=f"{middleware_example_url}/v1", api_key="unused", max_retries=0))
     # The toy server has no /v1/models of its own: the served models are listed alone.
     assert [model.id for model in client.models.list()] == ["toy-direct", "toy-adapter", "toy-critic-loop"]
     assert client.models.retrieve("toy-critic-loop").owned_by == "adapter-critic"
@@ -159,7 +159,7 @@ def test_middleware_example_lists_its_models_through_the_sdk(middleware_example_
 @pytest.mark.parametrize("model", ["toy-direct", "toy-adapter", "toy-critic-loop"])
 def test_middleware_example_streams_every_mode(middleware_example_url: str, model: str) -> None:
     """The toy server answers JSON even to stream requests: the client still gets a proper stream."""
-    client = openai.OpenAI(base_url=f"{middleware_example_url}/v1", api_key="unused", max_retries=0)
+    client = sdk(openai.OpenAI(base_url=f"{middleware_example_url}/v1", api_key="unused", max_retries=0))
     chunks = list(
         client.chat.completions.create(
             model=model,

@@ -21,7 +21,7 @@ from openai.types.responses import (
 )
 
 from ..conftest import RemoteUpstream as Upstream
-from ..conftest import run_server
+from ..conftest import run_server, sdk
 from .test_e2e import start_app
 
 MODELS = ["e2e-direct", "e2e-critic"]
@@ -53,7 +53,7 @@ def up(upstream_url: str) -> Upstream:
 
 @pytest.fixture
 def client(app_url: str) -> OpenAI:
-    return OpenAI(base_url=f"{app_url}/v1", api_key="x", max_retries=0)
+    return sdk(OpenAI(base_url=f"{app_url}/v1", api_key="x", max_retries=0))
 
 
 def script(up: Upstream, model: str, *final: dict[str, Any]) -> None:
@@ -153,7 +153,7 @@ def test_an_unknown_model_is_not_found_and_state_is_refused(client: OpenAI, up: 
 
 
 def test_the_standalone_server_serves_it_under_v1_only(app_url: str, up: Upstream) -> None:
-    client = OpenAI(base_url=app_url, api_key="x", max_retries=0)
+    client = sdk(OpenAI(base_url=app_url, api_key="x", max_retries=0))
     with pytest.raises(openai.NotFoundError):
         client.responses.create(model="e2e-direct", input="Hi")
 
@@ -161,7 +161,7 @@ def test_the_standalone_server_serves_it_under_v1_only(app_url: str, up: Upstrea
 def test_the_readme_example_against_the_demo() -> None:
     env = {"ADAPTER_CRITIC_CONFIG": ""}
     with run_server(["-m", "uvicorn", "adapter_critic.asgi:app", "--log-level", "warning"], env) as (url, _):
-        client = OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+        client = sdk(OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0))
         response = client.responses.create(model="demo-critic", input="Hello!", instructions="Answer briefly.")
         assert "revised after the demo critic's review" in response.output_text
         assert extension(response)["intermediate"]["critic"]

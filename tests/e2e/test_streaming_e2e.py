@@ -18,7 +18,7 @@ from openai import OpenAI
 from openai.types.chat import ChatCompletionChunk
 
 from ..conftest import RemoteUpstream as Upstream
-from ..conftest import run_server
+from ..conftest import run_server, sdk
 
 UVICORN = ["-m", "uvicorn", "adapter_critic.asgi:app", "--log-level", "warning"]
 MESSAGES: list[Any] = [{"role": "user", "content": "Where is the Eiffel Tower?"}]
@@ -86,7 +86,7 @@ def up(upstream_url: str) -> Upstream:
 
 @pytest.fixture
 def client(app_url: str) -> OpenAI:
-    return OpenAI(base_url=f"{app_url}/v1", api_key="x", max_retries=0, timeout=10)
+    return sdk(OpenAI(base_url=f"{app_url}/v1", api_key="x", max_retries=0, timeout=10))
 
 
 def content_of(chunks: list[ChatCompletionChunk]) -> str:

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from openai import OpenAI
 
-from ..conftest import RemoteUpstream, run_server
+from ..conftest import RemoteUpstream, run_server, sdk
 
 UVICORN = ["-m", "uvicorn", "adapter_critic.asgi:app", "--log-level", "warning"]
 MESSAGES: list[Any] = [{"role": "user", "content": "Name a prime."}]
@@ -68,7 +68,7 @@ def up(urls: tuple[str, str]) -> RemoteUpstream:
 
 @pytest.fixture
 def client(urls: tuple[str, str]) -> OpenAI:
-    return OpenAI(base_url=f"{urls[1]}/v1", api_key="x", max_retries=0)
+    return sdk(OpenAI(base_url=f"{urls[1]}/v1", api_key="x", max_retries=0))
 
 
 def extension(response: Any) -> dict[str, Any]:

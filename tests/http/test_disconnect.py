@@ -28,7 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Send
 from adapter_critic import create_app
 from adapter_critic.http import disconnect as _disconnect
 
-from ..conftest import RemoteUpstream, chat, make_config, run_server, stop_server
+from ..conftest import RemoteUpstream, chat, make_config, run_server, sdk, stop_server
 from ..scripted_upstream import Reply, ScriptedUpstream
 
 pytestmark = pytest.mark.anyio
@@ -250,7 +250,7 @@ def test_half_closed_connections_are_ordinary_disconnects(upstream_url: str, tmp
         answer = httpx.post(f"{url}/v1/chat/completions", json=chat("hc-critic"), timeout=30)
         assert answer.status_code == 200, answer.text  # the server keeps serving
         # A client that read the whole stream and then closes its connection did not go away early.
-        client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+        client = sdk(openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0))
         for served in ("hc-direct", "hc-critic"):
             up.reset()
             stream = client.chat.completions.create(**chat(served), stream=True)

@@ -25,7 +25,7 @@ from starlette.websockets import WebSocket
 
 from adapter_critic import AdapterCriticMiddleware
 
-from ..conftest import asgi_client, chat, run_server, stop_server
+from ..conftest import asgi_client, chat, run_server, sdk, stop_server
 from ..middleware_app import EDIT, LocalModel, local_config
 
 pytestmark = pytest.mark.anyio
@@ -342,7 +342,7 @@ async def test_wrapped_app_streaming_response_is_not_buffered() -> None:
 
 def test_middleware_app_under_uvicorn_with_the_openai_sdk() -> None:
     with run_server(["-m", "uvicorn", "tests.middleware_app:app", "--log-level", "warning"]) as (base_url, proc):
-        client = OpenAI(base_url=f"{base_url}/v1", api_key="x", max_retries=0)
+        client = sdk(OpenAI(base_url=f"{base_url}/v1", api_key="x", max_retries=0))
         messages: list[Any] = [{"role": "user", "content": "hi"}]
 
         served = client.chat.completions.create(model="local-adapter", messages=messages)

@@ -12,7 +12,7 @@ import pytest
 
 from adapter_critic import create_app
 
-from ..conftest import UPSTREAM_URL, AppFactory, RemoteUpstream, asgi_client, make_config, run_server
+from ..conftest import UPSTREAM_URL, AppFactory, RemoteUpstream, asgi_client, make_config, run_server, sdk
 from ..scripted_upstream import ScriptedUpstream
 
 pytestmark = pytest.mark.anyio
@@ -103,7 +103,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Remo
 def test_the_sdk_uses_the_sidecar_as_its_only_base_url(served: tuple[str, RemoteUpstream]) -> None:
     url, upstream = served
     upstream.reset()
-    client = openai.OpenAI(base_url=f"{url}/v1", api_key="sk-client-own", max_retries=0)
+    client = sdk(openai.OpenAI(base_url=f"{url}/v1", api_key="sk-client-own", max_retries=0))
 
     embedding = client.embeddings.create(model="embedder", input=["one", "two"])
     assert [item.embedding for item in embedding.data] == [[0.5, 0.0], [0.5, 1.0]]

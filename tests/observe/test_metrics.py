@@ -25,7 +25,7 @@ from adapter_critic.observe.metrics import MAX_TARGET_MODELS, Metrics
 from adapter_critic.observe.targets import TargetName, target_name
 from adapter_critic.store import open_store
 
-from ..conftest import AppFactory, RemoteUpstream, asgi_client, chat, make_config, run_server
+from ..conftest import AppFactory, RemoteUpstream, asgi_client, chat, make_config, run_server, sdk
 from ..scripted_upstream import ScriptedUpstream
 
 UVICORN = ["-m", "uvicorn", "adapter_critic.asgi:app", "--log-level", "warning"]
@@ -95,7 +95,7 @@ def fail(model: str, status: int = 500) -> dict[str, Any]:
 def test_metrics_count_every_kind_of_run_through_uvicorn(remote_upstream: RemoteUpstream, tmp_path: Path) -> None:
     upstream = remote_upstream.reset()
     with start(upstream, tmp_path) as (url, _):
-        client = OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+        client = sdk(OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0))
         before = scrape(url)
         assert value(before, "adapter_critic_requests_total", served_model="m-direct", mode="direct", status="ok") == 0
         assert value(before, "adapter_critic_requests_in_flight") == 0

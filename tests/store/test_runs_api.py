@@ -16,7 +16,7 @@ from starlette.types import Message
 
 from adapter_critic import AdapterCriticMiddleware
 
-from ..conftest import asgi_client, chat, run_server, stop_server
+from ..conftest import asgi_client, chat, run_server, sdk, stop_server
 from ..middleware_app import LocalModel, local_config
 from ..scripted_upstream import Reply, ScriptedUpstream
 from .runs import recording
@@ -165,7 +165,7 @@ def test_the_standalone_demo_records_to_the_data_dir_and_serves_the_runs_api(use
     env = {"ADAPTER_CRITIC_CONFIG": "", "XDG_DATA_HOME": str(user_data_dir / "uvicorn")}  # no config: the demo
     args = ["-m", "uvicorn", "adapter_critic.asgi:app", "--log-level", "info"]
     with run_server(args, env=env) as (url, proc):
-        client = OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+        client = sdk(OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0))
         plain = client.chat.completions.with_raw_response.create(
             model="demo-critic", messages=[{"role": "user", "content": "Hi"}], extra_headers={"x-request-id": "mine-1"}
         )

@@ -19,7 +19,7 @@ import pytest
 from openai import OpenAI
 from playwright.sync_api import Browser, ConsoleMessage, Locator, Page, expect, sync_playwright
 
-from ..conftest import run_server
+from ..conftest import run_server, sdk
 
 ROOT = Path(__file__).parents[2]
 # Screenshots of every browser test, for a person (or a CI job's artifacts) to look at; ignored by git.
@@ -95,7 +95,7 @@ def page(browser: Browser) -> Iterator[Page]:
 
 def ask(url: str, model: str, content: str, key: str = "unused") -> tuple[str, dict[str, Any]]:
     """One chat completion through the openai SDK: its run id (`adapter_critic.run_id`) and the completion."""
-    client = OpenAI(base_url=f"{url}/v1", api_key=key, max_retries=0)
+    client = sdk(OpenAI(base_url=f"{url}/v1", api_key=key, max_retries=0))
     completion = client.chat.completions.create(model=model, messages=[{"role": "user", "content": content}])
     body = completion.model_dump()
     run_id: str = body["adapter_critic"]["run_id"]

@@ -14,7 +14,7 @@ import pytest
 from openai import OpenAI
 from playwright.sync_api import Page, expect
 
-from ..conftest import RemoteUpstream, run_server
+from ..conftest import RemoteUpstream, run_server, sdk
 from .conftest import UVICORN, ask, row, screenshot, wait_ready
 
 KEY = "viewer-browser-key"
@@ -85,7 +85,7 @@ def enter_key(page: Page) -> None:
 
 def test_a_failed_run_stands_out_with_its_error_envelope(guarded: str, scripted: str, page: Page) -> None:
     RemoteUpstream(scripted).reset().script({"status": 500, "body": '{"error": {"message": "the model fell over"}}'})
-    client = OpenAI(base_url=f"{guarded}/v1", api_key=KEY, max_retries=0)
+    client = sdk(OpenAI(base_url=f"{guarded}/v1", api_key=KEY, max_retries=0))
     with pytest.raises(openai.APIStatusError) as failed:
         client.chat.completions.create(
             model="guarded",

@@ -16,7 +16,7 @@ import pytest
 from adapter_critic import Config, ConfigError
 from adapter_critic.workflows import registry
 
-from ..conftest import RemoteUpstream, run_server
+from ..conftest import RemoteUpstream, run_server, sdk
 
 PLUGIN = Path(__file__).parents[2] / "examples" / "workflow_plugin"
 
@@ -71,7 +71,7 @@ def served(plugin_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
 @pytest.fixture
 def client(served: tuple[str, RemoteUpstream]) -> openai.OpenAI:
     served[1].reset()
-    return openai.OpenAI(base_url=f"{served[0]}/v1", api_key="unused", max_retries=0)
+    return sdk(openai.OpenAI(base_url=f"{served[0]}/v1", api_key="unused", max_retries=0))
 
 
 def test_a_plugin_mode_is_served(client: openai.OpenAI, served: tuple[str, RemoteUpstream]) -> None:
