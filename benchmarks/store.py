@@ -59,8 +59,7 @@ def servers_for(names: Sequence[str], against: Path | None = None) -> variants.S
             found: dict[str, variants.Product] = {}
             for name in names:
                 slug = re.sub(r"\W+", "_", name).strip("_")  # a file name: `sqlite_metrics_against`
-                store: dict[str, str] = {"url": "none"} if name == "store off" else {}
-                store = store or {"url": f"sqlite:///{workdir / f'{slug}.sqlite3'}"}
+                store = {"url": "none" if name == "store off" else f"sqlite:///{workdir / f'{slug}.sqlite3'}"}
                 if name == "sqlite, metadata":
                     store["capture"] = "metadata"
                 config = workdir / f"{slug}.json"
