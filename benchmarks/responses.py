@@ -17,8 +17,8 @@ from typing import Any
 
 from adapter_critic.core import Answer, Usage
 from adapter_critic.events import RunRecord, StageRecord
-from adapter_critic.http.chunks import ChunkWriter
-from adapter_critic.http.responses import completion
+from adapter_critic.protocols.openai.chunks import ChunkWriter
+from adapter_critic.protocols.openai.render import completion
 from adapter_critic.protocols.responses import outbound
 from adapter_critic.protocols.responses.inbound import Echo
 from adapter_critic.protocols.responses.protocol import INBOUND

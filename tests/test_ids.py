@@ -6,9 +6,9 @@ import itertools
 import re
 import time
 
-from adapter_critic.http.responses import new_completion_id
 from adapter_critic.ids import new_id
 from adapter_critic.protocols.anthropic.render import new_message_id
+from adapter_critic.protocols.openai.render import new_completion_id
 from adapter_critic.protocols.responses.outbound import new_id as responses_id
 
 

@@ -1,6 +1,6 @@
-"""Relayed chunks (`http.chunks.ChunkWriter.relayed`): whether a chunk's leading id fields are swapped as bytes or
-it is decoded and encoded whole, the client gets the same JSON — the upstream's fields with our id, object,
-created and model, and no usage."""
+"""Relayed chunks (`protocols.openai.chunks.ChunkWriter.relayed`): whether a chunk's leading id fields are swapped
+as bytes or it is decoded and encoded whole, the client gets the same JSON — the upstream's fields with our id,
+object, created and model, and no usage."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from adapter_critic.http.chunks import ChunkWriter
+from adapter_critic.protocols.openai.chunks import ChunkWriter
 
 COMPACT = b'{"id":"up-1","object":"chat.completion.chunk","created":17,"model":"api-model","system_fingerprint":"fp"'
 SPACED = b'{"id": "up-1", "object": "chat.completion.chunk", "created": 17, "model": "api-model", "service_tier": "x"'

@@ -30,7 +30,7 @@ from adapter_critic.demo import demo_config, demo_model_app
 from adapter_critic.events import RunRecord, extension
 from adapter_critic.http.app import build_app
 from adapter_critic.http.chat import Service
-from adapter_critic.http.responses import encode
+from adapter_critic.protocols.openai.render import encode
 from adapter_critic.upstream.retry import Sleep
 from adapter_critic.upstream.transport import AiohttpTransport
 

@@ -31,6 +31,7 @@ from ..errors import RequestError, ServerError
 from ..observe import telemetry
 from ..observe.logs import served_line
 from ..protocols.base import Inbound
+from ..protocols.openai.render import JSON, encode, error_response
 from ..request.resolve import unknown_model
 from ..store.settings import default_url
 from ..upstream.pinning import HostGuard, Resolver
@@ -43,7 +44,6 @@ from .health import DeepHealth
 from .models import model_object
 from .passthrough import Passthrough
 from .requestid import RequestIdMiddleware
-from .responses import JSON, encode, error_response
 from .runs import RunsAPI
 
 logger = logging.getLogger("adapter_critic")

@@ -23,27 +23,16 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..errors import AuthenticationError
-from ..protocols.base import Inbound
-from .responses import JSON, error_response
+from ..protocols.base import Inbound, bearer_token
+from ..protocols.openai.render import JSON, error_response
 
 logger = logging.getLogger("adapter_critic")
 
 PUBLIC_PATHS = ("/health",)
 
-_SCHEME = b"bearer "
 # A token we may put in an upstream's `Authorization` header: visible ASCII, no spaces (RFC 6750's b64token, loosely).
 _FORWARDABLE = re.compile(rb"[\x21-\x7e]+")
 _CHALLENGE = {"www-authenticate": "Bearer"}
-
-
-def bearer_token(scope: Scope) -> bytes | None:
-    """The token of the request's first `Authorization: Bearer <token>` header (scheme in any case), if any."""
-    for name, value in scope.get("headers", ()):
-        if name == b"authorization":
-            if value[: len(_SCHEME)].lower() != _SCHEME:
-                return None
-            return value[len(_SCHEME) :].strip() or None
-    return None
 
 
 def client_token(scope: Scope, credential: Callable[[Scope], bytes | None] | None = None) -> str | None:

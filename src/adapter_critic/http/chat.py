@@ -26,6 +26,7 @@ from ..pipeline.run import Run
 from ..protocols import registry as protocols
 from ..protocols.base import Inbound
 from ..protocols.openai import INBOUND as OPENAI
+from ..protocols.openai.render import JSON
 from ..redact import Secrets, protect_logs
 from ..request.resolve import check_overrides, resolve
 from ..store.recorder import RunRecorder
@@ -39,7 +40,6 @@ from .auth import InboundAuth, client_token
 from .body import body_too_large, read_body, refuse_many_choices
 from .disconnect import ClientGone, cancel_on_disconnect, guard_send, log_client_gone
 from .requestid import bind
-from .responses import JSON
 from .stream import StreamResponse
 
 if TYPE_CHECKING:

@@ -19,9 +19,9 @@ from starlette.applications import Starlette
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..errors import ServerError
+from ..protocols.openai.render import error_response
 from .auth import route_path
 from .requestid import with_request_id
-from .responses import error_response
 
 logger = logging.getLogger("adapter_critic")
 

@@ -20,12 +20,12 @@ from ..observe import telemetry
 from ..observe.logs import served_line
 from ..protocols.base import Inbound
 from ..protocols.openai import INBOUND as OPENAI
+from ..protocols.openai.render import error_response
 from ..upstream.retry import Sleep
 from .auth import refusal
 from .chat import Service
 from .models import ServedModels, models_path
 from .requestid import with_header
-from .responses import error_response
 from .runs import RunsAPI
 
 logger = logging.getLogger("adapter_critic")

@@ -11,7 +11,7 @@ import msgspec
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..config import Config
-from .responses import JSON, encode
+from ..protocols.openai.render import JSON, encode
 
 # The wrapped app's answer is read whole to merge it; a larger one is passed on as it is.
 MAX_LIST_BYTES = 1024 * 1024

@@ -21,12 +21,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..config import Config
 from ..core import StageTarget
 from ..errors import RequestError
+from ..protocols.openai.render import error_response
 from ..request.resolve import bind_key
 from ..upstream.client import Upstream
 from ..upstream.failures import TRANSPORT_ERRORS, transport_error
 from ..upstream.limits import read_limited, sent
 from .auth import client_token
-from .responses import error_response
 
 logger = logging.getLogger("adapter_critic")
 _MODEL_LIST_ERRORS: tuple[type[Exception], ...] = (

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .responses import new_completion_id
+from ..protocols.openai.render import new_completion_id
 
 HEADER = b"x-request-id"
 _SCOPE_KEY = "adapter_critic.request_id"

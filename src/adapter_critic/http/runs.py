@@ -17,9 +17,9 @@ import msgspec
 from starlette.types import Receive, Scope, Send
 
 from ..errors import RequestError
+from ..protocols.openai.render import JSON, error_response
 from ..store.records import STATUSES, BadCursor, RunQuery, parse_time
 from .disconnect import ClientGone, guard_send
-from .responses import JSON, error_response
 
 if TYPE_CHECKING:
     from ..store.runstore import RunStore

@@ -34,6 +34,8 @@ from ..events import RunRecord
 # Masks secrets the request itself echoed (model names, URLs) in an error message.
 Redact = Callable[[str], str]
 
+_SCHEME = b"bearer "
+
 
 class NoSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     """A protocol without settings of its own."""
@@ -109,6 +111,16 @@ class Inbound:
     def headers(self, response_id: str) -> Mapping[str, str]:
         """Extra headers of every response on this route (e.g. a request-id header the client's SDK reads)."""
         return {}
+
+
+def bearer_token(scope: Scope) -> bytes | None:
+    """The token of the request's first `Authorization: Bearer <token>` header (scheme in any case), if any."""
+    for name, value in scope.get("headers", ()):
+        if name == b"authorization":
+            if value[: len(_SCHEME)].lower() != _SCHEME:
+                return None
+            return value[len(_SCHEME) :].strip() or None
+    return None
 
 
 class UpstreamWire:

@@ -15,7 +15,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ..errors import RequestError
-from ..http.responses import error_response
+from ..protocols.openai.render import error_response
 
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "

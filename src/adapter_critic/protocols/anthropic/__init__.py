@@ -23,8 +23,7 @@ from starlette.types import Scope
 from ...core import ChatRequest
 from ...errors import APIError, Rendered
 from ...events import RunRecord
-from ...http.auth import bearer_token
-from ..base import Inbound, Protocol, Redact, StreamRenderer, UpstreamWire
+from ..base import Inbound, Protocol, Redact, StreamRenderer, UpstreamWire, bearer_token
 from . import answers
 from .inbound import decode_messages
 from .outbound import messages_request

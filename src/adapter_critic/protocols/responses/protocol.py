@@ -19,9 +19,8 @@ from starlette.types import Scope
 from ...core import ChatRequest
 from ...errors import APIError, Rendered, render_error
 from ...events import RunRecord
-from ...http.auth import bearer_token
 from ...request.decode import decode_request
-from ..base import Inbound, Protocol, Redact, StreamRenderer
+from ..base import Inbound, Protocol, Redact, StreamRenderer, bearer_token
 from . import outbound
 from .inbound import Echo, map_request
 from .stream import ResponsesEvents

@@ -25,7 +25,7 @@ import msgspec
 from ...core import Answer
 from ...errors import Rendered
 from ...events import RunRecord
-from ...http.chunks import KEEPALIVE
+from ..openai.chunks import KEEPALIVE
 from .inbound import Echo
 from .outbound import call_item, finished, new_id, reasoning_of, response_of, stop_status
 from .views import ErrorView, chunk_decoder, envelope_decoder

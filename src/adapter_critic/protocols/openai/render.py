@@ -1,5 +1,5 @@
-"""The OpenAI-shaped answers of the HTTP layer: a `chat.completion` with its `adapter_critic` extension
-(SPEC §6), and the one error response every part of the server answers with (§7).
+"""The OpenAI protocol's answers: a `chat.completion` with its `adapter_critic` extension (SPEC §6), and the one
+error response every part of the server answers with (§7) — OpenAI's envelope, the server's own language.
 
 Invariant: top-level `usage` is the per-field sum of every stage's usage (`adapter_critic.tokens.total`).
 """
@@ -13,10 +13,10 @@ from typing import Any
 import msgspec
 from starlette.responses import Response
 
-from ..core import Answer, Usage
-from ..errors import APIError, render_error
-from ..events import Extension, RunRecord, extension
-from ..ids import new_id
+from ...core import Answer, Usage
+from ...errors import APIError, render_error
+from ...events import Extension, RunRecord, extension
+from ...ids import new_id
 
 JSON = "application/json"
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import msgspec
 
-from ..core import Answer
-from ..errors import Rendered
-from ..events import RunRecord, extension
+from ...core import Answer
+from ...errors import Rendered
+from ...events import RunRecord, extension
 
 KEEPALIVE = b": keep-alive\n\n"
 DONE_EVENT = b"data: [DONE]\n\n"

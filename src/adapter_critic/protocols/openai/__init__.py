@@ -1,7 +1,7 @@
 """The OpenAI chat-completions protocol: the server's own language, on both sides.
 
 Inbound, `POST /chat/completions` decodes the body as is (`request.decode`), answers a `chat.completion`
-(`http.responses`) or a `chat.completion.chunk` stream (`http.chunks`) and errors in the OpenAI envelope (§7);
+(`render`) or a `chat.completion.chunk` stream (`chunks`) and errors in the OpenAI envelope (§7);
 the caller's key comes as `Authorization: Bearer`. Upstream, a stage call is posted as it is built to
 `{base_url}/chat/completions` with `Authorization: Bearer <key>`, and its answer is read as it comes.
 """
@@ -14,14 +14,13 @@ from typing import Any
 import msgspec
 from starlette.types import Scope
 
-from ..core import ChatRequest
-from ..errors import APIError, Rendered, render_error
-from ..events import RunRecord
-from ..http.auth import bearer_token
-from ..http.chunks import ChunkWriter
-from ..http.responses import completion, new_completion_id
-from ..request.decode import decode_request
-from .base import Inbound, Protocol, Redact, StreamRenderer, UpstreamWire
+from ...core import ChatRequest
+from ...errors import APIError, Rendered, render_error
+from ...events import RunRecord
+from ...request.decode import decode_request
+from ..base import Inbound, Protocol, Redact, StreamRenderer, UpstreamWire, bearer_token
+from .chunks import ChunkWriter
+from .render import completion, new_completion_id
 
 _encoder = msgspec.json.Encoder()
 
