@@ -184,26 +184,12 @@ def render_error(error: APIError, redact: Any = None) -> Rendered:
     return Rendered(error.status_code, error.headers, body)
 
 
-class _RelayedError(msgspec.Struct):
-    message: str
-    type: str | None = None
-    param: str | None = None
-    code: str | int | None = None
-
-
-class _RelayedEnvelope(msgspec.Struct):
-    error: _RelayedError
-
-
-_relayed_decoder = msgspec.json.Decoder(_RelayedEnvelope)
-
-
 def _relayed_envelope(body: bytes) -> bytes | None:
     """An upstream's error body as the client gets it: the body itself when it is a whole OpenAI envelope, the
     same error with its missing fields filled in when it has at least a message, None when it is no envelope."""
-    try:
-        error = _relayed_decoder.decode(body).error
-    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+    parsed = read_error_body(body)
+    error = parsed.error if parsed is not None else None
+    if error is None or error.message is None:
         return None
     if error.type is not None and _error_keys(body) >= {"message", "type", "param", "code"}:
         return body
@@ -228,14 +214,20 @@ def error_envelope(
     return {"error": {"message": message, "type": error_type, "param": param, "code": code}}
 
 
-class _ErrorDetail(msgspec.Struct):
+class ErrorObject(msgspec.Struct):
+    """An OpenAI error object as read back: an upstream's (in its error body, or a stream's error event) or one
+    `render_error` made. Any field may be missing; a field of another JSON type makes the body no envelope."""
+
     message: str | None = None
+    type: str | None = None
+    param: str | None = None
+    code: str | int | None = None
 
 
 class ErrorBody(msgspec.Struct):
-    """The parts of an upstream error body read: its message, and usage when the upstream counted any."""
+    """An OpenAI error envelope as read back, with the usage an upstream reports beside it when it counted any."""
 
-    error: _ErrorDetail
+    error: ErrorObject
     usage: Usage | None = None
 
 
@@ -244,7 +236,7 @@ _encoder = msgspec.json.Encoder()
 
 
 def read_error_body(body: bytes) -> ErrorBody | None:
-    """An upstream error body as an OpenAI envelope, or None when it is not one."""
+    """An error body (an upstream's, or one `render_error` made) as an OpenAI envelope, or None when it is not one."""
     try:
         return _envelope_decoder.decode(body)
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):  # not JSON, not UTF-8, nested too deep

@@ -17,37 +17,9 @@ import msgspec
 
 from ..core import Answer, StageTarget, Usage
 from ..events import AnswerChunks
+from ..protocols.openai.chunks import Chunk, chunk_decoder
 from ..redact import Secrets
 from ..upstream.failures import bad_answer
-
-
-class _Delta(msgspec.Struct):
-    content: str | None = None
-    tool_calls: list[msgspec.Raw] | None = None
-    refusal: str | None = None
-    reasoning_content: str | None = None
-    reasoning: str | None = None
-
-
-class _ChunkChoice(msgspec.Struct):
-    index: int = 0
-    delta: _Delta | None = None
-    finish_reason: str | None = None
-
-
-class _ChunkError(msgspec.Struct):
-    message: str | None = None
-
-
-class _Chunk(msgspec.Struct):
-    """The fields of an upstream `chat.completion.chunk` the relay reads; the rest passes through untouched."""
-
-    choices: list[_ChunkChoice] = []
-    usage: Usage | None = None
-    error: _ChunkError | None = None
-
-
-_chunk_decoder = msgspec.json.Decoder(_Chunk)
 
 
 class Relay:
@@ -133,9 +105,9 @@ class Relay:
             self._held.clear()
         out.append(payload)
 
-    def _decode(self, payload: bytes) -> _Chunk:
+    def _decode(self, payload: bytes) -> Chunk:
         try:
-            chunk = _chunk_decoder.decode(payload)
+            chunk = chunk_decoder.decode(payload)
         except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):  # not JSON, not UTF-8, nested too deep
             raise bad_answer(self.stage, self.target, "sent an event that is not a chat.completion.chunk.") from None
         if chunk.error is not None:

@@ -21,17 +21,17 @@ from typing import Any
 import msgspec
 
 from ...core import Answer, Usage
-from ...errors import APIError, Rendered, UpstreamError, render_error
+from ...errors import APIError, Rendered, UpstreamError, read_error_body, render_error
 from ...events import RunRecord, extension
 from ...ids import new_id
 from ..base import Redact
+from ..openai.chunks import FunctionDelta, ToolCallDelta, chunk_decoder, tool_calls
 from . import wire
 
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use", "content_filter": "refusal"}
 PING = b'event: ping\ndata: {"type":"ping"}\n\n'
 
 _encoder = msgspec.json.Encoder()
-_error_decoder = msgspec.json.Decoder(dict[str, wire.ErrorDetail])
 
 
 def new_message_id() -> str:
@@ -116,10 +116,8 @@ def render_messages_error(error: APIError, redact: Redact | None = None) -> Rend
     message = error.message if redact is None else redact(error.message)
     kind = wire.error_type(rendered.status)
     if isinstance(error, UpstreamError) and error.relays_body:
-        try:
-            relayed = _error_decoder.decode(rendered.body).get("error")
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            relayed = None
+        parsed = read_error_body(rendered.body)
+        relayed = parsed.error if parsed is not None else None
         if relayed is not None and relayed.message:
             message = relayed.message
             if relayed.type is not None and relayed.type in wire.ERROR_TYPES.values():
@@ -147,7 +145,7 @@ class MessagesStream:
         out = [self._start()]
         for payload in payloads:
             try:
-                chunk = _chunk_decoder.decode(payload)
+                chunk = chunk_decoder.decode(payload)
             except (msgspec.DecodeError, msgspec.ValidationError):
                 continue  # the relay already refused a payload it could not read
             for choice in chunk.choices:
@@ -155,8 +153,8 @@ class MessagesStream:
                     continue
                 if choice.delta.content:
                     out.append(self._text(choice.delta.content))
-                for call in choice.delta.tool_calls or ():
-                    out.append(self._tool_delta(call))
+                if choice.delta.tool_calls:
+                    out += [self._tool_delta(call) for call in tool_calls(choice.delta)]
         return b"".join(out)
 
     def answer(self, answer: Answer) -> bytes:
@@ -211,10 +209,10 @@ class MessagesStream:
         delta = {"index": self._blocks - 1, "delta": {"type": "text_delta", "text": text}}
         return opened + sse("content_block_delta", delta)
 
-    def _tool_delta(self, call: _ToolCallDelta) -> bytes:
+    def _tool_delta(self, call: ToolCallDelta) -> bytes:
         out = b""
         if call.index not in self._tools or call.id:
-            function = call.function or _FunctionDelta()
+            function = call.function or FunctionDelta()
             block = {"type": "tool_use", "id": call.id or f"toolu_{os.urandom(12).hex()}", "name": function.name or ""}
             out = self._open_block("tool_use", {**block, "input": {}})
             self._tools[call.index] = self._blocks - 1
@@ -238,31 +236,3 @@ class MessagesStream:
             return b""
         self._open = None
         return sse("content_block_stop", {"index": self._blocks - 1})
-
-
-class _FunctionDelta(msgspec.Struct):
-    name: str | None = None
-    arguments: str | None = None
-
-
-class _ToolCallDelta(msgspec.Struct):
-    index: int = 0
-    id: str | None = None
-    function: _FunctionDelta | None = None
-
-
-class _Delta(msgspec.Struct):
-    content: str | None = None
-    tool_calls: list[_ToolCallDelta] | None = None
-
-
-class _Choice(msgspec.Struct):
-    index: int = 0
-    delta: _Delta | None = None
-
-
-class _Chunk(msgspec.Struct):
-    choices: list[_Choice] = []
-
-
-_chunk_decoder = msgspec.json.Decoder(_Chunk)

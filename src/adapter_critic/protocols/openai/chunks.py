@@ -1,8 +1,11 @@
-"""The OpenAI `chat.completion.chunk` stream a client gets (SPEC §8): relayed upstream chunks with our ids, a
-known answer cut into chunks, and the tail — the finish chunk, the usage chunk when asked for, `[DONE]`.
+"""The OpenAI `chat.completion.chunk`: the stream a client gets (SPEC §8), and an upstream's chunk as it is read.
 
-The `adapter_critic` extension rides on exactly one chunk: the last before `[DONE]`. No chunk but the usage
-chunk carries a non-null `usage`.
+`ChunkWriter` writes the stream: relayed upstream chunks with our ids, a known answer cut into chunks, and the
+tail — the finish chunk, the usage chunk when asked for, `[DONE]`. The `adapter_critic` extension rides on exactly
+one chunk: the last before `[DONE]`. No chunk but the usage chunk carries a non-null `usage`.
+
+`Chunk` is the one view of an upstream chunk (`chunk_decoder`): the fields the relay (`pipeline.relay`) and the
+other protocols' stream renderers read, and no others, so the rest passes through untouched and costs nothing.
 """
 
 from __future__ import annotations
@@ -12,8 +15,8 @@ from typing import Any
 
 import msgspec
 
-from ...core import Answer
-from ...errors import Rendered
+from ...core import Answer, Usage
+from ...errors import ErrorObject, Rendered
 from ...events import RunRecord, extension
 
 KEEPALIVE = b": keep-alive\n\n"
@@ -138,3 +141,56 @@ def _leading(payload: bytes, fields: dict[str, msgspec.Raw]) -> bytes | None:
         if payload.startswith(leading):
             return leading
     return None
+
+
+# -- an upstream chunk, as read ---------------------------------------------------------------------------
+class Delta(msgspec.Struct):
+    content: str | None = None
+    # Left raw: the relay only asks whether there are any (and passes on what it is sent); a renderer that reads
+    # them reads each with `tool_calls`.
+    tool_calls: list[msgspec.Raw] | None = None
+    refusal: str | None = None
+    reasoning_content: str | None = None  # vLLM, DeepSeek, llama.cpp
+    reasoning: str | None = None  # the same, as other servers name it
+
+
+class ChunkChoice(msgspec.Struct):
+    index: int = 0
+    delta: Delta | None = None
+    finish_reason: str | None = None
+
+
+class Chunk(msgspec.Struct):
+    """The fields of an upstream `chat.completion.chunk` that are read; the rest passes through untouched."""
+
+    choices: list[ChunkChoice] = []
+    usage: Usage | None = None
+    error: ErrorObject | None = None  # an error event, `{"error": {"message": ...}}`
+
+
+class FunctionDelta(msgspec.Struct):
+    name: str | None = None
+    arguments: str | None = None
+
+
+class ToolCallDelta(msgspec.Struct):
+    """One of a delta's `tool_calls`: which call it continues (`index`), and its id, name and arguments so far."""
+
+    index: int = 0
+    id: str | None = None
+    function: FunctionDelta | None = None
+
+
+chunk_decoder = msgspec.json.Decoder(Chunk)
+_tool_call_decoder = msgspec.json.Decoder(ToolCallDelta)
+
+
+def tool_calls(delta: Delta) -> list[ToolCallDelta]:
+    """A delta's tool calls as read (`ToolCallDelta`); one that is not a tool call's delta is left out."""
+    calls = []
+    for raw in delta.tool_calls or ():
+        try:
+            calls.append(_tool_call_decoder.decode(raw))
+        except msgspec.ValidationError:  # malformed: relayed as sent to a chunk stream, left out of other streams
+            continue
+    return calls

@@ -2,5 +2,5 @@
 
 `protocol` is the plug-in (registered as `responses`); `wire` holds the Structs; `inbound` maps a request onto
 the run's (`items`: input items as chat messages); `outbound` a finished run onto the `response` object; and
-`stream` renders a streamed run's events (`views`: the upstream chunks as it reads them).
+`stream` renders a streamed run's events (from the upstream chunks, read as `protocols.openai.chunks.Chunk`).
 """

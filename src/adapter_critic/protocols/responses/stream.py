@@ -23,12 +23,11 @@ from typing import Any
 import msgspec
 
 from ...core import Answer
-from ...errors import Rendered
+from ...errors import ErrorObject, Rendered, read_error_body
 from ...events import RunRecord
-from ..openai.chunks import KEEPALIVE
+from ..openai.chunks import KEEPALIVE, chunk_decoder, tool_calls
 from .inbound import Echo
 from .outbound import call_item, finished, new_id, reasoning_of, response_of, stop_status
-from .views import ErrorView, chunk_decoder, envelope_decoder
 from .wire import (
     ArgumentsDelta,
     ArgumentsDone,
@@ -140,16 +139,15 @@ class ResponsesEvents:
 
     def error_event(self, rendered: Rendered) -> bytes:
         """The end of a stream that failed after it started: an `error` event, then `response.failed`."""
-        try:
-            error = envelope_decoder.decode(rendered.body).error
-        except msgspec.DecodeError:
-            error = ErrorView()
+        parsed = read_error_body(rendered.body)
+        error = parsed.error if parsed is not None else ErrorObject()
+        message = error.message if error.message is not None else "The request failed."
         code = str(error.code) if error.code is not None else error.type
         out = self._open()
-        out += self._event(Error(sequence_number=self._next(), code=code, message=error.message, param=error.param))
+        out += self._event(Error(sequence_number=self._next(), code=code, message=message, param=error.param))
         response = self._snapshot("failed")
         kind = "rate_limit_exceeded" if rendered.status == 429 else "server_error"
-        response.error = ResponseError(code=kind, message=error.message, type=error.type, param=error.param)
+        response.error = ResponseError(code=kind, message=message, type=error.type, param=error.param)
         return out + self._event(Failed(sequence_number=self._next(), response=response))
 
     # -- items ----------------------------------------------------------------------------------------------
@@ -168,7 +166,7 @@ class ResponsesEvents:
                 out += self._reasoning_delta(thought)
             if delta.content:
                 out += self._text_delta(delta.content)
-            for call in delta.tool_calls or ():
+            for call in tool_calls(delta) if delta.tool_calls else ():
                 if call.index not in self._calls:
                     name = call.function.name if call.function is not None else None
                     out += self._start_call(call.index, call.id, name)
