@@ -86,6 +86,11 @@ class Overloaded(APIError):
     error_type = "server_error"
 
 
+class StreamIncomplete(Exception):
+    """The upstream's event stream ended without `data: [DONE]` (`upstream.sse.iter_batches` raises it; a protocol
+    whose streams have no `[DONE]` reads it as the end, `protocols.base.UpstreamWire.chunks`)."""
+
+
 UpstreamKind = Literal["status", "timeout", "unreachable", "bad_answer"]
 
 

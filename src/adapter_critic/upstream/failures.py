@@ -13,12 +13,11 @@ from collections.abc import Mapping
 import httpx
 
 from ..core import StageTarget, Usage
-from ..errors import UpstreamError, read_error_body
+from ..errors import StreamIncomplete, UpstreamError, read_error_body
 from ..redact import Secrets
 from .decoding import UndecodableAnswer
 from .limits import ResponseTooLarge
 from .retry import parse_retry_after
-from .sse import StreamIncomplete
 from .transport import AIOHTTP_ERRORS, as_httpx_error
 
 # What the transport, the size limit and the event stream reader raise; each maps to an `UpstreamError`.

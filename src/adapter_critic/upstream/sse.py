@@ -6,14 +6,10 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator
 
+from ..errors import StreamIncomplete
 from .limits import ResponseTooLarge
 
 DONE = b"[DONE]"
-
-
-class StreamIncomplete(Exception):
-    """The upstream's event stream ended without `data: [DONE]`."""
-
 
 _LINE_END = re.compile(rb"\r\n?|\n")
 

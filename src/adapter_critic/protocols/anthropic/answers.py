@@ -23,7 +23,7 @@ from typing import Any
 
 import msgspec
 
-from ...upstream.sse import StreamIncomplete
+from ...errors import StreamIncomplete
 from . import wire
 
 FINISH_REASONS = {
