@@ -28,7 +28,6 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..config import Config, load_config, require_absolute_urls
 from ..errors import RequestError, ServerError
-from ..observe import telemetry
 from ..observe.logs import served_line
 from ..protocols.base import Inbound
 from ..protocols.openai.render import JSON, encode, error_response
@@ -37,6 +36,7 @@ from ..store.settings import default_url
 from ..upstream.pinning import HostGuard, Resolver
 from ..upstream.retry import Sleep
 from ..viewer import Viewer
+from . import telemetry
 from .auth import AuthMiddleware
 from .chat import Service
 from .fastpath import App

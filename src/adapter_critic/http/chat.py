@@ -96,7 +96,7 @@ class Service:
         self.store = recording_store(config.store, store_default, self.secrets.values)
         self._plans: dict[str, Plan] = {}
         self._per_request_plans: set[str] = set()
-        self.metrics: Metrics | None = None  # set by `observe.telemetry.install`, as are these
+        self.metrics: Metrics | None = None  # set by `telemetry.install`, as are these
         self.tracing: Tracing | None = None
 
     def start(self) -> None:

@@ -16,12 +16,12 @@ import msgspec
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..config import Config, load_config
-from ..observe import telemetry
 from ..observe.logs import served_line
 from ..protocols.base import Inbound
 from ..protocols.openai import INBOUND as OPENAI
 from ..protocols.openai.render import error_response
 from ..upstream.retry import Sleep
+from . import telemetry
 from .auth import refusal
 from .chat import Service
 from .models import ServedModels, models_path

@@ -1,2 +1,3 @@
 """What a server tells its operators about the runs it serves: logs (`logs`), Prometheus metrics (`metrics`) and
-OpenTelemetry traces (`tracing`), each fed by the run events; `telemetry` turns the last two on."""
+OpenTelemetry traces (`tracing`), each fed by the run events; `http.telemetry` turns the last two on for a
+service."""

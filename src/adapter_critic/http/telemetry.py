@@ -4,6 +4,7 @@
 `install` adds the run-event subscribers to the service, the in-flight gauge to its admission and the outbound
 `traceparent` to its upstream calls, and returns the metrics endpoint (None when metrics are off). A switch that
 asks for a library that is not installed turns the feature off with one log line saying what to install.
+The observers themselves (`observe.metrics`, `observe.tracing`) know nothing of the service; this wiring does.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ import anyio.to_thread
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from .metrics import Metrics
+from ..observe.metrics import Metrics
 
 if TYPE_CHECKING:
-    from ..http.chat import Service
+    from .chat import Service
 
 logger = logging.getLogger("adapter_critic")
 
@@ -31,7 +32,7 @@ def install(service: Service, *, standalone: bool) -> MetricsEndpoint | None:
         if importlib.util.find_spec("opentelemetry") is None:
             logger.warning("tracing is off: it needs OpenTelemetry; pip install 'adapter_critic[otel]'")
         else:
-            from .tracing import Tracing, provider_is_set
+            from ..observe.tracing import Tracing, provider_is_set
 
             tracing = Tracing()
             if not provider_is_set():
