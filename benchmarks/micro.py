@@ -20,9 +20,9 @@ from typing import Any
 import msgspec
 
 from adapter_critic import Config
+from adapter_critic.pipeline.resolve import resolve
 from adapter_critic.pipeline.stages import stage_body
 from adapter_critic.request.decode import decode_request
-from adapter_critic.request.resolve import resolve
 from adapter_critic.workflows.edits import review
 
 from . import payloads

@@ -33,8 +33,8 @@ from starlette.types import ASGIApp
 from adapter_critic import AdapterCriticMiddleware, Config, create_app
 from adapter_critic.config import normalize_url
 from adapter_critic.errors import RequestError
+from adapter_critic.pipeline.resolve import check_overrides, resolve
 from adapter_critic.request.decode import ChatRequest, Overrides, decode_request
-from adapter_critic.request.resolve import check_overrides, resolve
 from adapter_critic.upstream.urlguard import is_metadata_address, override_url_problem
 from adapter_critic.workflows.edits import Edit, EditError, apply_edits, is_lgtm, parse_edits, review
 

@@ -30,9 +30,9 @@ from adapter_critic import AdapterCriticMiddleware, Config, ConfigError, create_
 from adapter_critic.errors import RequestError
 from adapter_critic.http.auth import InboundAuth
 from adapter_critic.http.chat import Service
+from adapter_critic.pipeline.resolve import bind_key, check_overrides, resolve
 from adapter_critic.redact import redact, secret_values
 from adapter_critic.request.decode import Message, Overrides
-from adapter_critic.request.resolve import bind_key, check_overrides, resolve
 from adapter_critic.upstream.urlguard import ip_of, override_url_problem
 from adapter_critic.workflows.edits import (
     MAX_EDIT_BLOCK_CHARS,

@@ -9,8 +9,8 @@ import pytest
 
 from adapter_critic import Config, RequestError
 from adapter_critic.core import Plan, StageTarget
+from adapter_critic.pipeline.resolve import bind_key, check_overrides, resolve
 from adapter_critic.request.decode import Overrides, decode_request
-from adapter_critic.request.resolve import bind_key, check_overrides, resolve
 from adapter_critic.workflows import registry
 from adapter_critic.workflows.base import NoSettings
 

@@ -29,9 +29,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ..config import Config, load_config, require_absolute_urls
 from ..errors import RequestError, ServerError
 from ..observe.logs import served_line
+from ..pipeline.resolve import unknown_model
 from ..protocols.base import Inbound
 from ..protocols.openai.render import JSON, encode, error_response
-from ..request.resolve import unknown_model
 from ..store.settings import default_url
 from ..upstream.pinning import HostGuard, Resolver
 from ..upstream.retry import Sleep

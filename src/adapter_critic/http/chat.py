@@ -22,13 +22,13 @@ from ..core import ChatRequest, Plan
 from ..errors import APIError, Overloaded, RequestError, internal_error
 from ..events import Subscriber
 from ..observe.logs import protect_request_ids, request_log, request_scope
+from ..pipeline.resolve import check_overrides, resolve
 from ..pipeline.run import Run
 from ..protocols import registry as protocols
 from ..protocols.base import Inbound
 from ..protocols.openai import INBOUND as OPENAI
 from ..protocols.openai.render import JSON
 from ..redact import Secrets, protect_logs
-from ..request.resolve import check_overrides, resolve
 from ..store.recorder import RunRecorder
 from ..store.settings import recording_store, start_recording
 from ..upstream.client import Upstream

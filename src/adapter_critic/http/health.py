@@ -21,8 +21,8 @@ import httpx
 from ..config import Config, Target
 from ..core import StageTarget
 from ..errors import ServerError
+from ..pipeline.resolve import bind_key
 from ..redact import redact_userinfo
-from ..request.resolve import bind_key
 from ..upstream.client import Upstream
 from ..upstream.failures import describe_transport_error
 

@@ -21,8 +21,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..config import Config
 from ..core import StageTarget
 from ..errors import RequestError
+from ..pipeline.resolve import bind_key
 from ..protocols.openai.render import error_response
-from ..request.resolve import bind_key
 from ..upstream.client import Upstream
 from ..upstream.failures import TRANSPORT_ERRORS, transport_error
 from ..upstream.limits import read_limited, sent

@@ -1,4 +1,4 @@
-"""Override checks, stage-target resolution and credential binding (SPEC §4).
+"""A request's plan, the run's input: override checks, stage-target resolution and credential binding (SPEC §4).
 
 Credentials are bound to URLs: a configured key is only ever sent to the `base_url` it is
 configured with, so no request can make the server send a secret to a host the operator did not
@@ -17,9 +17,9 @@ from ..config import Config, ServedModel, Target, normalize_url
 from ..core import Plan, StageTarget
 from ..errors import RequestError
 from ..redact import redact_userinfo
+from ..request.decode import Overrides
 from ..upstream.urlguard import needs_resolution, override_url_problem, parse_url
 from ..workflows import registry
-from .decode import Overrides
 
 
 def check_overrides(
