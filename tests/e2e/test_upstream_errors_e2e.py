@@ -5,6 +5,7 @@ it said it. Chat completions, Anthropic Messages and Responses, plain and stream
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -128,3 +129,61 @@ def test_an_upstream_4xx_on_the_first_call_is_relayed_as_the_upstream_said_it(
     assert detail["type"] == "invalid_request_error"
     if protocol != "messages":  # the OpenAI envelope, whole: its `param` too
         assert detail["param"] == "messages"
+
+
+# -- an unusable answer's usage counts in its stage (SPEC §5) -------------------------------------------------------
+
+DRAFT_USAGE = {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}  # the scripted upstream's default
+SPENT = {"prompt_tokens": 4, "completion_tokens": 2, "total_tokens": 6}
+UNUSABLE = [
+    {"id": "x", "object": "chat.completion", "choices": [], "usage": SPENT},
+    {"id": "x", "object": "chat.completion", "choices": [{"index": 0, "message": "just a string"}], "usage": SPENT},
+    {"object": "list", "data": [], "usage": SPENT},
+]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+@pytest.mark.parametrize("body", UNUSABLE, ids=["no-choices", "string-message", "not-a-completion"])
+def test_a_degraded_critic_counts_the_usage_its_unusable_answer_reported(
+    app_url: str, up: Upstream, body: dict[str, Any], stream: bool
+) -> None:
+    up.script({"content": "It is in Paris.", "model": "api-model"}, {"body": json.dumps(body), "model": "critic-model"})
+    client = sdk(OpenAI(base_url=f"{app_url}/v1", api_key="x", max_retries=0))
+    if stream:
+        chunks = list(
+            client.chat.completions.create(
+                model="e2e-critic", messages=QUESTION, stream=True, stream_options={"include_usage": True}
+            )
+        )
+        text = "".join(chunk.choices[0].delta.content or "" for chunk in chunks if chunk.choices)
+        last = chunks[-1]
+    else:
+        completion = client.chat.completions.create(model="e2e-critic", messages=QUESTION)
+        text, last = completion.choices[0].message.content or "", completion
+
+    assert text == "It is in Paris."  # the draft stands
+    assert last.model_extra is not None and last.usage is not None
+    ext = last.model_extra["adapter_critic"]
+    assert ext["degraded"] is True and "critic_error" in ext["intermediate"]
+    assert ext["tokens"]["stages"] == {"api_draft": DRAFT_USAGE, "critic": SPENT}
+    assert ext["tokens"]["total"] == {"prompt_tokens": 5, "completion_tokens": 4, "total_tokens": 9}
+    assert last.usage.model_dump(exclude_none=True) == ext["tokens"]["total"]
+    assert "critic" not in ext["tokens"].get("unreported", [])
+
+
+def test_a_streamed_second_pass_answering_unusable_json_counts_its_usage(app_url: str, up: Upstream) -> None:
+    # An upstream that ignores `"stream": true` and answers JSON that is no completion: the draft stands, and the
+    # second pass counts what it reported.
+    up.script(
+        {"content": "It is in Lyon.", "model": "api-model"},
+        {"content": "Wrong city.", "model": "critic-model"},
+        {"body": json.dumps(UNUSABLE[0]), "model": "api-model"},
+    )
+    client = sdk(OpenAI(base_url=f"{app_url}/v1", api_key="x", max_retries=0))
+    chunks = list(client.chat.completions.create(model="e2e-critic", messages=QUESTION, stream=True))
+
+    assert "".join(chunk.choices[0].delta.content or "" for chunk in chunks if chunk.choices) == "It is in Lyon."
+    assert chunks[-1].model_extra is not None
+    ext = chunks[-1].model_extra["adapter_critic"]
+    assert ext["degraded"] is True and "api_final_error" in ext["intermediate"]
+    assert ext["tokens"]["stages"] == {"api_draft": DRAFT_USAGE, "critic": DRAFT_USAGE, "api_final": SPENT}
