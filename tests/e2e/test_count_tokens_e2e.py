@@ -121,6 +121,15 @@ def test_a_llamacpp_target_counts_the_text_on_its_tokenize(claude: anthropic.Ant
     ]
 
 
+def test_images_a_llamacpp_target_cannot_see_are_estimated(claude: anthropic.Anthropic, up: Upstream) -> None:
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
+    looking: Any = [{"role": "user", "content": [{"type": "text", "text": "What is this?"}, image]}]
+    tokens, how = counted(claude, "c-llamacpp", messages=looking)
+
+    assert (tokens, how) == (4 + 1600, "estimate")  # "user: What is this?" counted there, the image estimated
+    assert up.calls()[-1]["body"] == {"content": "user: What is this?"}
+
+
 def test_an_upstream_that_cannot_count_gets_an_estimate(claude: anthropic.Anthropic, up: Upstream) -> None:
     text = "x" * 3994  # "user: " + 3994 characters: 4,000 characters, about 1,000 tokens
     first = counted(claude, "c-openai", messages=[{"role": "user", "content": text}])
