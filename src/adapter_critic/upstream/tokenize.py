@@ -1,12 +1,12 @@
 """`TokenCounter`: asking a stage target's upstream how many tokens a request's input is, where it can say.
 
 - A target with `protocol = "anthropic"`: its own `POST {base_url}/messages/count_tokens` (`{"input_tokens": N}`).
-- An OpenAI-compatible target: the model server's `POST /tokenize`, at the root of its `base_url`'s origin and path
+- An OpenAI-compatible target: the model server's `POST /tokenize`, beside its `base_url`'s `/v1`
   (`http://host:8000/v1` → `http://host:8000/tokenize`), as vLLM and llama.cpp serve it. vLLM's takes the chat
   (`{"model", "messages", "tools"}`, its chat template applied) and answers `{"count": N, ...}`; llama.cpp's takes
   text (`{"content": ...}`) and answers `{"tokens": [...]}`. vLLM's form is asked first (a llama.cpp server
-  answers it with no `count`), then llama.cpp's; which one a URL answered, or that it answered neither, is
-  remembered for the URL's next counts.
+  answers it with no `count`), then llama.cpp's; which one a URL answered, or that it has no such endpoint (404
+  or 405 to both), is remembered for the URL's next counts.
 
 The call carries the target's key like a stage call (it goes to the same server). Any failure — no such endpoint,
 an error status, a timeout, an answer without a count — is None: the caller estimates instead.
@@ -38,6 +38,8 @@ class _Count(msgspec.Struct):
 
 _count_decoder = msgspec.json.Decoder(_Count)
 _encoder = msgspec.json.Encoder()
+# The statuses that say "no such endpoint": a URL that answers both forms with one of them is not asked again.
+_NO_ENDPOINT = frozenset({404, 405})
 
 
 class TokenCounter:
@@ -60,25 +62,28 @@ class TokenCounter:
         kind = self._kinds.get(url)
         if kind == "none":
             return None
+        statuses: list[int | None] = []
         if kind != "llama.cpp":
-            answered, answer = await self._post(target, url, _encoder.encode({"model": target.model, **chat}))
+            status, answer = await self._post(target, url, _encoder.encode({"model": target.model, **chat}))
             if answer is not None and answer.count is not None:
                 self._kinds[url] = "vllm"
                 return answer.count, "vllm"
-            if not answered:
+            if status is None or status >= 500:
                 return None  # down or failing: nothing learned, asked again next time
-        answered, answer = await self._post(target, url, _encoder.encode({"content": text}))
+            statuses.append(status)
+        status, answer = await self._post(target, url, _encoder.encode({"content": text}))
         if answer is not None and answer.tokens is not None:
             self._kinds[url] = "llama.cpp"
             return len(answer.tokens), "llama.cpp"
-        if answered and kind is None:
-            logger.info("%s has no /tokenize this server can read; its token counts are estimated", target.label)
+        statuses.append(status)
+        if kind is None and all(status in _NO_ENDPOINT for status in statuses):
+            logger.info("%s serves no /tokenize; its token counts are estimated", target.label)
             self._kinds[url] = "none"
         return None
 
-    async def _post(self, target: StageTarget, url: str, body: bytes) -> tuple[bool, _Count | None]:
-        """POST `body` to `url` with the target's headers: whether the server answered (a status below 500), and
-        its answer when that is a 200 JSON object."""
+    async def _post(self, target: StageTarget, url: str, body: bytes) -> tuple[int | None, _Count | None]:
+        """POST `body` to `url` with the target's headers: the answer's status (None: no answer), and the answer
+        when it is a 200 JSON object."""
         client = self.upstream.client_for(target.base_url, target.pinned)
         headers = self.upstream.headers_for(target)
         timeout = self.upstream.timeout_for(target)
@@ -89,13 +94,13 @@ class TokenCounter:
                     content = await read_limited(response, self.max_response_bytes) if status == 200 else b""
         except TRANSPORT_ERRORS as exc:
             logger.warning("counting tokens on %s failed (%s); estimating instead", target.label, type(exc).__name__)
-            return False, None
+            return None, None
         if status != 200:
-            return status < 500, None
+            return status, None
         try:
-            return True, _count_decoder.decode(content)
+            return status, _count_decoder.decode(content)
         except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):  # not JSON, or no count of a known shape
-            return True, None
+            return status, None
 
 
 def tokenize_url(base_url: str) -> str:
