@@ -102,6 +102,10 @@ class ScriptedUpstream:
                 Route("/{prefix:path}/chat/completions", self._chat, methods=["POST"]),
                 Route("/chat/completions", self._chat, methods=["POST"]),
                 Route("/{prefix:path}/messages", self._messages, methods=["POST"]),
+                Route("/{prefix:path}/messages/count_tokens", self._count_tokens, methods=["POST"]),
+                Route("/vllm/tokenize", self._vllm_tokenize, methods=["POST"]),
+                Route("/llamacpp/tokenize", self._llamacpp_tokenize, methods=["POST"]),
+                Route("/tokenize", self._no_tokenize, methods=["POST"]),
                 Route("/{prefix:path}/embeddings", self._embeddings, methods=["POST"]),
                 Route("/{prefix:path}/completions", self._completions, methods=["POST"]),
                 Route("/{prefix:path}/responses", self._responses, methods=["POST"]),
@@ -256,6 +260,33 @@ class ScriptedUpstream:
             Call(request.method, str(request.url), request.url.path, headers.get("host", ""), headers, body)
         )
         return dict(body)
+
+    # -- token counting: Anthropic's count_tokens, and /tokenize as vLLM and llama.cpp serve it ------------------
+    # Counts are made up but deterministic, and differ per kind, so a test can tell which one counted.
+    async def _count_tokens(self, request: Request) -> Response:
+        """Anthropic's `/messages/count_tokens`: 100 + 1 per message; under a `/broken/` prefix, a 500."""
+        body = await self._record(request)
+        if request.url.path.startswith("/broken/"):
+            return JSONResponse({"type": "error", "error": {"type": "api_error", "message": "down"}}, status_code=500)
+        return JSONResponse({"input_tokens": 100 + len(body.get("messages") or [])})
+
+    async def _vllm_tokenize(self, request: Request) -> Response:
+        """vLLM's `/tokenize` of a chat: 200 + 1 per message; a body without `messages` or `prompt` is a 400."""
+        body = await self._record(request)
+        if "messages" not in body and "prompt" not in body:
+            return JSONResponse({"object": "error", "message": "Field required", "code": 400}, status_code=400)
+        count = 200 + len(body.get("messages") or [])
+        return JSONResponse({"count": count, "max_model_len": 8192, "tokens": list(range(count))})
+
+    async def _llamacpp_tokenize(self, request: Request) -> Response:
+        """llama.cpp's `/tokenize`: one token per word of `content`; no `content` tokenizes nothing."""
+        body = await self._record(request)
+        return JSONResponse({"tokens": list(range(len(str(body.get("content", "")).split())))})
+
+    async def _no_tokenize(self, request: Request) -> Response:
+        """An OpenAI-only server's `/tokenize`: recorded, and not found."""
+        await self._record(request)
+        return JSONResponse({"error": {"message": "Not found", "type": "invalid_request_error"}}, status_code=404)
 
     async def _embeddings(self, request: Request) -> Response:
         body = await self._record(request)

@@ -128,7 +128,7 @@ class UpstreamError(APIError):
             status, code = 504, "upstream_timeout"
         elif rate_limited:
             status, code = 429, "rate_limit_exceeded"
-        elif relay and upstream_status is not None and 400 <= upstream_status < 500:
+        elif upstream_status is not None and self.relays_body:
             status, code = upstream_status, None
         else:
             status, code = 502, None
@@ -140,7 +140,7 @@ class UpstreamError(APIError):
         )
         if rate_limited:
             self.error_type = "rate_limit_error"
-        elif status != 502 and status != 504:
+        elif self.relays_body:
             self.error_type = "invalid_request_error"
 
     @property
@@ -150,8 +150,11 @@ class UpstreamError(APIError):
 
     @property
     def relays_body(self) -> bool:
-        """The client gets the upstream's own (redacted) error envelope: it is relayed with its status."""
-        return self.relay and self.status_code == self.upstream_status != 429
+        """The client gets the upstream's own status and (redacted) error envelope: a 4xx other than 429 on the
+        first API call. Decided by the upstream's status alone — an upstream 502 is this server's 502 too, but its
+        body is the upstream's trouble, not the client's, and gets this server's own envelope like any 5xx."""
+        status = self.upstream_status
+        return self.relay and self.kind == "status" and status is not None and 400 <= status < 500 and status != 429
 
     def evolve(self, **changes: Any) -> UpstreamError:
         """A copy with `changes` (the error itself is never changed)."""

@@ -75,11 +75,13 @@ class AnswerChunks:
     """Upstream `chat.completion.chunk` payloads of a streamed final answer that arrived together.
 
     `payloads` go to the client in order; `finish` is the chunk carrying `finish_reason`, which the client
-    gets last, with the run's tail."""
+    gets last, with the run's tail; `usage`, what the call's upstream reported so far (an upstream may report
+    its input tokens as it starts)."""
 
     stage: str
     payloads: list[bytes]
     finish: bytes | None = None
+    usage: Usage | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -160,6 +160,42 @@ def test_the_sdk_streams_a_message(claude: anthropic.Anthropic, up: Upstream) ->
     assert final.usage.output_tokens == 9
 
 
+def usage_events(client: anthropic.Anthropic, model: str) -> tuple[Any, Any]:
+    """The usage of a streamed answer's `message_start` and of its `message_delta`, as the SDK reads them."""
+    events = list(client.messages.create(model=model, max_tokens=300, messages=QUESTION, stream=True))
+    [start] = [event for event in events if event.type == "message_start"]
+    [delta] = [event for event in events if event.type == "message_delta"]
+    return start.message.usage, delta.usage
+
+
+def test_message_start_carries_the_input_tokens_of_the_stages_before_the_answer(
+    claude: anthropic.Anthropic, up: Upstream
+) -> None:
+    critic_script(up)
+    start, delta = usage_events(claude, "a-critic")
+
+    # The draft's (1) and the Claude critique's (10) are known before the answer starts; the second pass's own (1)
+    # too when its usage chunk came in the same read as its first text.
+    assert start.input_tokens in (11, 12)
+    assert (delta.input_tokens, delta.output_tokens) == (12, 9)  # the totals, at the end
+
+
+def test_message_start_carries_the_final_calls_input_when_its_upstream_reports_it_first(
+    claude: anthropic.Anthropic, up: Upstream
+) -> None:
+    # The second pass's upstream reports its usage on every chunk (vLLM's `continuous_usage_stats`): its input is
+    # known with its first text.
+    up.script(
+        {"content": "It is in Lyon.", "model": "local-model"},
+        {"content": "Wrong city: it is in Paris.", "model": "claude-critic"},
+        {"content": "The Eiffel Tower is in Paris.", "model": "local-model", "stream_usage": "every_chunk"},
+    )
+    start, delta = usage_events(claude, "a-critic")
+
+    assert start.input_tokens == 12
+    assert (delta.input_tokens, delta.output_tokens) == (12, 9)
+
+
 def test_the_sdk_uses_a_tool_and_sends_its_result(claude: anthropic.Anthropic, up: Upstream) -> None:
     call = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}
     up.script({"content": None, "tool_calls": [call], "finish_reason": "tool_calls"}, {"content": "It is 18C."})

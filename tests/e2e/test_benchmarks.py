@@ -143,8 +143,9 @@ def test_anthropic_mapping_benchmark_maps_what_it_times() -> None:
     assert completion is not None
     assert json.loads(completion)["choices"][0]["message"]["content"] == payloads.ANSWER
     events = anthropic_mapping.stream_events()
-    # A chunk per text delta, the role chunk, the finish and usage chunks; nothing for the block's start and stop.
-    assert anthropic_mapping.translate_stream(events) == len(events) - 2
+    # A chunk per text delta, the role chunk and the input usage chunk, the finish and usage chunks; nothing for the
+    # block's start and stop.
+    assert anthropic_mapping.translate_stream(events) == len(events) - 1
 
 
 @pytest.mark.anyio

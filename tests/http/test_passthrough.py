@@ -66,6 +66,25 @@ async def test_without_a_passthrough_other_paths_are_404(serve: AppFactory, upst
     assert upstream.calls == []
 
 
+async def test_count_tokens_of_a_model_not_served_and_other_messages_paths_go_to_the_passthrough(
+    serve: AppFactory, upstream: ScriptedUpstream
+) -> None:
+    question = [{"role": "user", "content": "Hi"}]
+    async with serve(passthrough_config()) as client:
+        served = await client.post("/messages/count_tokens", json={"model": "m-direct", "messages": question})
+        relayed = await client.post("/messages/count_tokens", json={"model": "claude-x", "messages": question})
+        other = await client.post("/messages/batches", json={})
+    # The served model's API target (OpenAI-only) cannot count: estimated here; the others are the upstream's.
+    assert served.headers["x-adapter-critic-token-count"] == "estimate"
+    assert relayed.json() == {"input_tokens": 101} and "x-adapter-critic-token-count" not in relayed.headers
+    assert (other.status_code, other.text) == (404, "Not Found")  # the upstream's own 404, relayed
+    assert [call.url for call in upstream.calls] == [
+        "http://upstream.test/tokenize",
+        "http://upstream.test/tokenize",
+        f"{UPSTREAM_URL}/messages/count_tokens",
+    ]
+
+
 async def test_a_body_over_the_limit_is_refused(serve: AppFactory, upstream: ScriptedUpstream) -> None:
     async with serve(passthrough_config(max_body_bytes=64)) as client:
         response = await client.post("/embeddings", json={"model": "embedder", "input": "x" * 100})

@@ -299,6 +299,21 @@ async def test_a_recorded_event_stream_reads_as_chat_completion_chunks() -> None
 
 
 @pytest.mark.anyio
+async def test_message_starts_input_tokens_are_a_usage_chunk_right_after_the_role_chunk() -> None:
+    # Known before any text: the relay counts them from the start, and the last usage chunk replaces them.
+    head = RECORDED_STREAM.split(b"event: content_block_start")[0]
+    chunks = await _translated(head + b'event: message_stop\ndata: {"type": "message_stop"}\n\n')
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert chunks[1]["choices"] == []
+    assert chunks[1]["usage"] == {
+        "prompt_tokens": 502,
+        "completion_tokens": 2,
+        "total_tokens": 504,
+        "prompt_tokens_details": {"cached_tokens": 30},
+    }
+
+
+@pytest.mark.anyio
 async def test_an_error_event_becomes_an_error_payload() -> None:
     head = RECORDED_STREAM.split(b"event: content_block_stop")[0]
     error = b'event: error\ndata: {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}\n\n'

@@ -877,6 +877,20 @@ async def test_a_degraded_reviewer_counts_the_usage_its_failure_reported(upstrea
     assert data["usage"] == summed(ANSWERED, SPENT)
 
 
+async def test_every_retried_unusable_answer_counts_what_it_reported(upstream: ScriptedUpstream) -> None:
+    # 200s that are no usable completion (no choices) but report usage: retried, each attempt counted, then degraded.
+    no_choices = {"object": "chat.completion", "choices": [], "usage": SPENT}
+    unusable = Reply(body=json.dumps(no_choices), model="critic-model")
+    upstream.script(Reply(DRAFT, model="api-model"), unusable, unusable)
+    async with running(config(retries=1), upstream.app) as (client, _):
+        data = ok(await post(client, chat("m-critic")))
+
+    ext = data["adapter_critic"]
+    assert ext["degraded"] is True and len(upstream.calls) == 3
+    assert ext["tokens"]["stages"] == {"api_draft": ANSWERED, "critic": summed(SPENT, SPENT)}
+    assert data["usage"] == summed(ANSWERED, SPENT, SPENT)
+
+
 async def test_a_broken_stream_that_reported_usage_is_counted_when_retried(upstream: ScriptedUpstream) -> None:
     # The second pass breaks off (no `[DONE]`) after its usage chunk but before any answer text went out: it is
     # retried, and the stage counts both attempts.

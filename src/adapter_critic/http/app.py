@@ -39,6 +39,8 @@ from ..viewer import Viewer
 from . import telemetry
 from .auth import AuthMiddleware
 from .chat import Service
+from .count_tokens import HEADER as TOKEN_COUNT_HEADER
+from .count_tokens import count_tokens_routes
 from .fastpath import App
 from .health import DeepHealth
 from .models import model_object
@@ -160,6 +162,7 @@ def build_app(service: Service, *, prefix: str = "", standalone: bool = False) -
             Route(f"{prefix}/models", models, methods=["GET"]),
             Route(f"{prefix}/models/{{model:path}}", _ASGIEndpoint(model), methods=["GET"]),
             Route(f"{prefix}/health", health, methods=["GET"]),
+            *count_tokens_routes(service, prefix, passthrough),
             *runs_routes(service, prefix),
             *([Route(metrics_path, _ASGIEndpoint(metrics), methods=["GET"])] if metrics is not None else []),
             *(viewer.routes() if viewer is not None else []),
@@ -247,7 +250,7 @@ def _middleware(service: Service, prefix: str, public: list[str]) -> list[Middle
                     "anthropic-version",
                     "anthropic-beta",
                 ],
-                expose_headers=["x-request-id", "retry-after", "x-should-retry"],
+                expose_headers=["x-request-id", "retry-after", "x-should-retry", TOKEN_COUNT_HEADER],
                 max_age=600,
             )
         )

@@ -108,8 +108,8 @@ class AuthMiddleware:
     """Pure ASGI: refuse HTTP requests without an accepted API key (401), except those to `public_paths`.
 
     Paths are compared relative to the app's mount point (`root_path`), so `/health` also matches a
-    mounted `/v1/health`. A path in `routes` is a protocol's route: the key is looked for where its clients
-    send it, and a refusal is in its error envelope. Lifespan and other non-HTTP scopes pass through.
+    mounted `/v1/health`. A path in `routes` is a protocol's route (or lies under one): the key is looked for
+    where its clients send it, and a refusal is in its error envelope. Lifespan and other non-HTTP scopes pass through.
     """
 
     def __init__(
@@ -129,12 +129,17 @@ class AuthMiddleware:
         if scope["type"] == "http":
             path = route_path(scope)
             if path not in self.public_paths:
-                inbound = self.routes.get(path)
+                inbound = self.routes.get(path) or _route_above(self.routes, path)
                 error = self.auth.check(scope, inbound)
                 if error is not None:
                     await refusal(error, inbound)(scope, receive, send)
                     return
         await self.app(scope, receive, send)
+
+
+def _route_above(routes: Mapping[str, Inbound], path: str) -> Inbound | None:
+    """The protocol of the route `path` lies under (`/messages/count_tokens`: Anthropic's), if any."""
+    return next((inbound for route, inbound in routes.items() if path.startswith(route + "/")), None)
 
 
 def refusal(error: AuthenticationError, inbound: Inbound | None) -> Response:

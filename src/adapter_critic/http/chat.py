@@ -173,6 +173,7 @@ class Service:
                     progress=bool(request.overrides is not None and request.overrides.progress),
                     errors=inbound.render_error,
                     headers=[(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()],
+                    record=run.record,
                 )
             if receive is None:
                 record = await run.execute()

@@ -25,6 +25,7 @@ import anyio
 from anyio import CancelScope
 from starlette.types import Receive, Scope, Send
 
+from ..core import Usage
 from ..errors import APIError, Rendered, internal_error, render_error
 from ..events import AnswerChunks, RunRecord, StageFinished
 from ..protocols.base import Redact, StreamRenderer
@@ -60,9 +61,13 @@ class StreamResponse:
         progress: bool = False,
         errors: Callable[[APIError, Redact | None], Rendered] = render_error,
         headers: list[tuple[bytes, bytes]] | None = None,
+        record: RunRecord | None = None,
     ) -> None:
         self.run = run
         self.chunks = chunks
+        # The run's record as it goes, and the renderer's optional `begin` (`protocols.base.StreamRenderer`).
+        self.record = record
+        self._begin: Callable[[Usage], None] | None = getattr(chunks, "begin", None) if record is not None else None
         self.request_id = request_id
         self.keepalive_seconds = keepalive_seconds
         self.redact = redact
@@ -102,6 +107,7 @@ class StreamResponse:
         """Run the request and stream its answer, then end the response: normally, or with the error (`_end`)."""
         try:
             record = await self.run(self._relay, self._progress if self.progress else None)
+            self._beginning(None)
             if self._relayed:
                 await self._write(self.chunks.tail(record, self._finish))
             else:  # the answer was known whole (an adapter's, a degraded draft)
@@ -132,7 +138,18 @@ class StreamResponse:
         if chunks.finish is not None:
             self._finish = chunks.finish
         if chunks.payloads:
+            self._beginning(chunks.usage)
             await self._write(self.chunks.relayed(chunks.payloads))
+
+    def _beginning(self, reported: Usage | None) -> None:
+        """Before the answer's first event: tell the renderer the usage known so far — every stage finished, and
+        what the final call's upstream has `reported` — once."""
+        if self._begin is None or self.record is None:
+            return
+        known = self.record.total_usage()
+        known.add(reported)
+        self._begin(known)
+        self._begin = None
 
     # -- writing ---------------------------------------------------------------------------------
     # The producer (this request's own task) writes each event straight to the client; the

@@ -63,12 +63,12 @@ class Relay:
                 self._take(payload, out)
         finally:  # what arrived before a broken chunk still goes out, ahead of the error
             if out:
-                await self._sink(AnswerChunks(self.stage, out))
+                await self._sink(AnswerChunks(self.stage, out, usage=self.usage))
 
     async def close(self) -> None:
         """The upstream said `[DONE]`: send what was held (an answer with no content) and the finish chunk."""
         held, self._held = self._held, []
-        await self._sink(AnswerChunks(self.stage, held, self._finish))
+        await self._sink(AnswerChunks(self.stage, held, self._finish, self.usage))
 
     def _take(self, payload: bytes, out: list[bytes]) -> None:
         chunk = self._decode(payload)

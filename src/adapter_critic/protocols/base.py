@@ -47,6 +47,10 @@ class StreamRenderer(TypingProtocol):
     The stream writer (`http.stream`) calls, in order: `answer` or `relayed` (any number of times), then `tail`
     once; `progress` between them when the client asked for progress; `error_event` instead of `tail` when the
     run fails after the first byte went out. Each returns the bytes to write (whole SSE events, maybe none).
+
+    A renderer whose first event carries usage (Anthropic's `message_start`) may also have `begin(known: Usage)`:
+    called once, before the first `relayed` or `answer` (or `tail`), with the usage known by then — the stages
+    that finished, and what the final call's upstream reported as it started.
     """
 
     keepalive: bytes  # written whenever nothing went out for `keepalive_seconds` (an SSE comment, or a ping)

@@ -28,7 +28,7 @@ from ..protocols.base import UpstreamWire
 from ..redact import Secrets
 from ..version import USER_AGENT
 from .decoding import ACCEPT_ENCODING
-from .failures import TRANSPORT_ERRORS, bad_answer, status_error, transport_error
+from .failures import TRANSPORT_ERRORS, bad_answer, reported_usage, status_error, transport_error
 from .inprocess import asgi_stream
 from .limits import read_body
 from .pinning import pinned_client
@@ -197,7 +197,7 @@ class Upstream:
         except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):  # not JSON, not UTF-8, nested too deep
             completion = None
         if translated is None or completion is None or not completion.choices:
-            raise bad_answer(stage, target, f"did not answer with {_an_answer(target)}.")
+            raise bad_answer(stage, target, f"did not answer with {_an_answer(target)}.", reported_usage(translated))
         return completion.with_source(translated)
 
     @contextlib.asynccontextmanager
@@ -254,7 +254,7 @@ class Upstream:
     async def _as_stream(self, stage: str, target: StageTarget, content: bytes | None) -> AsyncIterator[list[bytes]]:
         payloads = None if content is None else completion_as_chunks(content)
         if payloads is None:
-            raise bad_answer(stage, target, f"did not answer with {_an_answer(target)}.")
+            raise bad_answer(stage, target, f"did not answer with {_an_answer(target)}.", reported_usage(content))
         yield payloads
 
     def _post(

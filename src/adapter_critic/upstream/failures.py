@@ -11,6 +11,7 @@ import socket
 from collections.abc import Mapping
 
 import httpx
+import msgspec
 
 from ..core import StageTarget, Usage
 from ..errors import StreamIncomplete, UpstreamError, read_error_body
@@ -125,3 +126,21 @@ def status_error(
 def bad_answer(stage: str, target: StageTarget, what: str, usage: Usage | None = None) -> UpstreamError:
     """The upstream answered, but not with what was asked for; `what` says what it sent."""
     return UpstreamError(stage=stage, target=target.label, kind="bad_answer", detail=what, usage=usage)
+
+
+class _Reported(msgspec.Struct):
+    usage: Usage | None = None
+
+
+_reported_decoder = msgspec.json.Decoder(_Reported)
+
+
+def reported_usage(body: bytes | None) -> Usage | None:
+    """The usage an answer that is no usable chat completion still reported (`choices: []`, a message of another
+    shape…): the upstream spent those tokens, and a failed attempt counts what its upstream reported (SPEC §5)."""
+    if body is None:
+        return None
+    try:
+        return _reported_decoder.decode(body).usage
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):  # not JSON, no usable `usage` object
+        return None

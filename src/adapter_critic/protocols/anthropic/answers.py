@@ -9,10 +9,11 @@ and a stream of Messages events as `chat.completion.chunk` payloads.
   `prompt_tokens_details.cached_tokens` (reads) and `cache_creation_tokens` (writes); `completion_tokens` is
   `output_tokens`.
 
-Streamed: `message_start` is the role chunk, `content_block_start` of a `tool_use` the tool call's id and name,
-`content_block_delta` the text, the arguments (`input_json_delta`) or the reasoning; `message_delta` the finish
-chunk and then a usage chunk; `message_stop` ends the answer; `ping` is nothing; an `error` event becomes an
-`{"error": {...}}` payload (the relay ends the call with it).
+Streamed: `message_start` is the role chunk (and a usage chunk with its input tokens, known from the start),
+`content_block_start` of a `tool_use` the tool call's id and name, `content_block_delta` the text, the arguments
+(`input_json_delta`) or the reasoning; `message_delta` the finish chunk and then a usage chunk (the whole usage);
+`message_stop` ends the answer; `ping` is nothing; an `error` event becomes an `{"error": {...}}` payload (the
+relay ends the call with it).
 """
 
 from __future__ import annotations
@@ -122,7 +123,12 @@ class StreamTranslator:
         if kind == "message_start" and event.message is not None:
             self.head["id"], self.head["model"] = event.message.id, event.message.model
             self.input = event.message.usage
-            return [self._chunk({"role": "assistant", "content": ""})]
+            role = self._chunk({"role": "assistant", "content": ""})
+            if self.input is None or self.input.input_tokens is None:
+                return [role]
+            # The input tokens, known from the start: a usage chunk of its own (the relay counts it, and
+            # `message_delta`'s usage chunk replaces it at the end).
+            return [role, _encoder.encode({**self.head, "choices": [], "usage": usage(self.input)})]
         if kind == "content_block_start" and event.content_block is not None and event.index is not None:
             block = event.content_block
             if block.type == "tool_use":

@@ -16,7 +16,7 @@ overrides (`x_adapter_critic`) and workflows apply:
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -25,14 +25,21 @@ from ...errors import RequestError
 from ...request.decode import decode_request
 from . import wire
 
+_T = TypeVar("_T")
 _decoder = msgspec.json.Decoder(wire.MessagesRequest)
 _encoder = msgspec.json.Encoder()
 
 
 def decode_messages(body: bytes, *, max_messages: int | None) -> ChatRequest:
     """The run's `ChatRequest` for a Messages request body; raises `RequestError` (400) naming the field."""
+    request = decoded(_decoder, body)
+    return decode_request(_encoder.encode(chat_body(request)), max_messages=max_messages)
+
+
+def decoded(decoder: msgspec.json.Decoder[_T], body: bytes) -> _T:
+    """`body` decoded as a Messages-shaped request; a `RequestError` (400) naming the field as the client sent it."""
     try:
-        request = _decoder.decode(body)
+        return decoder.decode(body)
     except msgspec.ValidationError as exc:
         message, _, where = str(exc).rpartition(" - at `$")
         param = where.rstrip("`").lstrip(".") if message else None
@@ -45,7 +52,6 @@ def decode_messages(body: bytes, *, max_messages: int | None) -> ChatRequest:
         raise RequestError("The request body is not a valid JSON object.") from None
     except RecursionError:
         raise RequestError("The request body is nested too deeply.") from None
-    return decode_request(_encoder.encode(chat_body(request)), max_messages=max_messages)
 
 
 def chat_body(request: wire.MessagesRequest) -> dict[str, Any]:

@@ -140,6 +140,12 @@ class MessagesStream:
         self._blocks = 0  # blocks opened so far (the next one's index)
         self._open: str | None = None  # "text" or "tool_use"
         self._tools: dict[int, int] = {}  # tool call index -> block index
+        self._known: dict[str, int] = {"input_tokens": 0, "output_tokens": 0}  # `message_start`'s usage
+
+    def begin(self, known: Usage) -> None:
+        """The usage known before the answer's first event: `message_start` carries it (the totals come with
+        `message_delta`)."""
+        self._known = usage(known)
 
     def relayed(self, payloads: list[bytes]) -> bytes:
         out = [self._start()]
@@ -200,7 +206,7 @@ class MessagesStream:
             "content": [],
             "stop_reason": None,
             "stop_sequence": None,
-            "usage": {"input_tokens": 0, "output_tokens": 0},
+            "usage": self._known,
         }
         return sse("message_start", {"message": message})
 
