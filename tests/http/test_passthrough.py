@@ -3,7 +3,7 @@ streamed both ways, with the configured key for that upstream and never the clie
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +88,21 @@ async def test_count_tokens_of_a_model_not_served_and_other_messages_paths_go_to
 async def test_a_body_over_the_limit_is_refused(serve: AppFactory, upstream: ScriptedUpstream) -> None:
     async with serve(passthrough_config(max_body_bytes=64)) as client:
         response = await client.post("/embeddings", json={"model": "embedder", "input": "x" * 100})
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "request_too_large"
+    assert upstream.calls == []
+
+
+async def test_a_body_without_a_length_is_refused_once_it_passes_the_limit(
+    serve: AppFactory, upstream: ScriptedUpstream
+) -> None:
+    async def body() -> AsyncIterator[bytes]:  # no content-length: counted while it is relayed
+        yield b'{"model": "embedder", "input": "'
+        yield b"x" * 100
+        yield b'"}'
+
+    async with serve(passthrough_config(max_body_bytes=64)) as client:
+        response = await client.post("/embeddings", content=body())
     assert response.status_code == 413
     assert response.json()["error"]["code"] == "request_too_large"
     assert upstream.calls == []

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import click
 
+from ..errors import AdapterCriticError
 
-class CliError(click.ClickException):
+
+class CliError(click.ClickException, AdapterCriticError):
     """A failure the user can fix (a file, a flag, a server); Click prints `Error: <message>` and exits 1."""
 
 
-class Interrupted(click.ClickException):
+class Interrupted(click.ClickException, AdapterCriticError):
     """Ctrl-C: what was done is kept; exit status 130 as a shell reports an interrupted command."""
 
     exit_code = 130

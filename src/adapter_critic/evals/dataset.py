@@ -16,10 +16,12 @@ from typing import Any
 
 import msgspec
 
+from ..errors import EvalError
+
 _PATH = re.compile(r"\s*-\s*at\s*`\$\.?(?P<path>[^`]*)`\s*$")
 
 
-class DatasetError(Exception):
+class DatasetError(EvalError):
     """A dataset that cannot be used; the message names the file and the line."""
 
 

@@ -21,7 +21,7 @@ from starlette.types import ASGIApp
 
 from ..config import Config
 from ..core import StageTarget
-from ..errors import UpstreamError
+from ..errors import EvalError, UpstreamError
 from ..http.app import build_app
 from ..http.chat import Service
 from ..redact import Secrets, redact_userinfo
@@ -51,7 +51,7 @@ class Reply:
         return msgspec.json.encode(calls).decode() if calls else ""
 
 
-class EndpointError(Exception):
+class EndpointError(EvalError):
     """The endpoint cannot be used at all (unreachable, or it does not serve a model asked for)."""
 
 

@@ -22,17 +22,18 @@ from typing import Any
 
 import msgspec
 
+from ..errors import EvalError
 from .dataset import Item
 
 Score = tuple[float, str | None]  # the value and a note saying why, when there is something to say
 Judge = Callable[[str, list[dict[str, Any]]], Awaitable[str]]  # (model, messages) -> the reply's text
 
 
-class ScorerError(Exception):
+class ScorerError(EvalError):
     """A scorer that cannot be used (an unknown name, a bad pattern, a function that cannot be imported)."""
 
 
-class ScoreError(Exception):
+class ScoreError(EvalError):
     """One answer could not be graded (the judge's reply has no score, a custom scorer raised)."""
 
 

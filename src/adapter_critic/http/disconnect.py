@@ -23,6 +23,7 @@ import anyio
 import sniffio
 from starlette.types import Message, Receive, Send
 
+from ..errors import AdapterCriticError
 from ..observe.logs import current_request_id
 
 logger = logging.getLogger("adapter_critic")
@@ -30,7 +31,7 @@ logger = logging.getLogger("adapter_critic")
 T = TypeVar("T")
 
 
-class ClientGone(Exception):
+class ClientGone(AdapterCriticError):
     """The client's connection closed before the answer was sent: nothing more can reach it."""
 
 

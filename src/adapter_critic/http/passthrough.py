@@ -99,8 +99,8 @@ class Passthrough:
         request = client.build_request(scope["method"], url, headers=headers, content=_body(receive, limit))
         try:
             response = await client.send(request, stream=True)
-        except _BodyTooLarge:
-            await error_response(_too_large(limit))(scope, receive, send)
+        except RequestError as refused:  # the body passed the limit while it was being sent (`_body`)
+            await error_response(refused)(scope, receive, send)
             return
         except TRANSPORT_ERRORS as exc:
             error = transport_error(STAGE, target, exc, secrets=self.upstream.secrets, read_timeout=None)
@@ -165,10 +165,6 @@ class Passthrough:
         )
 
 
-class _BodyTooLarge(Exception):
-    pass
-
-
 class _ModelView(msgspec.Struct):
     model: str | None = None
 
@@ -211,7 +207,7 @@ async def _body(receive: Receive, limit: int) -> AsyncIterator[bytes]:
         chunk: bytes = message.get("body", b"")
         size += len(chunk)
         if size > limit:
-            raise _BodyTooLarge
+            raise _too_large(limit)
         if chunk:
             yield chunk
         if not message.get("more_body", False):

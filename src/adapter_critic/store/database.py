@@ -21,6 +21,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from ..errors import StoreError
 from .cleaning import Cleaner
 from .reads import detail, request_messages, run_end, stored_stages, summary
 from .recorder import Record
@@ -36,7 +37,7 @@ _SUMMARY = [
 ]
 
 
-class StoreURLError(ValueError):
+class StoreURLError(StoreError, ValueError):
     """A `store.url` this store cannot open (the message says which forms it takes)."""
 
 

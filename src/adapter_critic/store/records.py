@@ -15,6 +15,8 @@ from typing import Any, Literal
 
 import msgspec
 
+from ..errors import StoreError
+
 StoredStatus = Literal["running", "ok", "degraded", "error", "cancelled", "interrupted"]
 STATUSES: tuple[str, ...] = ("running", "ok", "degraded", "error", "cancelled", "interrupted")
 Capture = Literal["full", "metadata"]
@@ -170,7 +172,7 @@ class RunQuery(msgspec.Struct, kw_only=True):
 # -- cursors and times ----------------------------------------------------------------------------------------------
 
 
-class BadCursor(ValueError):
+class BadCursor(StoreError, ValueError):
     """A `cursor` that this store did not hand out."""
 
 

@@ -28,6 +28,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection
 
+from ..errors import StoreError
+
 metadata = MetaData()
 
 runs = Table(
@@ -127,7 +129,7 @@ STEPS: tuple[Callable[[Connection], None], ...] = (_v1, _v2, _v3, _v4)
 VERSION = len(STEPS)
 
 
-class SchemaTooNew(RuntimeError):
+class SchemaTooNew(StoreError, RuntimeError):
     """The store was written by a newer version of adapter_critic."""
 
 

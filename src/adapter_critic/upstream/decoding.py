@@ -16,13 +16,15 @@ from collections.abc import AsyncIterator, Iterator
 
 import httpx
 
+from ..errors import AdapterCriticError
+
 ACCEPT_ENCODING = "gzip, identity"
 PIECE = 64 * 1024
 
 _WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
 
 
-class UndecodableAnswer(Exception):
+class UndecodableAnswer(AdapterCriticError):
     """An upstream answer in a content coding that was not asked for, or whose compressed data is corrupt."""
 
 

@@ -16,10 +16,11 @@ from typing import Any
 
 import httpx
 
+from ..errors import AdapterCriticError
 from .decoding import body_chunks
 
 
-class ResponseTooLarge(Exception):
+class ResponseTooLarge(AdapterCriticError):
     """An upstream answer passed `max_upstream_response_bytes`."""
 
     def __init__(self, limit: int) -> None:

@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from ..core import Answer, Completion, FinalCall, StageTarget
+from ..errors import AdapterCriticError
 from .base import RunContext, StageCall, StageFailed, Workflow
 from .judging import (
     DEFAULT_PAIRWISE_SYSTEM_PROMPT,
@@ -38,7 +39,7 @@ class BestOfNSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, k
     candidate_options: dict[str, Any] = {}
 
 
-class _Stopped(Exception):
+class _Stopped(AdapterCriticError):
     """A judge call failed (the run is degraded): the judging ends with the leader so far."""
 
 

@@ -27,6 +27,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..errors import AdapterCriticError
+
 __all__ = [
     "MAX_EDIT_BLOCKS",
     "MAX_EDIT_BLOCK_CHARS",
@@ -65,7 +67,7 @@ _REPLACE = "'>>>>>>> REPLACE'"
 _EXCERPT_CHARS = 80
 
 
-class EditError(ValueError):
+class EditError(AdapterCriticError, ValueError):
     """The reply is not a valid review; str(exc) is a short reason suitable to show the adapter model as feedback
     and to report to users as `adapter_rejection_reason` (e.g. "edit block 2: SEARCH text not found in the draft:
     '...'")."""
