@@ -28,7 +28,8 @@ logger = logging.getLogger("adapter_critic")
 
 
 def standalone_app() -> Starlette:
-    """The app `uvicorn adapter_critic.asgi:app` serves, built from the environment, under `/v1` (SPEC §3)."""
+    """The app `uvicorn adapter_critic.asgi:app` serves, built from the environment, under `/v1`
+    (docs/reference/http.md)."""
     configure_standalone_logging()
     prepare_multiprocess_dir()  # `--workers N`: metrics summed over the workers
     nodelay.install()

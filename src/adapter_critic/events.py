@@ -139,7 +139,7 @@ class RunRecord:
             stage.answered = event.error is None
             stage.reported = stage.reported or event.reported
             if event.error is not None:
-                self.intermediate.pop(event.stage, None)  # a failed stage's own output key is absent (§5)
+                self.intermediate.pop(event.stage, None)  # a failed stage's own output key is absent
         elif kind is Noted:
             assert isinstance(event, Noted)
             self.intermediate[event.key] = event.value
@@ -171,7 +171,7 @@ class Tokens(msgspec.Struct, omit_defaults=True):
 
 
 class Extension(msgspec.Struct, omit_defaults=True):
-    """The `adapter_critic` object of a response (SPEC §6)."""
+    """The `adapter_critic` object of a response (docs/reference/http.md)."""
 
     mode: str
     intermediate: dict[str, Value]

@@ -1,4 +1,4 @@
-"""Keeping API keys out of everything the server answers or logs (SPEC §7).
+"""Keeping API keys out of everything the server answers or logs (docs/guides/security.md).
 
 Secrets are the values of the env vars that hold keys — upstream keys, and the comma-separated inbound
 keys of `auth_api_keys_env` — read each time, so rotated keys are covered. Each is replaced by `***` in
@@ -26,7 +26,7 @@ _BEARER = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/\\-]{8,}=*")
 # Userinfo may not hold a `/`, but a hostile URL may: mask up to the `@` anyway (at worst, a path is masked too).
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s@\"'<>]+@")
 # Log records skip values shorter than this: placeholder keys of local servers (`x`, `EMPTY`) are no secret,
-# and masking every `x` would make the logs unreadable. Answers to clients mask every configured value (§7).
+# and masking every `x` would make the logs unreadable. Answers to clients mask every configured value.
 _MIN_LOGGED_SECRET = 8
 
 

@@ -1,4 +1,4 @@
-"""The config (SPEC §2): its schema, loading it from a file, and validating it up front."""
+"""The config (docs/reference/config.md): its schema, loading it from a file, and validating it up front."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The config's schema as msgspec Structs, and building a validated `Config` from parsed data (SPEC §2)."""
+"""The config's schema as msgspec Structs, and building a validated `Config` from parsed data
+(docs/reference/config.md)."""
 
 from __future__ import annotations
 
@@ -52,7 +53,7 @@ class Target(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
 
     @property
     def url(self) -> str:
-        """`base_url` without a trailing slash: the form credentials are bound to (§4)."""
+        """`base_url` without a trailing slash: the form credentials are bound to."""
         return normalize_url(self.base_url)
 
 
@@ -99,7 +100,8 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
     auth_api_keys_env: Annotated[str, msgspec.Meta(min_length=1)] | None = None
     max_messages: Annotated[int, msgspec.Meta(gt=0)] = DEFAULT_MAX_MESSAGES
     max_upstream_response_bytes: Annotated[int, msgspec.Meta(gt=0)] = DEFAULT_MAX_UPSTREAM_RESPONSE_BYTES
-    # Resilience: retries and backoff per upstream call, timeouts, admission and shutdown (see `_retry`, `_admission`).
+    # Resilience: retries and backoff per upstream call, timeouts, admission and shutdown (`upstream.retry`,
+    # `http.admission`).
     retries: Annotated[int, msgspec.Meta(ge=0, le=10)] = 2
     retry_backoff_seconds: Annotated[float, msgspec.Meta(ge=0)] = 0.5
     retry_backoff_max_seconds: Annotated[float, msgspec.Meta(ge=0)] = 5.0
@@ -249,7 +251,7 @@ def _served_model(data: Any, source: str, where: str) -> ServedModel:
             base.setdefault("targets", {})[key] = convert(value, Target, source, f"{where}.{path}")
     if settings:
         base["settings"] = settings
-    # Targets in the order the workflows declare their keys: the order credentials are bound in (§4).
+    # Targets in the order the workflows declare their keys: the order credentials are bound in.
     if "targets" in base:
         given = base["targets"]
         base["targets"] = {key: given[key] for key in (*target_keys, *given) if key in given}

@@ -1,7 +1,7 @@
 """Where chat requests go: the app in-process (a config, or the built-in demo; no server needed) or any
 OpenAI-compatible server at a base URL, each request made with the upstream retry rules.
 
-A request is one upstream call of this package's own client (`upstream.Upstream`), so a failure is an
+A request is one upstream call of this package's own client (`upstream.client.Upstream`), so a failure is an
 `UpstreamError` in the project's words ("could not connect to 127.0.0.1:9 (connection refused)"). In-process the
 app retries each stage itself, so the request is not retried again; a server at a base URL is retried on a
 connection error, a timeout, 429 or 5xx, with backoff, like any upstream.

@@ -1,5 +1,5 @@
 """`create_app`: the Starlette application serving `/chat/completions`, every other registered protocol's
-route (`/messages`), `/models` and `/health` (SPEC §3).
+route (`/messages`), `/models` and `/health` (docs/reference/http.md).
 
 Starlette does not run a mounted app's lifespan. A host that mounts this app should enter
 `app.router.lifespan_context(app)` from its own lifespan, so the upstream client is opened at

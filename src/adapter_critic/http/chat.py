@@ -1,7 +1,7 @@
 """The chat service shared by the app and the middleware: one request body in, one response out.
 
-It owns the order of checks (SPEC §4): body and override checks (400), then the served model (404),
-then resolution (400); and it turns every failure into the client's protocol's error envelope (§7) — no
+It owns the order of checks (docs/reference/http.md): body and override checks (400), then the served model (404),
+then resolution (400); and it turns every failure into the client's protocol's error envelope — no
 traceback reaches a client. The client's protocol (`protocols.base.Inbound`: OpenAI chat completions,
 Anthropic messages, …) decodes the body and renders the answer; the run in between is the same.
 """

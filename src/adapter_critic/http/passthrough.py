@@ -2,9 +2,10 @@
 `/responses`, a model this server does not serve…) relayed to one configured upstream, streamed both ways,
 so a sidecar can be a client's only base URL.
 
-Credentials follow the same rule as every stage call (SPEC §4): the upstream gets the key configured for its
-URL, never the client's own `Authorization` — unless the target says `forward_client_authorization`. Hop-by-hop
-headers are not relayed. `GET /models` lists the upstream's models with the served ones merged in.
+Credentials follow the same rule as every stage call (docs/guides/security.md): the upstream gets the key
+configured for its URL, never the client's own `Authorization` — unless the target says
+`forward_client_authorization`. Hop-by-hop headers are not relayed. `GET /models` lists the upstream's models with
+the served ones merged in.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The runs API over a run store: `GET /runs`, `GET /runs/{id}`, `GET /runs/{id}/events` (SSE replay and live tail).
 
 The JSON is the store's own shapes (`store.records`), documented in `adapter_critic.store`. A bad filter, cursor or
-run id is a 400 and an unknown run a 404, in the §7 envelope.
+run id is a 400 and an unknown run a 404, in the OpenAI error envelope.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The SSE writer (SPEC §8): a pure ASGI response that runs a streamed run and writes its events.
+"""The SSE writer (docs/guides/streaming.md): a pure ASGI response that runs a streamed run and writes its events.
 
 Two tasks share one request:
 - the producer (the response's own task) runs the run; each answer chunk it relays is written as it comes,
@@ -8,7 +8,7 @@ Two tasks share one request:
   `keepalive_seconds`. A write that finds the connection closed does the same (`disconnect`): a client
   that went away leaves one log line, not a traceback.
 
-Status and headers go out with the first thing written. Until then a failure is an ordinary §7 error
+Status and headers go out with the first thing written. Until then a failure is an ordinary error
 response; after it, a failure ends the stream with one `data: {"error": ...}` event and no `[DONE]`.
 The writer knows nothing of workflows or protocols: it gets a `RunStreamer`, the client's protocol's
 `StreamRenderer` and its error renderer.
@@ -211,7 +211,8 @@ class StreamResponse:
         self._last_write = time.monotonic()
 
     async def _end(self, error: APIError | None) -> None:
-        """Close the response: normally, or with the error as a §7 response (nothing sent yet) or event."""
+        """Close the response: normally, or with the error as an error response (nothing sent yet) or
+        event."""
         if self._ticking is not None:
             await self._ticking.wait()
         self._done = True
@@ -226,5 +227,5 @@ class StreamResponse:
             await self._send({"type": "http.response.start", "status": rendered.status, "headers": headers})
             await self._send({"type": "http.response.body", "body": rendered.body, "more_body": False})
             return
-        # After the first byte the status is gone: end with the error event and no [DONE] (§8).
+        # After the first byte the status is gone: end with the error event and no [DONE].
         await self._send({"type": "http.response.body", "body": self.chunks.error_event(rendered), "more_body": False})

@@ -6,7 +6,7 @@
   `choices: []`, or LiteLLM's `[{"index": 0, "delta": {}}]`) is counted and not relayed; an upstream that
   repeats its running usage on every chunk is counted once (the last report wins).
 - Unless this is the run's first call, chunks with no answer content (the role chunk) wait until content
-  follows, so a call that fails before any answer went out can still degrade to the draft (§8).
+  follows, so a call that fails before any answer went out can still degrade to the draft.
 """
 
 from __future__ import annotations

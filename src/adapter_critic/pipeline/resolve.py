@@ -1,4 +1,5 @@
-"""A request's plan, the run's input: override checks, stage-target resolution and credential binding (SPEC §4).
+"""A request's plan, the run's input: override checks, stage-target resolution and credential binding
+(docs/guides/overrides.md, docs/guides/security.md).
 
 Credentials are bound to URLs: a configured key is only ever sent to the `base_url` it is
 configured with, so no request can make the server send a secret to a host the operator did not
@@ -159,7 +160,7 @@ def _stage(
         return _credentials(config, StageTarget(model=model, base_url=url), None, client_token)
     url = normalize_url(base_url) if base_url is not None else own.url
     target = _configured(own, model=model, base_url=url)
-    # Each fallback is bound to its own URL: its key goes only there, and the primary's never does (§4).
+    # Each fallback is bound to its own URL: its key goes only there, and the primary's never does.
     fallbacks = tuple(_credentials(config, _configured(f), f, client_token) for f in own.fallbacks)
     return replace(_credentials(config, target, own, client_token), fallbacks=fallbacks)
 

@@ -191,7 +191,7 @@ class Run:
 
     async def _stream_final(self, final: FinalCall, sink: AnswerSink) -> None:
         """The final call as a stream, retried and fallen back like any stage call, but only while nothing of
-        it was relayed: once a byte of the answer went out, a failure is final (§8)."""
+        it was relayed: once a byte of the answer went out, a failure is final."""
         relayed = False
 
         async def send(chunks: AnswerChunks) -> None:

@@ -114,7 +114,7 @@ class StageCalls:
                     result, answered = await call_with_retries(stage, target, counted, self.policy, may_retry=may_retry)
                 if scope.cancelled_caught:
                     # The deadline passed: the call (or the wait before a retry) was cancelled. A reviewer stage
-                    # may still degrade to the draft (§5), so this is the stage's failure like any other timeout.
+                    # may still degrade to the draft, so this is the stage's failure like any other timeout.
                     error = UpstreamError(
                         stage=stage,
                         target=(attempts[-1].target if attempts else target.label),

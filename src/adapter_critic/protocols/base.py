@@ -11,7 +11,7 @@ edges, so every workflow runs unchanged whatever its client or its upstreams spe
 - `UpstreamWire` — the stage-target side, used for targets whose config says `protocol = "<name>"`. The path
   a stage call is posted to (below the target's `base_url`), its auth headers, how the OpenAI body of a stage
   call becomes its request body, and how its answer (plain, streamed, or an error body) reads back as OpenAI.
-  Transport, timeouts, size limits, retries and error classification (§7) stay the upstream client's.
+  Transport, timeouts, size limits, retries and error classification (`upstream.failures`) stay the upstream client's.
 
 A plug-in subclasses `Protocol`, is registered under the entry-point group `adapter_critic.protocols`
 (`name = "module:Class"`) and may declare `Settings`, a msgspec Struct read from the config's

@@ -29,12 +29,12 @@ The runs API (under the mount: `/v1/runs` standalone; the same inbound auth as t
   finished stage in order (`id:` its index; `data:` a StoredStage), and, for a run still going, each further stage
   as it ends; finally `event: end` (the RunSummary as it ended) and the stream closes. `: keep-alive` comments
   while nothing happens.
-- A bad filter or cursor is a 400, an unknown run a 404, both in the §7 envelope.
+- A bad filter or cursor is a 400, an unknown run a 404, both in the OpenAI error envelope.
 
 RunSummary: `id` (the run id, `adapter_critic.run_id`), `object: "run"`, `request_id` (the response's
 `x-request-id`), `served_model`, `mode`, `stream`, `status` (`running | ok | degraded | error | cancelled |
 interrupted`), `degraded`, `started_at`, `finished_at` (ISO 8601 UTC), `duration_ms`, `usage` (`prompt_tokens`,
-`completion_tokens`, `total_tokens`), `error` (`status`, `type`, `message`, `param`, `code`: the §7 envelope the
+`completion_tokens`, `total_tokens`), `error` (`status`, `type`, `message`, `param`, `code`: the error envelope the
 client got) — null where not known yet.
 RunDetail adds: `capture` (`full | metadata`), `request` (`options`: every request field but `model` and
 `messages`; `messages` under `full`), `intermediate` (the extension's; values null under `metadata`), `answer`

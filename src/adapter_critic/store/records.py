@@ -31,7 +31,7 @@ class Tokens(msgspec.Struct):
 
 
 class StoredError(msgspec.Struct):
-    """An error as the client got it: the HTTP status and the §7 envelope's fields."""
+    """An error as the client got it: the HTTP status and the error envelope's fields."""
 
     status: int
     type: str

@@ -38,7 +38,7 @@ class _Envelope(msgspec.Struct):
 
 
 def stored_error(error: APIError, clean: Cleaner) -> StoredError:
-    """The §7 error the client got, as stored."""
+    """The error the client got (its OpenAI envelope), as stored."""
     rendered = render_error(error)
     try:
         inner = msgspec.json.decode(rendered.body, type=dict[str, _Envelope])["error"]

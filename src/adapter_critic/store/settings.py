@@ -28,7 +28,7 @@ OFF = "none"
 
 
 class StoreConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
-    """Where runs are recorded and what of them (README "Runs: the store and the runs API")."""
+    """Where runs are recorded and what of them (docs/guides/store.md)."""
 
     url: str | None = None  # sqlite:///path, postgresql://…, or "none"
     capture: Literal["full", "metadata"] = "full"

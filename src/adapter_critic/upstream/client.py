@@ -1,5 +1,6 @@
 """Upstream calls: the one shared httpx client, API keys read at call time, and the translation of
-every httpx outcome into a `Completion` or an `UpstreamError` (SPEC §7).
+every httpx outcome into a `Completion` or an `UpstreamError` (`upstream.failures`; the statuses clients get are
+in docs/reference/http.md).
 
 What a stage call looks like on the wire (its path, auth headers, body, and how its answer reads back as
 OpenAI) is the target's protocol's (`protocols`, `StageTarget.protocol`); everything else is here.
@@ -50,7 +51,7 @@ class Upstream:
     """The shared upstream client(s); opened and closed by the app's lifespan.
 
     One `httpx.AsyncClient` serves every network upstream (over aiohttp when `httpx-aiohttp` is installed, see
-    `_transport`); a second one, over `httpx.ASGITransport`, serves path `base_url`s from `in_process_app`.
+    `upstream.transport`); a second one, over `httpx.ASGITransport`, serves path `base_url`s from `in_process_app`.
     A client passed in as `client` is used as is and never closed here (tests, hosts that manage their own pool).
     """
 
@@ -157,7 +158,7 @@ class Upstream:
         return headers
 
     async def probe(self, target: StageTarget, seconds: float) -> int:
-        """`GET {base_url}/models` with the target's credentials (§4), within `seconds`; the HTTP status.
+        """`GET {base_url}/models` with the target's credentials (its URL's key), within `seconds`; the HTTP status.
 
         The body is never read. Raises `httpx.HTTPError`, `TimeoutError`, or `ServerError` (no in-process app)."""
         client = self.client_for(target.base_url)

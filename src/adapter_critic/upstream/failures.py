@@ -1,4 +1,5 @@
-"""How every way an upstream call can fail becomes one `UpstreamError` with structured fields (SPEC §7).
+"""How every way an upstream call can fail becomes one `UpstreamError` with structured fields
+(the statuses clients get for each are in docs/reference/http.md).
 
 This is the one place where a dependency's exceptions (httpx's, aiohttp's through the transport, the size
 limit's, the event stream reader's) are translated; their own wording is never shown unredacted.
@@ -137,7 +138,7 @@ _reported_decoder = msgspec.json.Decoder(_Reported)
 
 def reported_usage(body: bytes | None) -> Usage | None:
     """The usage an answer that is no usable chat completion still reported (`choices: []`, a message of another
-    shape…): the upstream spent those tokens, and a failed attempt counts what its upstream reported (SPEC §5)."""
+    shape…): the upstream spent those tokens, and a failed attempt counts what its upstream reported."""
     if body is None:
         return None
     try:

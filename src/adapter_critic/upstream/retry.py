@@ -128,7 +128,8 @@ async def call_with_retries(
 
 
 def _settle(error: UpstreamError, made: int, policy: RetryPolicy) -> UpstreamError:
-    """The error the stage ends with: a 429 always carries a `Retry-After` (SPEC §7)."""
+    """The error the stage ends with: a 429 always carries a `Retry-After`, so the client knows when to
+    come back."""
     if error.upstream_status != 429 or error.retry_after is not None:
         return error
     return error.evolve(retry_after=policy.ceiling(made))

@@ -1,5 +1,5 @@
 """Reading an upstream's server-sent events: its lines (CRLF, LF or CR), and the `data:` payloads up to
-`[DONE]` (SPEC §8)."""
+`[DONE]` (docs/guides/streaming.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""`adapter`: an API draft, then a reviewer that answers `lgtm` or SEARCH/REPLACE edits to it (SPEC §5)."""
+"""`adapter`: an API draft, then a reviewer that answers `lgtm` or SEARCH/REPLACE edits to it
+(docs/guides/workflows.md)."""
 
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ class Adapter(Workflow):
         for attempt in range(settings.max_adapter_retries + 1):
             completion = await run.review_call("adapter", target, messages)
             if completion is None:
-                break  # degraded: the draft stands, and the failed stage reports no output (§5)
+                break  # degraded: the draft stands, and the failed stage reports no output
             reply = completion.content or ""
             run.note("adapter", reply)
             try:

@@ -66,7 +66,7 @@ class RunContext(Protocol):
         self, stage: str, target: StageTarget, messages: Any, *, api: bool = False
     ) -> Completion | None:
         """A later call to `target` with only its own options (`api=True`: with the request's, like an API
-        call); None when it failed and the run degraded to the answer so far (§5)."""
+        call); None when it failed and the run degraded to the answer so far."""
         ...
 
     async def review_calls(self, calls: Sequence[StageCall]) -> list[Completion | StageFailed]:

@@ -1,4 +1,4 @@
-"""`direct`: one API call, its answer returned as the upstream gave it (SPEC §5)."""
+"""`direct`: one API call, its answer returned as the upstream gave it (docs/guides/workflows.md)."""
 
 from __future__ import annotations
 

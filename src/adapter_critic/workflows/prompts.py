@@ -1,4 +1,5 @@
-"""The reviewer prompts: the package's default system prompts and the messages each stage is sent (SPEC §5).
+"""The reviewer prompts: the package's default system prompts and the messages each stage is sent
+(docs/guides/workflows.md).
 
 The critic's second pass never appends a `system` message after the conversation (that breaks the
 chat templates of many local models): the critique goes in a final `user` message instead.

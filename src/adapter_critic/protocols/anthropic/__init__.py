@@ -2,7 +2,8 @@
 
 Inbound, `POST /messages` takes a Messages request for any served model (`inbound`), runs it through the served
 model's workflow like any other, and answers a `message` or Anthropic's event stream (`render`), errors in
-Anthropic's envelope with the §7 statuses; the caller's key comes as `x-api-key` (or `Authorization: Bearer`).
+Anthropic's envelope with the statuses of docs/reference/http.md; the caller's key comes as `x-api-key` (or
+`Authorization: Bearer`).
 
 Upstream, a target with `protocol = "anthropic"` is called at `{base_url}/messages` with `x-api-key` and
 `anthropic-version` (`outbound`), and its answers read back as OpenAI (`answers`). Its error envelope already

@@ -109,7 +109,8 @@ def sse(kind: str, payload: dict[str, Any]) -> bytes:
 
 
 def render_messages_error(error: APIError, redact: Redact | None = None) -> Rendered:
-    """Any error as `{"type": "error", "error": {"type", "message"}}` with its §7 status and headers.
+    """Any error as `{"type": "error", "error": {"type", "message"}}` with the status and headers any
+    protocol answers it with (`errors.presentation`).
 
     A relayed upstream error keeps its own message (and its type, when the upstream spoke Messages)."""
     rendered = render_error(error, redact)

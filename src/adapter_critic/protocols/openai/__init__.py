@@ -1,9 +1,9 @@
 """The OpenAI chat-completions protocol: the server's own language, on both sides.
 
 Inbound, `POST /chat/completions` decodes the body as is (`request.decode`), answers a `chat.completion`
-(`render`) or a `chat.completion.chunk` stream (`chunks`) and errors in the OpenAI envelope (§7);
-the caller's key comes as `Authorization: Bearer`. Upstream, a stage call is posted as it is built to
-`{base_url}/chat/completions` with `Authorization: Bearer <key>`, and its answer is read as it comes.
+(`render`) or a `chat.completion.chunk` stream (`chunks`) and errors in the OpenAI envelope
+(`errors.render_error`); the caller's key comes as `Authorization: Bearer`. Upstream, a stage call is posted as it
+is built to `{base_url}/chat/completions` with `Authorization: Bearer <key>`, and its answer is read as it comes.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The OpenAI `chat.completion.chunk`: the stream a client gets (SPEC §8), and an upstream's chunk as it is read.
+"""The OpenAI `chat.completion.chunk`: the stream a client gets (docs/guides/streaming.md), and an
+upstream's chunk as it is read.
 
 `ChunkWriter` writes the stream: relayed upstream chunks with our ids, a known answer cut into chunks, and the
 tail — the finish chunk, the usage chunk when asked for, `[DONE]`. The `adapter_critic` extension rides on exactly
@@ -107,7 +108,7 @@ class ChunkWriter:
         return event(chunk)
 
     def error_event(self, rendered: Rendered) -> bytes:
-        """The error envelope as the stream's last event (no `[DONE]` after it: §8)."""
+        """The error envelope as the stream's last event (no `[DONE]` after it: the stream did not finish)."""
         return raw_event(rendered.body)
 
     def _rewrite(self, payload: bytes, *, learn: bool = False) -> dict[str, Any]:

@@ -1,5 +1,6 @@
-"""The OpenAI protocol's answers: a `chat.completion` with its `adapter_critic` extension (SPEC §6), and the one
-error response every part of the server answers with (§7) — OpenAI's envelope, the server's own language.
+"""The OpenAI protocol's answers: a `chat.completion` with its `adapter_critic` extension (docs/reference/http.md),
+and the one error response every part of the server answers with (`errors.render_error`) — OpenAI's envelope,
+the server's own language.
 
 Invariant: top-level `usage` is the per-field sum of every stage's usage (`adapter_critic.tokens.total`).
 """
@@ -109,7 +110,7 @@ def encode(value: Any) -> bytes:
 def error_response(
     error: APIError, headers: Mapping[str, str] | None = None, redact: Callable[[str], str] | None = None
 ) -> Response:
-    """Any error as its §7 response (`render_error`), with `headers` added."""
+    """Any error as its OpenAI-envelope response (`render_error`), with `headers` added."""
     rendered = render_error(error, redact)
     return Response(
         rendered.body, status_code=rendered.status, headers={**rendered.headers, **(headers or {})}, media_type=JSON

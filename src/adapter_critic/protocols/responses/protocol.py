@@ -3,8 +3,8 @@ Responses API, registered under `adapter_critic.protocols` as `responses`. Inbou
 speaking chat completions (or another protocol with an upstream side).
 
 A request is mapped (`inbound`) onto a chat-completions body and decoded as any chat request is, so overrides,
-limits and the order of checks (SPEC §4) are the chat endpoint's; the answer is the `response` object
-(`outbound`) or its event stream (`stream`); errors are the OpenAI envelope (§7), the key an
+limits and the order of checks are the chat endpoint's; the answer is the `response` object
+(`outbound`) or its event stream (`stream`); errors are the OpenAI envelope, the key an
 `Authorization: Bearer` header — what the `openai` SDKs send and read.
 """
 
