@@ -9,7 +9,7 @@ function usageOf(usage) {
   return { prompt: u.prompt_tokens ?? null, completion: u.completion_tokens ?? null, total: u.total_tokens ?? null };
 }
 
-// The §7 envelope the client got, from the stored error (its HTTP status beside it).
+// The OpenAI error envelope the client got, from the stored error (its HTTP status beside it).
 function envelopeOf(error) {
   if (!error) return null;
   const { status, ...fields } = error;
