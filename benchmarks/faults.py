@@ -11,7 +11,7 @@ has a fallback on the same chaos server, so fallbacks are exercised as well.
 
 The load cycles through the three modes, streaming and not. Every request must end, within `--hang-seconds`, with
 either a valid answer — a chat.completion (or a complete event stream ending in `[DONE]`) whose text is exactly the
-upstream's answer, `usage` equal to the extension's total — or a valid §7 error: the OpenAI envelope with the right
+upstream's answer, `usage` equal to the extension's total — or a valid error: the OpenAI envelope with the right
 headers, or, once a stream has started, one `data: {"error": ...}` event and no `[DONE]`. Anything else is
 malformed. The run prints a table and exits 1 if any request hung or was malformed, or the server did not shut
 down cleanly.
@@ -58,7 +58,7 @@ class Tally:
     finished: int = 0  # ended one way or another (hung ones included)
     ok: int = 0  # 200 with a valid answer (degraded ones included)
     degraded: int = 0
-    errors: collections.Counter[str] = field(default_factory=collections.Counter)  # valid §7 errors, by status
+    errors: collections.Counter[str] = field(default_factory=collections.Counter)  # valid error responses, by status
     hung: int = 0
     malformed: int = 0
     problems: collections.Counter[str] = field(default_factory=collections.Counter)  # what was malformed, by kind
@@ -147,7 +147,7 @@ def stop(proc: subprocess.Popen[bytes], log: Path, seconds: float = 30.0) -> boo
 
 
 def envelope_problem(status: int, headers: httpx.Headers, raw: bytes) -> str | None:
-    """None if this is a valid §7 error response."""
+    """None if this is a valid error response (docs/reference/http.md)."""
     if not headers.get("content-type", "").startswith("application/json"):
         return f"{status} not JSON"
     try:
