@@ -21,12 +21,11 @@ import pytest
 import yarl
 
 from adapter_critic.core import StageTarget
-from adapter_critic.errors import UpstreamError
+from adapter_critic.errors import StreamIncomplete, UpstreamError
 from adapter_critic.redact import Secrets
 from adapter_critic.upstream.decoding import UndecodableAnswer
 from adapter_critic.upstream.failures import TRANSPORT_ERRORS, transport_error
 from adapter_critic.upstream.limits import ResponseTooLarge
-from adapter_critic.upstream.sse import StreamIncomplete
 
 URL = "http://upstream.test:8080/v1"
 TARGET = StageTarget(model="m", base_url=URL)
