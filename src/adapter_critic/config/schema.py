@@ -25,19 +25,32 @@ class Target(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
     """One upstream: the model to ask, where, and which env var holds its bearer token."""
 
     model: Annotated[str, msgspec.Meta(min_length=1)]
+    """The model name sent upstream."""
     base_url: Annotated[str, msgspec.Meta(min_length=1)]
+    """The upstream's base URL (`…/v1`; `/chat/completions` is appended). A path such as `"/v1"` is served
+    in-process by the app `AdapterCriticMiddleware` wraps, and works only there."""
     api_key_env: str | None = None
-    api_key_var: str | None = None  # alias of api_key_env, kept for configs written for the original tool
+    """The env var holding this target's key (sent as `Authorization: Bearer`, or `x-api-key` to Anthropic);
+    not set: `default_api_key_env`. An unset or empty variable sends no key."""
+    api_key_var: str | None = None
+    """Another name for `api_key_env`, kept for configs written for the original adapter_critic."""
     options: dict[str, Any] = {}
-    # Send the caller's own bearer token to this target instead of the server's key (callers bring their own keys).
+    """A table merged into every request body this target is sent (`temperature`, `max_tokens`, …)."""
     forward_client_authorization: bool = False
-    # Resilience (None: the top-level setting). `fallbacks` are whole targets tried in order once this one is exhausted.
+    """Send the caller's own key to this target, and never the server's (callers bring their own keys). Not
+    allowed together with `auth_api_keys_env`."""
     retries: Annotated[int, msgspec.Meta(ge=0, le=10)] | None = None
+    """How often a failed call to this target is retried; not set: the top-level `retries`."""
     timeout_seconds: Annotated[float, msgspec.Meta(gt=0)] | None = None
+    """The timeout of each call to this target; not set: the top-level `timeout_seconds`."""
     connect_timeout_seconds: Annotated[float, msgspec.Meta(gt=0)] | None = None
+    """The timeout for opening a connection to this target; not set: the top-level `connect_timeout_seconds`."""
     fallbacks: list[Target] = []
-    # The protocol its calls speak: `openai` (chat completions) or another registered one (`anthropic`).
+    """Other targets (same keys, no `fallbacks` of their own) tried in order once this one's retries are
+    exhausted; each one's key is sent only to its own `base_url`."""
     protocol: str = protocols.DEFAULT
+    """The API the target speaks: `"openai"` (chat completions) or `"anthropic"` (Messages, at
+    `{base_url}/messages`), or a protocol a plug-in registers."""
 
     def __post_init__(self) -> None:
         if self.protocol != protocols.DEFAULT and self.protocol not in protocols.upstream_names():
@@ -65,10 +78,17 @@ class ServedModel(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, froz
     (validated by every registered workflow that reads them)."""
 
     mode: str
+    """The workflow that answers this model: `direct`, `adapter`, `critic`, `advisor`, `panel`, `best_of_n`, or a
+    mode a workflow plug-in registers."""
     api: Target
+    """The API model's target: it writes the drafts and the answers."""
     on_review_error: Literal["draft", "fail"] = "draft"
+    """What a reviewer stage's failure does: `"draft"` answers with the answer so far (marked degraded), `"fail"`
+    fails the request."""
     targets: dict[str, Target] = {}
+    """The other stage targets by key (`critic`, …): written beside `mode` in a config file."""
     settings: dict[str, Any] = {}
+    """The workflows' settings by key (`critic_system_prompt`, …): written beside `mode` in a config file."""
 
     def __post_init__(self) -> None:
         if self.mode not in registry.workflows():
@@ -79,9 +99,11 @@ _SERVED_KEYS = ("mode", "api", "on_review_error")
 
 
 class UIConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
-    """The trace viewer at `GET /ui` under the mount (`[ui]` in a config file)."""
+    """The trace viewer: a web page over the run store at `GET /ui` under the mount."""
 
-    enabled: bool | None = None  # None: on for the standalone server, off for a mounted app unless set to true
+    enabled: bool | None = None
+    """Serve the viewer; not set: on for the standalone server, off for a mounted app (the middleware has no
+    viewer)."""
 
 
 class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True, dict=True):
@@ -90,42 +112,66 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
     A config remembers where it came from (`source_of`), so later checks name the file too."""
 
     served_models: Annotated[dict[str, ServedModel], msgspec.Meta(min_length=1)]
+    """The models clients can ask for: served model id (what clients put in `model`) → served model."""
     default_api_key_env: str = "OPENAI_API_KEY"
+    """The env var holding the key of a target that names no `api_key_env`."""
     timeout_seconds: Annotated[float, msgspec.Meta(gt=0)] = 120.0
+    """The timeout of each upstream call; exceeded, the client gets a 504."""
     allow_overrides: bool = True
+    """Whether requests may change their workflow with `x_adapter_critic`; `false` answers such a request 400."""
     allowed_override_base_urls: list[str] = []
+    """More URLs a request override may point a stage at, besides the `base_url`s of the config; `["*"]` allows
+    any `http(s)` URL on the internet, never this machine or its private networks."""
     max_body_bytes: Annotated[int, msgspec.Meta(gt=0)] = DEFAULT_MAX_BODY_BYTES
+    """A larger request body is answered 413 (the middleware hands it to the wrapped app instead)."""
     keepalive_seconds: Annotated[float, msgspec.Meta(gt=0)] = 10.0
-    # Inbound auth: the env var holding the comma-separated API keys callers must present (None: no auth).
+    """Streaming: a `: keep-alive` comment goes out whenever nothing was sent for this long."""
     auth_api_keys_env: Annotated[str, msgspec.Meta(min_length=1)] | None = None
+    """Inbound auth: the env var holding the comma-separated keys callers must send; not set: no inbound auth."""
     max_messages: Annotated[int, msgspec.Meta(gt=0)] = DEFAULT_MAX_MESSAGES
+    """A request with more messages (Responses API: `input` items) is answered 400."""
     max_upstream_response_bytes: Annotated[int, msgspec.Meta(gt=0)] = DEFAULT_MAX_UPSTREAM_RESPONSE_BYTES
-    # Resilience: retries and backoff per upstream call, timeouts, admission and shutdown (`upstream.retry`,
-    # `http.admission`).
+    """A larger upstream answer is refused with a 502 rather than buffered; a compressed answer counts decoded."""
     retries: Annotated[int, msgspec.Meta(ge=0, le=10)] = 2
+    """How often a failed upstream call is retried: connection errors, timeouts, 429, 500/502/503/504 and a 2xx
+    answer that is not a completion; never another 4xx. A target's own `retries` wins."""
     retry_backoff_seconds: Annotated[float, msgspec.Meta(ge=0)] = 0.5
+    """The base of the backoff between retries: retry *n* waits a random 50 to 100 % of `base * 2^(n-1)`."""
     retry_backoff_max_seconds: Annotated[float, msgspec.Meta(ge=0)] = 5.0
+    """The longest wait between attempts, computed or asked for by an upstream's `Retry-After`; a longer
+    `Retry-After` is not waited for (the fallbacks are tried, else the 429 is relayed)."""
     connect_timeout_seconds: Annotated[float, msgspec.Meta(gt=0)] = 10.0
+    """The timeout for opening a connection to an upstream; a target's own value wins."""
     request_timeout_seconds: Annotated[float, msgspec.Meta(gt=0)] | None = None
+    """The deadline of a whole request: stage calls still running are cancelled, and the client gets a 504, or
+    the draft (degraded) when a reviewer was running and `on_review_error = "draft"`. Not set: no deadline."""
     max_concurrent_requests: Annotated[int, msgspec.Meta(gt=0)] | None = None
+    """How many requests run at once; more wait for a slot. Not set: no limit."""
     queue_timeout_seconds: Annotated[float, msgspec.Meta(ge=0)] = 10.0
+    """How long a request waits for a slot before a 503 with `Retry-After`."""
     max_queued_requests: Annotated[int, msgspec.Meta(ge=0)] = 100
+    """How many requests may wait for a slot at once; one more is answered 503 with `Retry-After` at once
+    (`0`: no waiting)."""
     max_upstream_connections: Annotated[int, msgspec.Meta(gt=0)] = DEFAULT_MAX_UPSTREAM_CONNECTIONS
-    # Upstream calls one request may have in flight at once (a panel's lenses, best-of-n's candidates).
+    """The size of the upstream connection pool, all upstreams together."""
     max_concurrent_calls_per_run: Annotated[int, msgspec.Meta(gt=0)] = 8
+    """How many upstream calls one request may have in flight at once (a panel's lenses, best-of-n's
+    candidates); the others wait for a slot."""
     shutdown_grace_seconds: Annotated[float, msgspec.Meta(ge=0)] = 30.0
-    # Browser origins allowed to call the API (CORS, preflight included); empty: CORS is off.
+    """At shutdown, how long requests in flight may take to finish before the upstream client is closed."""
     cors_allowed_origins: list[str] = []
-    # Where every other request under the mount goes (`/embeddings`, `/completions`, …); None: those are 404s.
+    """Browser origins allowed to call the API (CORS); preflights are answered without a key. Empty: CORS off."""
     passthrough: Target | None = None
-    # `[protocols.<name>]`: a protocol's own settings (e.g. `[protocols.anthropic] max_tokens = 4096`).
+    """The upstream every other request under the mount is relayed to (`/embeddings`, `/completions`, models this
+    server does not serve…); `model` is unused. Not set: those paths are answered 404."""
     protocols: dict[str, dict[str, Any]] = {}
-    # The run store and the runs API (`store.settings`).
+    """A protocol's own settings, as `[protocols.<name>]` tables."""
     store: StoreConfig = StoreConfig()
-    # Prometheus metrics and OpenTelemetry tracing (`[telemetry]`).
+    """The run store and the runs API."""
     telemetry: TelemetryConfig = TelemetryConfig()
-    # The trace viewer at `/ui` (`viewer`).
+    """Prometheus metrics and OpenTelemetry tracing."""
     ui: UIConfig = UIConfig()
+    """The trace viewer at `/ui` under the mount."""
 
     def __post_init__(self) -> None:
         for name, given in self.protocols.items():

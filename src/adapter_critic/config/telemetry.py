@@ -8,15 +8,15 @@ import msgspec
 
 
 class TelemetryConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
-    """What the server reports about itself (see `observe.metrics`, `observe.tracing`).
+    """What the server reports about itself: Prometheus metrics and OpenTelemetry spans.
 
-    `metrics`: serve `GET <metrics_path>` in the Prometheus text format (needs `prometheus-client`, the `[server]`
-    extra); None (the default) means on for the standalone server and off when mounted or used as middleware.
-    `metrics_path` is where: under the mount for a mounted app, at the server's root standalone (`/metrics`, beside
-    `/v1`), and the path the middleware answers. `tracing`: an OpenTelemetry span per run and per stage call (needs
-    the `[otel]` extra); spans never carry message text, answers or keys.
-    """
+    Spans never carry message text, answers or keys (`observe.metrics`, `observe.tracing`)."""
 
     metrics: bool | None = None
+    """Serve Prometheus metrics (needs `prometheus-client`, in the `server` extra); not set: on for the standalone
+    server, off when mounted or used as middleware."""
     metrics_path: Annotated[str, msgspec.Meta(pattern=r"^/[^?#]*$")] = "/metrics"
+    """Where the metrics are served: beside `/v1` standalone, under the mount for a mounted app, on the wrapped
+    app's paths for the middleware."""
     tracing: bool = False
+    """An OpenTelemetry span per run and per stage call (needs the `otel` extra)."""

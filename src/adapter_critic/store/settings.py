@@ -28,16 +28,29 @@ OFF = "none"
 
 
 class StoreConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
-    """Where runs are recorded and what of them (docs/guides/store.md)."""
+    """Where runs are recorded, what of them, and for how long.
 
-    url: str | None = None  # sqlite:///path, postgresql://…, or "none"
+    The store itself and the runs API are described in docs/guides/store.md."""
+
+    url: str | None = None
+    """`sqlite:///relative.db`, `sqlite:////absolute.db`, `postgresql://user:pass@host/db`, or `"none"` (off). Not
+    set: a SQLite file in the user's data directory for the standalone server, off for a mounted app or the
+    middleware. The env var `ADAPTER_CRITIC_STORE` wins over it."""
     capture: Literal["full", "metadata"] = "full"
-    api: bool = True  # serve GET /runs, /runs/{id}, /runs/{id}/events
+    """`"full"` keeps the messages, stage outputs and answers; `"metadata"` keeps no message text."""
+    api: bool = True
+    """Serve the runs API (`GET /runs`, `/runs/{id}`, `/runs/{id}/events`), behind the same inbound auth as the
+    chat endpoint."""
     max_age_days: Annotated[float, msgspec.Meta(gt=0)] | None = None
+    """Retention: older runs are deleted in the background. Not set: kept."""
     max_runs: Annotated[int, msgspec.Meta(gt=0)] | None = None
+    """Retention: all but the newest this many runs are deleted in the background. Not set: kept."""
     queue_size: Annotated[int, msgspec.Meta(gt=0)] = 10_000
+    """The in-memory queue of records waiting to be written; when it is full, records are dropped and counted."""
     batch_size: Annotated[int, msgspec.Meta(gt=0)] = 2_000  # records: about 670 direct runs
+    """How many records one transaction writes at most."""
     prune_interval_seconds: Annotated[float, msgspec.Meta(gt=0)] = 300.0
+    """How often retention runs (and once at start-up)."""
 
 
 def data_dir() -> Path:

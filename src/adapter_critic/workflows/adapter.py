@@ -18,8 +18,9 @@ logger = logging.getLogger("adapter_critic")
 
 class AdapterSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     adapter_system_prompt: str | None = None
-    # How many times an invalid adapter reply is retried, each retry saying what was wrong.
+    """Replaces the adapter's system prompt; not set: the built-in one."""
     max_adapter_retries: Annotated[int, msgspec.Meta(ge=0, le=10)] = 0
+    """How often an invalid adapter reply is retried, each retry telling the adapter what was wrong."""
 
 
 class Adapter(Workflow):

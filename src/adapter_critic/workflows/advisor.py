@@ -17,6 +17,7 @@ from .base import RunContext, Workflow
 
 class AdvisorSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     advisor_system_prompt: str | None = None
+    """Replaces the advisor's system prompt; not set: the built-in one."""
 
 
 class Advisor(Workflow):

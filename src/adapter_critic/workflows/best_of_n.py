@@ -33,10 +33,14 @@ from .prompts import draft_as_text
 
 class BestOfNSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     n: Annotated[int, msgspec.Meta(ge=1, le=16)] = 3
+    """How many candidates the API target writes, at once."""
     judging: Literal["pairwise", "pointwise"] = "pairwise"
+    """`"pairwise"`: a knockout, every comparison asked in both orders; `"pointwise"`: each candidate scored 0 to 10."""
     judge_system_prompt: str | None = None
-    # Laid over each candidate call's body (after the API target's and the request's options): e.g. a temperature.
+    """Replaces the judge's system prompt; not set: the built-in one for the `judging` chosen."""
     candidate_options: dict[str, Any] = {}
+    """A table laid over each candidate call's body, after the API target's and the request's options (e.g.
+    `{ temperature = 0.8 }`)."""
 
 
 class _Stopped(AdapterCriticError):

@@ -15,6 +15,7 @@ from .prompts import DEFAULT_CRITIC_SYSTEM_PROMPT, critic_messages, draft_as_tex
 
 class CriticSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     critic_system_prompt: str | None = None
+    """Replaces the critic's system prompt; not set: the built-in one."""
 
 
 class Critic(Workflow):

@@ -18,8 +18,11 @@ class Lens(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True
     of its own (a target table, as `api`; default: the served model's `critic` target)."""
 
     name: LensName
+    """The lens's name (letters, digits, `_`, `.`, `-`); its stage is `lens:<name>`."""
     system_prompt: Annotated[str, msgspec.Meta(min_length=1)]
+    """What this reviewer looks for."""
     target: dict[str, Any] | None = None
+    """A target of its own (a target table, as `api`); not set: the `critic` target, else `api`."""
 
 
 _FORMAT = """

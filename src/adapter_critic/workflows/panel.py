@@ -31,9 +31,12 @@ class PanelSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_
     lenses: Annotated[list[Lens], msgspec.Meta(min_length=1, max_length=32)] = msgspec.field(
         default_factory=lambda: list(DEFAULT_LENSES)
     )
-    # False: no coordinator call; the second pass gets the lens critiques one after another.
+    """The panel's reviewers; not set: four for general chat (`correctness`, `completeness`, `instructions`,
+    `clarity`)."""
     coordinator: bool = True
+    """`false`: no coordinator call; the second pass gets the lens critiques one after another."""
     coordinator_system_prompt: str | None = None
+    """Replaces the coordinator's system prompt; not set: the built-in one."""
 
     def __post_init__(self) -> None:
         names = [lens.name for lens in self.lenses]

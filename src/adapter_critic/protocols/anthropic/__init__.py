@@ -34,8 +34,12 @@ DEFAULT_VERSION = "2023-06-01"
 
 
 class AnthropicSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """What calls to targets with `protocol = "anthropic"` send when the request does not say."""
+
     max_tokens: Annotated[int, msgspec.Meta(ge=1)] = 4096
+    """Sent when neither the request nor the target's `options` give `max_tokens` (the Messages API requires it)."""
     version: Annotated[str, msgspec.Meta(min_length=1)] = DEFAULT_VERSION
+    """The `anthropic-version` header."""
 
 
 class MessagesInbound(Inbound):
