@@ -10,8 +10,13 @@ right above a fence, invisible on the rendered page, says more about it:
 - `<!-- snippet: continues -->`: a Python block that goes on from the page's Python block before it.
 - `<!-- snippet: dataset -->`: a JSON block that is an eval dataset, one item a line (JSON Lines).
 - `<!-- snippet: excerpt PATH -->`: a TOML block that is part of the repository's file PATH.
+- `<!-- snippet: against ARGS -->`: a block that talks to `http://127.0.0.1:9000`, where the page just had
+  `uvicorn ARGS --port 9000` started; the test starts that app itself.
 - `<!-- snippet: request PATH -->`: a JSON request body to send to the demo at PATH (default
   `/v1/chat/completions`).
+
+A line `--8<-- "PATH"` in a block is the repository's file PATH, included when the site is built
+(pymdownx.snippets): the block is tested with the file's text in its place.
 """
 
 from __future__ import annotations
@@ -27,9 +32,10 @@ DOCS = ROOT / "docs"
 TESTED = {"python", "toml", "json", "yaml", "sh", "promql"}
 ALIASES = {"py": "python", "bash": "sh", "shell": "sh", "yml": "yaml"}
 SHOWN = {"text"}
-KINDS = {"needs", "server", "continues", "dataset", "excerpt", "request"}
+KINDS = {"needs", "server", "continues", "dataset", "excerpt", "request", "against"}
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})\s*(?P<info>[^`\s]*)[^`]*$")
+_INCLUDE = re.compile(r'^\s*--8<--\s+"(?P<path>[^"]+)"\s*$')
 _DIRECTIVE = re.compile(r"^\s*<!--\s*snippet:\s*(?P<kind>[\w-]+)\s*(?P<arg>.*?)\s*-->\s*$")
 
 
@@ -99,12 +105,18 @@ def collect(path: Path) -> list[Snippet]:
             j += 1
         else:
             raise SnippetError(f"{relative}:{i + 1}: the fence is never closed")
-        found.append(Snippet(relative, i + 1, lang, "\n".join(body) + "\n", pending))
+        code = "\n".join(_included(line) for line in body) + "\n"
+        found.append(Snippet(relative, i + 1, lang, code, pending))
         pending = {}
         i = j + 1
     if pending:
         raise SnippetError(f"{relative}: a snippet directive at the end of the file stands above no fence")
     return found
+
+
+def _included(line: str) -> str:
+    include = _INCLUDE.match(line)
+    return (ROOT / include.group("path")).read_text(encoding="utf-8").rstrip("\n") if include else line
 
 
 def collect_all() -> list[Snippet]:

@@ -26,7 +26,7 @@ import shlex
 import signal
 import subprocess
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,13 +42,14 @@ from adapter_critic.cli import cli
 from adapter_critic.evals.dataset import parse_item
 from adapter_critic.events import Extension
 
-from ..conftest import asgi_client, listening_socket
+from ..conftest import asgi_client, listening_socket, run_server
 from .conftest import Demo
 from .snippets import ROOT, Snippet, chain, collect_all
 
 SNIPPETS = collect_all()
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 EXTRAS = set(PYPROJECT["project"]["optional-dependencies"])
+SIDECAR = "127.0.0.1:9000"  # where the pages start a server of their own
 MINIMAL_SERVED = {"served_models": {"x": {"mode": "direct", "api": {"model": "m", "base_url": "http://h/v1"}}}}
 
 
@@ -133,12 +134,26 @@ def test_python(snippet: Snippet, request: pytest.FixtureRequest) -> None:
     demo: Demo = request.getfixturevalue("demo")
     workdir: Path = request.getfixturevalue("workdir")
     namespace: dict[str, Any] = {"__name__": "__snippet__", **givens()}
-    with contextlib.chdir(workdir), closing_clients(namespace):
+    with contextlib.chdir(workdir), closing_clients(namespace), serving(snippet, demo) as localize:
         for block in chain(snippet, SNIPPETS):
-            exec(compile(demo.localize(block.code), block.id, "exec"), namespace)
+            exec(compile(localize(block.code), block.id, "exec"), namespace)
         app = namespace.get("app")
         if app is not None and callable(app):
             anyio.run(serve_once, app)
+
+
+@contextlib.contextmanager
+def serving(snippet: Snippet, demo: Demo) -> Iterator[Callable[[str], str]]:
+    """How to point a block at its server: the demo's address for 127.0.0.1:8000, and for an `against` block
+    127.0.0.1:9000 is the app it names, served here by uvicorn on a socket of its own."""
+    against = snippet.directives.get("against")
+    if against is None:
+        yield demo.localize
+        return
+    args = ["-m", "uvicorn", *shlex.split(against)]
+    with run_server(args, env=demo.env) as (url, _):
+        address = url.removeprefix("http://")
+        yield lambda code: demo.localize(code).replace(SIDECAR, address)
 
 
 def givens() -> dict[str, Any]:
@@ -152,13 +167,18 @@ def givens() -> dict[str, Any]:
 
 
 async def serve_once(app: Any) -> None:
-    """An app a snippet built serves `GET /v1/models` and answers a chat request for the first model it lists."""
+    """An app a snippet built serves `GET /v1/models` (`/models` when it is not mounted) and answers a chat request
+    for the first model it lists."""
     async with asgi_client(app) as client:
-        models = await client.get("/v1/models")
+        prefix = "/v1"
+        models = await client.get(f"{prefix}/models")
+        if models.status_code == 404:
+            prefix = ""
+            models = await client.get("/models")
         assert models.status_code == 200, models.text
         model = models.json()["data"][0]["id"]
         body = {"model": model, "messages": [{"role": "user", "content": "Hello"}]}
-        answer = await client.post("/v1/chat/completions", json=body)
+        answer = await client.post(f"{prefix}/chat/completions", json=body)
         assert answer.status_code == 200, answer.text
         assert "adapter_critic" in answer.json()
 
@@ -231,7 +251,8 @@ def run_server_snippet(snippet: Snippet, lines: list[str], workdir: Path, demo: 
     """Run the block with its last command serving on a socket of ours (`--fd`); it must answer `GET /v1/models`."""
     sock = listening_socket()
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    script = PRELUDE + "\n".join([*lines[:-1], f"{lines[-1]} --fd {sock.fileno()}"])
+    last = re.sub(r"(\s+#\s.*)?$", f" --fd {sock.fileno()}\\1", lines[-1], count=1)  # before a comment
+    script = PRELUDE + "\n".join([*lines[:-1], last])
     server = subprocess.Popen(
         ["bash", "-c", script],
         cwd=workdir,
@@ -259,8 +280,7 @@ def check_shell(snippet: Snippet) -> None:
     syntax = subprocess.run(["bash", "-n"], input=snippet.code, capture_output=True, text=True)
     assert syntax.returncode == 0, f"{snippet.id}: {syntax.stderr}"
     for line in commands(snippet.code):
-        for command in re.split(r"&&|\|\||;|\|", line):
-            words = shlex.split(command, comments=True)
+        for words in simple_commands(line):
             while words and re.fullmatch(r"[A-Z_]+=\S*", words[0]):  # VAR=value before the command
                 words.pop(0)
             if not words:
@@ -271,6 +291,19 @@ def check_shell(snippet: Snippet) -> None:
                 check_install(snippet, words)
             elif words[0] == "uvicorn":
                 check_uvicorn(snippet, words[1:])
+
+
+def simple_commands(line: str) -> list[list[str]]:
+    """A command line's simple commands, split at `&&`, `||`, `;` and `|`, each as its words."""
+    lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    found: list[list[str]] = [[]]
+    for token in lexer:
+        if token in ("&&", "||", ";", "|", "&"):
+            found.append([])
+        else:
+            found[-1].append(token)
+    return [words for words in found if words]
 
 
 def check_cli(snippet: Snippet, args: list[str]) -> None:
