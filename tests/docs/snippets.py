@@ -10,8 +10,8 @@ right above a fence, invisible on the rendered page, says more about it:
 - `<!-- snippet: continues -->`: a Python block that goes on from the page's Python block before it.
 - `<!-- snippet: dataset -->`: a JSON block that is an eval dataset, one item a line (JSON Lines).
 - `<!-- snippet: excerpt PATH -->`: a TOML block that is part of the repository's file PATH.
-- `<!-- snippet: against ARGS -->`: a block that talks to `http://127.0.0.1:9000`, where the page just had
-  `uvicorn ARGS --port 9000` started; the test starts that app itself.
+- `<!-- snippet: against [VAR=value ...] ARGS -->`: a block that talks to `http://127.0.0.1:9000`, where the page
+  had `VAR=value uvicorn ARGS --port 9000` started; the test starts that app itself, in the working directory.
 - `<!-- snippet: request PATH -->`: a JSON request body to send to the demo at PATH (default
   `/v1/chat/completions`).
 

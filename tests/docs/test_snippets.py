@@ -150,8 +150,12 @@ def serving(snippet: Snippet, demo: Demo) -> Iterator[Callable[[str], str]]:
     if against is None:
         yield demo.localize
         return
-    args = ["-m", "uvicorn", *shlex.split(against)]
-    with run_server(args, env=demo.env) as (url, _):
+    words = shlex.split(against)
+    env = dict(demo.env)
+    while words and re.fullmatch(r"[A-Z_]+=\S*", words[0]):  # VAR=value before the app
+        name, _, value = words.pop(0).partition("=")
+        env[name] = value
+    with run_server(["-m", "uvicorn", *words], env=env) as (url, _):
         address = url.removeprefix("http://")
         yield lambda code: demo.localize(code).replace(SIDECAR, address)
 
@@ -232,18 +236,20 @@ def test_shell(snippet: Snippet, request: pytest.FixtureRequest) -> None:
         return
     demo: Demo = request.getfixturevalue("demo")
     workdir: Path = request.getfixturevalue("workdir")
-    lines = [line for line in commands(demo.localize(snippet.code)) if not is_install(line)]
     if "server" in snippet.directives:
+        lines = [line for line in commands(demo.localize(snippet.code)) if not is_install(line)]
         run_server_snippet(snippet, lines, workdir, demo)
         return
-    result = subprocess.run(
-        ["bash", "-c", PRELUDE + "\n".join(lines)],
-        cwd=workdir,
-        env=demo.env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    with contextlib.chdir(workdir), serving(snippet, demo) as localize:
+        lines = [line for line in commands(localize(snippet.code)) if not is_install(line)]
+        result = subprocess.run(
+            ["bash", "-c", PRELUDE + "\n".join(lines)],
+            cwd=workdir,
+            env=demo.env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     assert result.returncode == 0, f"{snippet.id} failed:\n{result.stdout}\n{result.stderr}"
 
 
