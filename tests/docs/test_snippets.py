@@ -133,6 +133,9 @@ def test_python(snippet: Snippet, request: pytest.FixtureRequest) -> None:
         return
     demo: Demo = request.getfixturevalue("demo")
     workdir: Path = request.getfixturevalue("workdir")
+    monkeypatch: pytest.MonkeyPatch = request.getfixturevalue("monkeypatch")
+    for name in ("XDG_DATA_HOME", "RUN_ID"):  # the demo's run store, and a run in it
+        monkeypatch.setenv(name, demo.env[name])
     namespace: dict[str, Any] = {"__name__": "__snippet__", **givens()}
     with contextlib.chdir(workdir), closing_clients(namespace), serving(snippet, demo) as localize:
         for block in chain(snippet, SNIPPETS):
@@ -220,9 +223,21 @@ curl() { command curl --fail-with-body --show-error --max-time 120 "$@"; }
 
 
 def commands(code: str) -> list[str]:
-    """The block's command lines, continuation lines joined, comments and blank lines left out."""
-    joined = re.sub(r"\\\n\s*", " ", code)
-    return [line for line in joined.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    """The block's command lines, comments and blank lines left out; a line continued with a backslash, or inside
+    an open quote, is one command line."""
+    found: list[str] = []
+    pending = ""
+    for line in re.sub(r"\\\n\s*", " ", code).splitlines():
+        pending = f"{pending}\n{line}" if pending else line
+        try:
+            shlex.split(pending, comments=True)
+        except ValueError:  # a quote is still open
+            continue
+        if pending.strip() and not pending.lstrip().startswith("#"):
+            found.append(pending)
+        pending = ""
+    assert not pending, f"an unclosed quote: {pending!r}"
+    return found
 
 
 def is_install(line: str) -> bool:
