@@ -37,10 +37,11 @@ import msgspec
 import pytest
 import yaml
 
-from adapter_critic import Config
+from adapter_critic import Config, Workflow, create_app
 from adapter_critic.cli import cli
 from adapter_critic.evals.dataset import parse_item
 from adapter_critic.events import Extension
+from adapter_critic.workflows import registry
 
 from ..conftest import asgi_client, listening_socket, run_server
 from .conftest import Demo
@@ -143,6 +144,38 @@ def test_python(snippet: Snippet, request: pytest.FixtureRequest) -> None:
         app = namespace.get("app")
         if app is not None and callable(app):
             anyio.run(serve_once, app)
+        for workflow in workflows_in(namespace):
+            with registered(workflow):
+                body = anyio.run(serve_once, create_app(workflow_config(workflow, demo)))
+                assert body["adapter_critic"]["mode"] == workflow.name
+
+
+def workflows_in(namespace: dict[str, Any]) -> list[type[Workflow]]:
+    """The workflow plug-ins a block defines (not the ones it imports)."""
+    return [
+        value
+        for value in namespace.values()
+        if isinstance(value, type) and issubclass(value, Workflow) and value.__module__ == "__snippet__"
+    ]
+
+
+@contextlib.contextmanager
+def registered(workflow: type[Workflow]) -> Iterator[None]:
+    """A workflow a block defines, registered as if its package were installed, while the block's test runs."""
+    known = registry.workflows()
+    assert workflow.name not in known, workflow.name
+    known[workflow.name] = workflow()
+    try:
+        yield
+    finally:
+        del known[workflow.name]
+
+
+def workflow_config(workflow: type[Workflow], demo: Demo) -> Config:
+    """One served model in the workflow's mode, every stage target on the demo's `demo-direct`."""
+    target = {"model": "demo-direct", "base_url": f"{demo.url}/v1"}
+    served = {"mode": workflow.name, "api": target, **dict.fromkeys(workflow.targets, target)}
+    return Config.from_dict({"served_models": {f"plugin-{workflow.name}": served}})
 
 
 @contextlib.contextmanager
@@ -173,7 +206,7 @@ def givens() -> dict[str, Any]:
     return {"model_server": module.model_server}
 
 
-async def serve_once(app: Any) -> None:
+async def serve_once(app: Any) -> dict[str, Any]:
     """An app a snippet built serves `GET /v1/models` (`/models` when it is not mounted) and answers a chat request
     for the first model it lists."""
     async with asgi_client(app) as client:
@@ -187,7 +220,9 @@ async def serve_once(app: Any) -> None:
         body = {"model": model, "messages": [{"role": "user", "content": "Hello"}]}
         answer = await client.post(f"{prefix}/chat/completions", json=body)
         assert answer.status_code == 200, answer.text
-        assert "adapter_critic" in answer.json()
+        body: dict[str, Any] = answer.json()
+        assert "adapter_critic" in body
+        return body
 
 
 @contextlib.contextmanager
@@ -202,16 +237,18 @@ def closing_clients(namespace: dict[str, Any]) -> Iterator[None]:
 
 
 def check_python(snippet: Snippet) -> None:
+    """It compiles, and what it imports from adapter_critic exists (other packages may not be installed here)."""
     tree = ast.parse(snippet.code, snippet.id)
     compile(tree, snippet.id, "exec")
     for node in ast.walk(tree):
-        names = []
         if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            names = [node.module]
-        for name in names:
-            assert importlib.util.find_spec(name.split(".")[0]) is not None, f"{snippet.id}: no module {name}"
+            for alias in node.names:
+                if alias.name.split(".")[0] == "adapter_critic":
+                    importlib.import_module(alias.name)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "adapter_critic":
+            module = importlib.import_module(node.module)
+            for alias in node.names:
+                assert hasattr(module, alias.name), f"{snippet.id}: {node.module} has no {alias.name}"
 
 
 # -- shell ---------------------------------------------------------------------------------------------------------
