@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import re
 import sys
+import tomllib
 from pathlib import Path
 from types import ModuleType
 
@@ -147,3 +148,23 @@ def test_the_site_works_offline() -> None:
     assert re.search(r"^\s+font: false", settings, re.MULTILINE)
     for path in Path(DOCS).rglob("*.md"):
         assert "mermaid" not in path.read_text(encoding="utf-8"), path  # Material loads mermaid from a CDN
+
+
+def test_every_extra_is_in_the_install_page() -> None:
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    page = (DOCS / "getting-started" / "install.md").read_text(encoding="utf-8")
+    for extra in extras:
+        assert f"| `{extra}` |" in page, extra
+
+
+def test_the_architecture_names_every_part_of_the_package_and_only_parts_that_exist() -> None:
+    package = ROOT / "src" / "adapter_critic"
+    page = (DOCS / "architecture.md").read_text(encoding="utf-8")
+    for part in package.iterdir():
+        if part.name.startswith(("_", ".")) or part.name == "py.typed":
+            continue
+        name = f"{part.name}/" if part.is_dir() else part.name
+        assert f"`{name}`" in page, f"architecture.md does not say what {name} owns"
+    for path in re.findall(r"`((?:[a-z_]+/)*[a-z_]+\.py)`", page):
+        candidates = [package / path, *package.glob(f"*/{path}")]
+        assert any(c.exists() for c in candidates), f"architecture.md names {path}, which does not exist"

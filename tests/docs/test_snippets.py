@@ -2,7 +2,8 @@
 
 - TOML: a config (a fragment such as `[store]` alone completed with one served model) loads through `Config`.
 - JSON: parses; a config loads; a request body is sent to the demo and answered 200; an `adapter_critic` extension
-  decodes as the server's own; an error envelope has its fields; an eval dataset's lines load as items.
+  and a run record decode as the server's own; an error envelope has its fields; an eval dataset's lines load as
+  items.
 - YAML: parses; a config loads.
 - Python: runs, against the demo served by real uvicorn; an `app` it builds is served and answers a chat request.
 - Shell: runs with bash (`set -e`, every curl failing on an HTTP error) against the same demo; a `server` block's
@@ -41,6 +42,7 @@ from adapter_critic import Config, Workflow, create_app
 from adapter_critic.cli import cli
 from adapter_critic.evals.dataset import parse_item
 from adapter_critic.events import Extension
+from adapter_critic.store import RunDetail, RunSummary
 from adapter_critic.workflows import registry
 
 from ..conftest import asgi_client, listening_socket, run_server
@@ -113,8 +115,14 @@ def test_json(snippet: Snippet, request: pytest.FixtureRequest) -> None:
     if isinstance(data, dict) and "served_models" in data:
         load_config_data(data, snippet.id)
     if isinstance(data, dict) and "adapter_critic" in data:
-        msgspec.convert(data["adapter_critic"], Extension)
-    if isinstance(data, dict) and "error" in data:
+        extension = data["adapter_critic"]
+        if "progress" in extension:  # a progress event's
+            assert set(extension["progress"]) == {"stage", "status", "ms"}, snippet.id
+        else:
+            msgspec.convert(extension, Extension)
+    if isinstance(data, dict) and data.get("object") == "run":
+        msgspec.convert(data, RunDetail if "stages" in data else RunSummary)
+    if isinstance(data, dict) and "error" in data and set(data) <= {"error", "type"}:  # an OpenAI or Anthropic envelope
         error = data["error"]
         assert isinstance(error, dict) and isinstance(error.get("message"), str) and "type" in error, snippet.id
     if "request" in snippet.directives:
