@@ -168,3 +168,11 @@ def test_the_architecture_names_every_part_of_the_package_and_only_parts_that_ex
     for path in re.findall(r"`((?:[a-z_]+/)*[a-z_]+\.py)`", page):
         candidates = [package / path, *package.glob(f"*/{path}")]
         assert any(c.exists() for c in candidates), f"architecture.md names {path}, which does not exist"
+
+
+def test_every_page_the_code_points_at_exists() -> None:
+    """Docstrings and messages point readers at the site's pages by path (`docs/guides/store.md`)."""
+    for folder in ("src", "tests", "benchmarks", "examples"):
+        for path in (ROOT / folder).rglob("*.py"):
+            for page in re.findall(r"\bdocs/[\w/-]+\.md", path.read_text(encoding="utf-8")):
+                assert (ROOT / page).exists(), f"{path.relative_to(ROOT)} points at {page}, which does not exist"
