@@ -70,7 +70,7 @@ def opened_row(record: RunOpened, instance: str, clean: Cleaner) -> Row:
     if request.stream:
         options["stream"] = True
     if request.overrides is not None:
-        options[request.overrides_param] = request.overrides
+        options[request.overrides_param] = request.overrides.given
     messages = request.messages_json if record.capture == "full" else None
     return (
         record.run_id,

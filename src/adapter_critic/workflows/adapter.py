@@ -22,11 +22,17 @@ class AdapterSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, k
     max_adapter_retries: Annotated[int, msgspec.Meta(ge=0, le=10)] = 0
 
 
+class AdapterRequestSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    # At most 5 from a request (10 from the config): each retry is an upstream call the operator pays for.
+    max_adapter_retries: Annotated[int, msgspec.Meta(ge=0, le=5)] | None = None
+
+
 class Adapter(Workflow):
     name = "adapter"
     stages = ("api", "adapter")
     targets = ("adapter",)
     Settings = AdapterSettings
+    RequestSettings = AdapterRequestSettings
 
     async def run(self, run: RunContext) -> FinalCall | None:
         settings: AdapterSettings = run.plan.settings
