@@ -23,7 +23,7 @@ from ..config import Config
 from ..core import StageTarget
 from ..errors import EvalError, UpstreamError
 from ..http.app import build_app
-from ..http.chat import Service
+from ..http.service import compose
 from ..redact import Secrets, redact_userinfo
 from ..upstream.client import Upstream
 from ..upstream.failures import describe_transport_error
@@ -117,7 +117,7 @@ async def in_process(
     config: Config, in_process_app: ASGIApp | None, request_seconds: float, name: str
 ) -> AsyncIterator[Endpoint]:
     """The app serving `config` (`name`: its file, or the demo), running in this process (its lifespan entered)."""
-    service = Service(config, in_process_app=in_process_app)
+    service = compose(config, in_process_app=in_process_app)
     app = build_app(service, prefix=IN_PROCESS_PREFIX)
     upstream = Upstream(timeout=request_seconds, secrets=service.secrets, in_process_app=app)
     async with app.router.lifespan_context(app):

@@ -33,7 +33,9 @@ class Gauge(Protocol):
 class Admission:
     """Admits chat requests (`slot`) and waits for them at shutdown (`drain`); one per service."""
 
-    def __init__(self, limit: int | None, queue_timeout: float, max_queued: int = 100) -> None:
+    def __init__(
+        self, limit: int | None, queue_timeout: float, max_queued: int = 100, gauge: Gauge | None = None
+    ) -> None:
         self.limit = limit
         self.queue_timeout = queue_timeout
         self.max_queued = max_queued
@@ -44,7 +46,7 @@ class Admission:
         self._idle: anyio.Event | None = None
         retry_after = str(max(1, math.ceil(queue_timeout)))
         self._busy_headers = {"retry-after": retry_after}
-        self.gauge: Gauge | None = None  # told of every request admitted and finished (the in-flight metric)
+        self.gauge = gauge  # told of every request admitted and finished (the in-flight metric)
 
     def open(self) -> None:
         """Admit requests again (a lifespan that starts after an earlier shutdown)."""

@@ -27,8 +27,9 @@ from ..protocols.openai.render import JSON, encode
 from ..upstream.tokenize import TokenCounter
 from .auth import client_token
 from .body import body_too_large, read_body
-from .chat import Service, protocol_error
+from .chat import protocol_error
 from .passthrough import Passthrough
+from .service import Service
 
 logger = logging.getLogger("adapter_critic")
 
