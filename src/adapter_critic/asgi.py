@@ -4,6 +4,8 @@ The API is served under `/v1`. The config file comes from the env var `ADAPTER_C
 the built-in demo is served. Its connections get `TCP_NODELAY` however the server made its sockets
 (`http.nodelay`), and its process's garbage collector is tuned once it has started (`tune_garbage_collector`):
 the process is the server's own, unlike a host app's.
+
+`app` is public (`__all__`); the functions that build it are internal.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from .http.service import compose
 from .observe.logs import configure_standalone_logging
 from .observe.workers import prepare_multiprocess_dir
 from .store.settings import default_url
+
+__all__ = ["app"]
 
 CONFIG_ENV = "ADAPTER_CRITIC_CONFIG"
 

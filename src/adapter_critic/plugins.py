@@ -1,4 +1,6 @@
-"""Loading plug-ins: the classes an entry-point group names, built-in ones first, then the installed plug-ins by name
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+Loading plug-ins: the classes an entry-point group names, built-in ones first, then the installed plug-ins by name
 — one instance of each. A broken plug-in is logged and left out; it never takes the server down.
 
 The built-in ones are registered in one place, the entry points of adapter_critic's own pyproject.toml: they are

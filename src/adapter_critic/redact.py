@@ -1,4 +1,6 @@
-"""Keeping API keys out of everything the server answers or logs (docs/guides/security.md).
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+Keeping API keys out of everything the server answers or logs (docs/guides/security.md).
 
 Secrets are the values of the env vars that hold keys — upstream keys, and the comma-separated inbound
 keys of `auth_api_keys_env` — read each time, so rotated keys are covered. Each is replaced by `***` in

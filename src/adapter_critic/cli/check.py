@@ -1,4 +1,6 @@
-"""`adapter-critic check`: validate a config and, with `--deep`, ask every upstream whether it answers.
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+`adapter-critic check`: validate a config and, with `--deep`, ask every upstream whether it answers.
 
 The deep check is the server's own `GET /health?deep=1` (`http/health.DeepHealth`): one `GET {base_url}/models`
 per distinct URL and credentials, every configured target reported with the result of its pair.

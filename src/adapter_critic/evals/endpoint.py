@@ -1,4 +1,6 @@
-"""Where chat requests go: the app in-process (a config, or the built-in demo; no server needed) or any
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+Where chat requests go: the app in-process (a config, or the built-in demo; no server needed) or any
 OpenAI-compatible server at a base URL, each request made with the upstream retry rules.
 
 A request is one upstream call of this package's own client (`upstream.client.Upstream`), so a failure is an

@@ -1,4 +1,6 @@
-"""Admission of chat requests: the overload limit, and the count of requests in flight for a graceful shutdown.
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+Admission of chat requests: the overload limit, and the count of requests in flight for a graceful shutdown.
 
 With `max_concurrent_requests` set, at most that many chat requests run at once; up to `max_queued_requests`
 more wait, each up to `queue_timeout_seconds`, for a slot. A request that finds the queue full is refused at

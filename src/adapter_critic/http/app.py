@@ -1,4 +1,6 @@
-"""`create_app`: the Starlette application serving `/chat/completions`, every other registered protocol's
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+`create_app`: the Starlette application serving `/chat/completions`, every other registered protocol's
 route (`/messages`), `/models` and `/health` (docs/reference/http.md).
 
 Starlette does not run a mounted app's lifespan. A host that mounts this app should enter

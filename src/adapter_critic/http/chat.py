@@ -1,4 +1,6 @@
-"""The chat handler shared by the app and the middleware: one request body in, one response out.
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+The chat handler shared by the app and the middleware: one request body in, one response out.
 
 It owns the order of checks (docs/reference/http.md): body and override checks (400), then the served model (404),
 then resolution (400); and it turns every failure into the client's protocol's error envelope — no

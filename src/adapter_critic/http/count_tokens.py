@@ -1,4 +1,6 @@
-"""`POST /messages/count_tokens`: Anthropic's token-counting endpoint for a served model, and Anthropic's 404 for
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+`POST /messages/count_tokens`: Anthropic's token-counting endpoint for a served model, and Anthropic's 404 for
 every other path under `/messages`.
 
 The request is a Messages request without `max_tokens`; the answer `{"input_tokens": N}`, counted by the served

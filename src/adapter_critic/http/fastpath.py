@@ -1,4 +1,6 @@
-"""`App`: the Starlette app whose protocols' POST routes (`/chat/completions`, `/messages`, `/responses`) are
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+`App`: the Starlette app whose protocols' POST routes (`/chat/completions`, `/messages`, `/responses`) are
 answered ahead of Starlette's middleware stack and router.
 
 Those routes are most of a server's traffic, and every wrapper around them is paid again for each streamed

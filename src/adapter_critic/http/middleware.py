@@ -1,4 +1,6 @@
-"""`AdapterCriticMiddleware`: the pipeline as pure ASGI middleware around an app that serves chat completions.
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+`AdapterCriticMiddleware`: the pipeline as pure ASGI middleware around an app that serves chat completions.
 
 Only `POST <path>` requests (and `POST` on every other protocol's route beside it: `/v1/messages`) whose
 `model` is a served model run through the pipeline; every other

@@ -1,4 +1,6 @@
-"""The composition root: every part of one app or middleware built from its config in one place (`compose`), the
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+The composition root: every part of one app or middleware built from its config in one place (`compose`), the
 chat handler given the parts it uses, and the whole handed to what serves it (`app.build_app`, the middleware).
 
 Each part is made once and passed in, so nothing is wired into a part after it is made: the metrics and tracing

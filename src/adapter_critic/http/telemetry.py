@@ -1,4 +1,6 @@
-"""A service's metrics and tracing, made as its config (`[telemetry]`) and the way it is served ask, before the parts
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+A service's metrics and tracing, made as its config (`[telemetry]`) and the way it is served ask, before the parts
 that report to them; and the `GET /metrics` endpoint.
 
 `telemetry_for` makes them; the composition root (`service.compose`) hands their run-event subscribers, the

@@ -1,4 +1,6 @@
-"""A request's plan, the run's input: override checks, stage-target resolution and credential binding
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+A request's plan, the run's input: override checks, stage-target resolution and credential binding
 (docs/guides/overrides.md, docs/guides/security.md).
 
 Credentials are bound to URLs: a configured key is only ever sent to the `base_url` it is

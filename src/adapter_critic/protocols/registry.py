@@ -1,4 +1,6 @@
-"""The registered protocols: every entry point of the group `adapter_critic.protocols`, by name, and their
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+The registered protocols: every entry point of the group `adapter_critic.protocols`, by name, and their
 sides for a config's `[protocols.<name>]` settings.
 
 Each entry point names a `Protocol` subclass (`openai = "adapter_critic.protocols.openai:OpenAI"`). They are

@@ -1,4 +1,6 @@
-"""Decoding and validating a chat-completions request body (each field's rules: docs/reference/http.md).
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+Decoding and validating a chat-completions request body (each field's rules: docs/reference/http.md).
 
 The body is decoded once as `dict[str, msgspec.Raw]`, so every field we do not read is forwarded
 upstream byte for byte, and once more into small typed views for the few fields we do read.

@@ -1,4 +1,6 @@
-"""`x_adapter_critic`: a request's overrides of its served model, with fields derived from the registered workflows,
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+`x_adapter_critic`: a request's overrides of its served model, with fields derived from the registered workflows,
 plug-ins included — `mode`; `<key>_model` and `<key>_base_url` for `api` and every workflow's stage-target keys
 (`Workflow.targets`); every setting a workflow lets a request choose (`Workflow.RequestSettings`); and `progress`
 (streaming only: a chunk with an empty delta and `adapter_critic.progress` as each earlier stage finishes).

@@ -1,4 +1,6 @@
-"""Store records as table rows (`reads` turns them back into the API's shapes).
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+Store records as table rows (`reads` turns them back into the API's shapes).
 
 Writing (in the background writer, never on a request's task): every text value is JSON-encoded and then has
 every secret masked (`cleaning.Cleaner`) — the values of the configured key env vars in each form an upstream may echo

@@ -1,4 +1,6 @@
-"""Upstream calls: the one shared httpx client, API keys read at call time, and the translation of
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+Upstream calls: the one shared httpx client, API keys read at call time, and the translation of
 every httpx outcome into a `Completion` or an `UpstreamError` (`upstream.failures`; the statuses clients get are
 in docs/reference/http.md).
 

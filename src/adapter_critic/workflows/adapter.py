@@ -1,4 +1,6 @@
-"""`adapter`: an API draft, then a reviewer that answers `lgtm` or SEARCH/REPLACE edits to it
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+`adapter`: an API draft, then a reviewer that answers `lgtm` or SEARCH/REPLACE edits to it
 (docs/guides/workflows.md)."""
 
 from __future__ import annotations

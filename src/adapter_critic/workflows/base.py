@@ -18,6 +18,8 @@ from ..core import Answer, ChatRequest, Completion, FinalCall, Plan, StageTarget
 from ..events import Value
 from .prompts import render_tool_calls
 
+__all__ = ["NoSettings", "RunContext", "StageCall", "StageFailed", "Workflow"]
+
 
 class NoSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     """A workflow without settings of its own."""

@@ -1,4 +1,6 @@
-"""The registered workflows: every entry point of the group `adapter_critic.workflows`, by mode name.
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+The registered workflows: every entry point of the group `adapter_critic.workflows`, by mode name.
 
 Each entry point names a `Workflow` subclass (`direct = "adapter_critic.workflows.direct:Direct"`). They are
 loaded once, on first use. The built-in modes are the entry points of adapter_critic's own pyproject.toml, also in
