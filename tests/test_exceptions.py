@@ -35,7 +35,8 @@ def package_exceptions() -> set[type[BaseException]]:
 def drawn_tree() -> dict[str, tuple[str | None, str]]:
     """The tree in errors.py's docstring: each name's parent (None for the root) and the rest of its line."""
     assert errors.__doc__ is not None
-    lines = errors.__doc__.split("\n\n")[1].splitlines()
+    paragraphs = [p for p in errors.__doc__.split("\n\n") if not p.startswith("Internal:")]  # its internal note
+    lines = paragraphs[1].splitlines()
     assert lines[0] == "AdapterCriticError"
     tree: dict[str, tuple[str | None, str]] = {"AdapterCriticError": (None, "")}
     parents = ["AdapterCriticError"]  # the line's ancestors, by depth

@@ -56,7 +56,7 @@ pytestmark = pytest.mark.anyio
 
 SERVED = ["m-direct", "m-adapter", "m-critic"]
 ROLES = ["system", "developer", "user", "assistant", "tool"]
-OVERRIDE_FIELDS = list(Overrides.__struct_fields__)
+OVERRIDE_FIELDS = list(Overrides.fields())
 URL_FIELDS = [name for name in OVERRIDE_FIELDS if name.endswith("_base_url")]
 
 # -- strategies --------------------------------------------------------------------------------------------------------

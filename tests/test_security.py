@@ -29,7 +29,7 @@ from starlette.types import ASGIApp
 from adapter_critic import AdapterCriticMiddleware, Config, ConfigError, create_app
 from adapter_critic.errors import RequestError
 from adapter_critic.http.auth import InboundAuth
-from adapter_critic.http.chat import Service
+from adapter_critic.http.service import compose
 from adapter_critic.pipeline.resolve import bind_key, check_overrides, resolve
 from adapter_critic.redact import redact, secret_values
 from adapter_critic.request.decode import Message, Overrides
@@ -1184,6 +1184,6 @@ def test_every_configured_key_is_a_secret(monkeypatch: pytest.MonkeyPatch) -> No
             }
         },
     )
-    secrets = Service(config).secrets
+    secrets = compose(config).secrets
     text = f"{SERVER_KEY} {ADAPTER_KEY} {INBOUND_CANARY} other-inbound-canary"
     assert secrets.redact(text) == "*** *** *** ***"

@@ -1,5 +1,21 @@
 """adapter_critic: an OpenAI-compatible chat-completions server that runs each request through a workflow of
-upstream model calls (direct, adapter, critic, or any registered plug-in)."""
+upstream model calls (direct, adapter, critic, or any registered plug-in).
+
+The public API is what these modules list in `__all__`, and nothing else:
+
+- `adapter_critic`: the app (`create_app`), the middleware, the config, the exceptions, and what a workflow
+  plug-in is written with;
+- `adapter_critic.config`: the config and loading it;
+- `adapter_critic.store`: reading a run store (`open_store`) and the shapes of its records;
+- `adapter_critic.workflows.base` and `adapter_critic.protocols.base`: the base classes of workflow and protocol
+  plug-ins;
+- `adapter_critic.observe.logs`: `JsonFormatter`, for a logging config;
+- `adapter_critic.asgi`: `app`, the standalone server (`uvicorn adapter_critic.asgi:app`).
+
+Every other module is internal, and its docstring starts with `Internal:`: it may change in any release, whatever
+its names look like. The `adapter-critic` command is the command line's interface; its modules are internal too.
+tests/test_exported_members.py holds the public names and checks both rules.
+"""
 
 from __future__ import annotations
 

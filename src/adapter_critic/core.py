@@ -1,4 +1,6 @@
-"""The plain data every layer shares: a request's messages, a stage target and a plan, an upstream
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+The plain data every layer shares: a request's messages, a stage target and a plan, an upstream
 completion, usage, and the answer a run gives.
 
 Nothing here does I/O or knows about HTTP; it is the ground floor the other packages stand on.

@@ -1,4 +1,6 @@
-"""The built-in demo: a small deterministic *demo model* (not a real LLM) and the config serving it.
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+The built-in demo: a small deterministic *demo model* (not a real LLM) and the config serving it.
 
 The demo model calls a tool when the last user message names one of the request's `tools`, and answers valid
 JSON under `response_format` (`json_object`, or `json_schema` with the schema's required keys), so tool calling

@@ -1,4 +1,6 @@
-"""What the demo model says when a request asks for more than text (a tool call for a tool the user named, JSON
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+What the demo model says when a request asks for more than text (a tool call for a tool the user named, JSON
 that fits a `response_format`), and its part in the advisor, panel and best-of-n workflows (each stage's reply
 names its stage, so every stage can be seen in the extension)."""
 

@@ -1,4 +1,6 @@
-"""Every exception this package raises on purpose derives from `AdapterCriticError`, and this is the tree of them
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+Every exception this package raises on purpose derives from `AdapterCriticError`, and this is the tree of them
 (the classes outside this module are defined where they are raised, named here with their module):
 
 AdapterCriticError

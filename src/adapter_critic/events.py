@@ -1,4 +1,6 @@
-"""What a run reports as it goes, as typed events, and the record folded from them.
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+What a run reports as it goes, as typed events, and the record folded from them.
 
 A run publishes, in order: `RunStarted`; for each stage call `StageStarted` then `StageFinished` (target,
 attempts, usage, time, output or error); `Noted` for each value a workflow reports (`intermediate` keys);

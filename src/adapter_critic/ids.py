@@ -1,4 +1,6 @@
-"""Run and response ids (`chatcmpl-…`, `msg_…`, `resp_…`): unique, unguessable, and in creation order.
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+Run and response ids (`chatcmpl-…`, `msg_…`, `resp_…`): unique, unguessable, and in creation order.
 
 An id's 32 hex digits are the creation time in milliseconds (12 digits) and 80 random bits. Ids made later sort
 later, so a run store's indexes keyed by them grow at their end: a batch of runs touches a few index pages instead

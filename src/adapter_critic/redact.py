@@ -1,4 +1,6 @@
-"""Keeping API keys out of everything the server answers or logs (docs/guides/security.md).
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+Keeping API keys out of everything the server answers or logs (docs/guides/security.md).
 
 Secrets are the values of the env vars that hold keys — upstream keys, and the comma-separated inbound
 keys of `auth_api_keys_env` — read each time, so rotated keys are covered. Each is replaced by `***` in
@@ -7,11 +9,15 @@ percent-encoded. As a second line of defence any `Bearer <token>` and any URL us
 (`scheme://user:pass@`) is masked too, whatever the token.
 
 `protect_logs` adds a filter to the `adapter_critic` logger that does the same to every record, its
-traceback included (`exc_text`; `exc_info` is left for handlers that need the exception object).
+traceback included (`exc_text`; `exc_info` is left for handlers that need the exception object), with the secrets
+of the app whose work logged it: each app or middleware binds its own `Secrets` around everything it runs
+(`masked_logs`), so two in one process neither share nor keep each other's. A record logged outside any app gets
+the bearer and userinfo masks only.
 """
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import os
 import re
@@ -122,12 +128,32 @@ def _forms(value: str) -> set[str]:
 
 # -- logs -----------------------------------------------------------------------------------------------------------
 
-_log_secret_envs: set[str] = set()
+_log_secrets: contextvars.ContextVar[Secrets | None] = contextvars.ContextVar(
+    "adapter_critic_log_secrets", default=None
+)
+
+
+class masked_logs:
+    """Every record logged inside the block (and in tasks started from it) has `secrets` masked.
+
+    A class rather than a generator-based context manager: it runs for every request."""
+
+    __slots__ = ("_secrets", "_token")
+
+    def __init__(self, secrets: Secrets) -> None:
+        self._secrets = secrets
+
+    def __enter__(self) -> None:
+        self._token = _log_secrets.set(self._secrets)
+
+    def __exit__(self, *exc: object) -> None:
+        _log_secrets.reset(self._token)
 
 
 class _RedactingFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
-        values = [v for v in secret_values(sorted(_log_secret_envs)) if len(v) >= _MIN_LOGGED_SECRET]
+        secrets = _log_secrets.get()
+        values = [v for v in secrets.values() if len(v) >= _MIN_LOGGED_SECRET] if secrets is not None else []
         try:
             message = record.getMessage()
         except Exception:  # a malformed call: let logging report it as it always does
@@ -148,9 +174,8 @@ class _RedactingFilter(logging.Filter):
 _filter = _RedactingFilter()
 
 
-def protect_logs(env_names: Iterable[str]) -> None:
-    """Mask the values of `env_names` (and any bearer token) in every record of the `adapter_critic` logger."""
-    _log_secret_envs.update(env_names)
+def protect_logs() -> None:
+    """Mask the bound secrets (`masked_logs`) and any bearer token in every record of the `adapter_critic` logger."""
     logger = logging.getLogger("adapter_critic")
     if _filter not in logger.filters:
         logger.addFilter(_filter)

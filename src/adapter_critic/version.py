@@ -1,4 +1,6 @@
-"""This package's version, looked up once: `adapter_critic.__version__`, and what every upstream call says it is
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+This package's version, looked up once: `adapter_critic.__version__`, and what every upstream call says it is
 (`USER_AGENT`)."""
 
 from __future__ import annotations

@@ -226,11 +226,20 @@ def collector_settings() -> Iterator[None]:
 
 
 @pytest.mark.usefixtures("collector_settings")
-async def test_only_the_standalone_server_tunes_the_garbage_collector() -> None:
+async def test_only_the_standalone_server_tunes_the_garbage_collector(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from adapter_critic.asgi import standalone_app
+
     gc.unfreeze()
     gc.set_threshold(700, 10, 10)
     async with asgi_client(create_app(make_config())):
         assert gc.get_threshold() == (700, 10, 10) and gc.get_freeze_count() == 0  # a host app's process: untouched
     async with asgi_client(create_standalone_app(make_config())):
+        assert gc.get_threshold() == (700, 10, 10) and gc.get_freeze_count() == 0  # the app alone: still a host's
+    path = tmp_path / "standalone.toml"
+    path.write_text(f'[served_models.m]\nmode = "direct"\napi = {{ model = "x", base_url = "{UPSTREAM_URL}" }}\n')
+    monkeypatch.setenv("ADAPTER_CRITIC_CONFIG", str(path))
+    async with asgi_client(standalone_app()):  # `uvicorn adapter_critic.asgi:app`
         assert gc.get_threshold()[0] == 10_000
         assert gc.get_freeze_count() > 0  # the start-up heap is out of the collector's walks

@@ -623,12 +623,12 @@ async def test_unexpected_error_is_500_without_internals(
 async def test_unexpected_error_outside_the_service_is_500_envelope(
     upstream: ScriptedUpstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from adapter_critic.http.chat import Service
+    from adapter_critic.http.chat import ChatHandler
 
     async def explode(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("boom in /srv/secret/module.py")
 
-    monkeypatch.setattr(Service, "chat", explode)
+    monkeypatch.setattr(ChatHandler, "chat", explode)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=upstream.app)) as network:
         app = create_app(make_config(), http_client=network)
         async with asgi_client(app, raise_app_exceptions=False) as client:

@@ -26,7 +26,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from adapter_critic import AdapterCriticMiddleware, Config, create_app
 from adapter_critic.demo import demo_config, demo_model_app
 from adapter_critic.http.app import build_app
-from adapter_critic.http.chat import Service
+from adapter_critic.http.service import compose
 
 from ..conftest import UPSTREAM_URL, AppFactory, asgi_client, chat, make_config
 from ..scripted_upstream import Reply, ScriptedUpstream
@@ -681,7 +681,7 @@ async def connect(app: ASGIApp, body: dict[str, Any], path: str = "/v1/chat/comp
 @contextlib.asynccontextmanager
 async def live_app(upstream: ScriptedUpstream, **top: Any) -> AsyncIterator[ASGIApp]:
     """The app with its stages calling the scripted upstream in-process, its streams arriving live."""
-    app = build_app(Service(live_config(**top), in_process_app=upstream.app), prefix="/v1")
+    app = build_app(compose(live_config(**top), in_process_app=upstream.app), prefix="/v1")
     async with LifespanManager(app) as manager:
         yield manager.app
 
@@ -827,7 +827,7 @@ async def test_mounted_app_streams(serve: AppFactory, upstream: ScriptedUpstream
     "served", ["demo-direct", "demo-adapter", "demo-critic", "demo-advisor", "demo-panel", "demo-best-of-3"]
 )
 async def test_demo_streams_every_mode(served: str) -> None:
-    app = build_app(Service(demo_config(), in_process_app=demo_model_app()), prefix="/v1")
+    app = build_app(compose(demo_config(), in_process_app=demo_model_app()), prefix="/v1")
     async with asgi_client(app, base_url="http://testserver/v1") as client:
         completion = await non_streamed(client, chat(served, "Hi there"))
         streamed = await stream(client, chat(served, "Hi there"))

@@ -23,7 +23,7 @@ from adapter_critic.events import (
     StageStarted,
 )
 from adapter_critic.http.app import build_app
-from adapter_critic.http.chat import Service
+from adapter_critic.http.service import compose
 
 from ..conftest import asgi_client, chat, make_config
 from ..scripted_upstream import Reply, ScriptedUpstream
@@ -36,7 +36,7 @@ async def observed(upstream: ScriptedUpstream, **config: Any) -> AsyncIterator[t
     """The app with a subscriber recording every event; yields (client, events)."""
     events: list[Event] = []
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=upstream.app)) as network:
-        service = Service(make_config(**config), http_client=network, subscribers=(events.append,))
+        service = compose(make_config(**config), http_client=network, subscribers=(events.append,))
         async with asgi_client(build_app(service)) as client:
             yield client, events
 
@@ -124,7 +124,7 @@ async def test_an_abandoned_stream_finishes_cancelled(upstream: ScriptedUpstream
     upstream.script(Reply("slow", delay=30))
     events: list[Event] = []
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=upstream.app)) as network:
-        service = Service(make_config(keepalive_seconds=0.05), http_client=network, subscribers=(events.append,))
+        service = compose(make_config(keepalive_seconds=0.05), http_client=network, subscribers=(events.append,))
         app = build_app(service)
         disconnect = anyio.Event()
         body = [httpx.Request("POST", "/", json=chat("m-direct", stream=True)).read()]

@@ -10,6 +10,7 @@ import pytest
 
 from adapter_critic import Config
 from adapter_critic.errors import ConfigError
+from adapter_critic.plugins import source_tree_entry_points
 from adapter_critic.protocols import registry
 from adapter_critic.protocols.base import Inbound, UpstreamWire
 
@@ -21,9 +22,10 @@ def _config(**target: Any) -> dict[str, Any]:
 
 def test_the_built_in_protocols_are_registered_as_entry_points() -> None:
     registered = {entry.name: entry.value for entry in entry_points(group=registry.GROUP)}
-    for name, reference in registry.BUILT_IN.items():
+    built_in = source_tree_entry_points(registry.GROUP)
+    for name, reference in built_in.items():
         assert registered[name] == reference
-    assert set(registry.BUILT_IN) <= set(registry.names())
+    assert set(built_in) <= set(registry.names())
 
 
 def test_openai_serves_chat_completions_and_calls_chat_completions() -> None:

@@ -22,7 +22,7 @@ import trustme
 
 from adapter_critic import Config, create_app
 from adapter_critic.http.app import build_app
-from adapter_critic.http.chat import Service
+from adapter_critic.http.service import compose
 from adapter_critic.upstream.pinning import PINNED, HostGuard, pinned_client, system_resolver
 from adapter_critic.upstream.urlguard import IPAddress, address_problem
 
@@ -262,7 +262,7 @@ async def test_the_app_connects_to_the_address_it_checked_not_a_later_answer(tra
         listening(rebound, "127.0.0.1", port),
         httpx.AsyncClient(transport=httpx.MockTransport(refuse)) as given,
     ):
-        service = Service(star_config(), http_client=given, host_guard=HostGuard(resolver, problem))
+        service = compose(star_config(), http_client=given, host_guard=HostGuard(resolver, problem))
         async with asgi_client(build_app(service)) as app:
             url = f"http://llm.example:{port}/v1"
             body = chat("m-direct", stream=stream, x_adapter_critic={"api_base_url": url})

@@ -29,7 +29,7 @@ from adapter_critic import AdapterCriticMiddleware, Config, ConfigError, create_
 from adapter_critic.demo import demo_config, demo_model_app
 from adapter_critic.events import RunRecord, extension
 from adapter_critic.http.app import build_app
-from adapter_critic.http.chat import Service
+from adapter_critic.http.service import Service, compose
 from adapter_critic.protocols.openai.render import encode
 from adapter_critic.upstream.retry import Sleep
 from adapter_critic.upstream.transport import AiohttpTransport
@@ -837,7 +837,7 @@ async def test_deep_health_needs_the_key_when_inbound_auth_is_on(monkeypatch: py
 
 
 async def test_deep_health_of_the_demo_checks_its_in_process_model() -> None:
-    app = build_app(Service(demo_config(), in_process_app=demo_model_app()), prefix="/v1")
+    app = build_app(compose(demo_config(), in_process_app=demo_model_app()), prefix="/v1")
     async with asgi_client(app) as client:
         report = (await client.get("/v1/health", params={"deep": "1"})).json()
 

@@ -16,7 +16,7 @@ from starlette.routing import Mount
 
 from adapter_critic import create_app
 from adapter_critic.http.app import build_app, create_standalone_app
-from adapter_critic.http.chat import Service
+from adapter_critic.http.service import compose
 
 from ..conftest import asgi_client, make_config
 
@@ -102,7 +102,7 @@ async def test_mounted_under_a_host_path_the_page_points_at_its_mount() -> None:
 
 async def test_under_inbound_auth_the_page_is_public_and_the_data_is_not(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(KEYS_ENV, "viewer-key")
-    app = build_app(Service(make_config(auth_api_keys_env=KEYS_ENV)), prefix="/v1", standalone=True)
+    app = build_app(compose(make_config(auth_api_keys_env=KEYS_ENV), standalone=True), prefix="/v1")
     async with asgi_client(app) as client:
         page = await client.get("/v1/ui")
         script = await client.get("/v1/ui/api.js")

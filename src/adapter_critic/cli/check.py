@@ -1,4 +1,6 @@
-"""`adapter-critic check`: validate a config and, with `--deep`, ask every upstream whether it answers.
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+`adapter-critic check`: validate a config and, with `--deep`, ask every upstream whether it answers.
 
 The deep check is the server's own `GET /health?deep=1` (`http/health.DeepHealth`): one `GET {base_url}/models`
 per distinct URL and credentials, every configured target reported with the result of its pair.
@@ -13,9 +15,9 @@ import click
 from rich.table import Table
 
 from ..config import Config
-from ..http.chat import Service
 from ..http.health import DeepHealth
-from ..redact import redact_userinfo
+from ..http.service import compose
+from ..redact import masked_logs, redact_userinfo
 from .console import stdout
 from .errors import CliError
 from .options import Served, config_option, load_served
@@ -54,12 +56,13 @@ def served_table(config: Config, name: str) -> Table:
 
 async def deep_report(served: Served) -> dict[str, Any]:
     """`/health?deep=1`'s report for this config, without starting a server."""
-    service = Service(served.config, in_process_app=served.in_process_app)
-    service.upstream.open()
-    try:
-        return await DeepHealth(served.config, service.upstream).report()
-    finally:
-        await service.upstream.aclose()
+    service = compose(served.config, in_process_app=served.in_process_app)
+    with masked_logs(service.secrets):
+        service.upstream.open()
+        try:
+            return await DeepHealth(served.config, service.upstream).report()
+        finally:
+            await service.upstream.aclose()
 
 
 def health_table(report: dict[str, Any]) -> Table:

@@ -1,4 +1,6 @@
-"""Rich consoles: tables on stdout, progress and notices on stderr; wide when not a terminal, so a table written
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+Rich consoles: tables on stdout, progress and notices on stderr; wide when not a terminal, so a table written
 to a file or a pipe is not wrapped."""
 
 from __future__ import annotations

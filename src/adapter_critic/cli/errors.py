@@ -1,4 +1,6 @@
-"""The command line's one kind of failure: a message a user can act on, printed as one line, exit status 1."""
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+The command line's one kind of failure: a message a user can act on, printed as one line, exit status 1."""
 
 from __future__ import annotations
 

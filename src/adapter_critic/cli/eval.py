@@ -1,4 +1,6 @@
-"""`adapter-critic eval DATASET --models A,B`: run a dataset through served models, score, and compare them.
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+`adapter-critic eval DATASET --models A,B`: run a dataset through served models, score, and compare them.
 
 In-process against a config (`--config`, or the built-in demo; no server needed) or against any
 OpenAI-compatible server (`--base-url`). Everything is checked before the first request: the dataset line by line,

@@ -1,4 +1,6 @@
-"""What `eval` shows: a progress bar on a terminal (plain lines otherwise), and the tables of its summary."""
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+What `eval` shows: a progress bar on a terminal (plain lines otherwise), and the tables of its summary."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""The command group: `--version`, the subcommands, and how a failure is shown (one line, never a traceback)."""
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+The command group: `--version`, the subcommands, and how a failure is shown (one line, never a traceback)."""
 
 from __future__ import annotations
 

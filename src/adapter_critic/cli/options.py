@@ -1,4 +1,6 @@
-"""What several subcommands share: the `--config` option and loading the config it names (or the built-in demo)."""
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+What several subcommands share: the `--config` option and loading the config it names (or the built-in demo)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""`adapter-critic replay ID --model OTHER`: send a recorded run's request again, to another served model, and
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+`adapter-critic replay ID --model OTHER`: send a recorded run's request again, to another served model, and
 show the two answers side by side, their diff, and the difference in tokens and latency.
 
 The request is rebuilt from the store (its `messages` and every other field it carried, `stream` aside), so the

@@ -1,4 +1,6 @@
-"""`adapter-critic runs list|show ID|export`: the recorded runs, read from the run store with the runs API's
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+`adapter-critic runs list|show ID|export`: the recorded runs, read from the run store with the runs API's
 filters (`--served-model`, `--mode`, `--status`, `--degraded`, `--since`, `--until`, `--request-id`)."""
 
 from __future__ import annotations

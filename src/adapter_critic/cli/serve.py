@@ -1,4 +1,6 @@
-"""`adapter-critic serve`: the standalone server, exactly what `uvicorn adapter_critic.asgi:app` runs."""
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+`adapter-critic serve`: the standalone server, exactly what `uvicorn adapter_critic.asgi:app` runs."""
 
 from __future__ import annotations
 

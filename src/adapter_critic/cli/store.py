@@ -1,4 +1,6 @@
-"""Opening the run store the `runs` and `replay` commands read: `--store URL`, else the `store.url` of
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+Opening the run store the `runs` and `replay` commands read: `--store URL`, else the `store.url` of
 `--config`, else where the standalone server records by default (a SQLite file in the user's data directory)."""
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""Turning msgspec's validation messages into the config's own: one line naming the file and the key path.
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+Turning msgspec's validation messages into the config's own: one line naming the file and the key path.
 
 "Expected `str`, got `int` - at `$.served_models.x.api.model`" becomes
 "config.toml: served_models.x.api.model: Expected `str`, got `int`"; an unknown key lists the known ones.

@@ -1,4 +1,6 @@
-"""Reading a config file (TOML, JSON, YAML) and the checks that depend on how the config is used.
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+Reading a config file (TOML, JSON, YAML) and the checks that depend on how the config is used.
 
 Every mistake is reported as one `ConfigError` naming the file and the key path
 (`served_models.x.api.base_url`), never as a bare traceback.

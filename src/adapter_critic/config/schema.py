@@ -1,4 +1,6 @@
-"""The config's schema as msgspec Structs, and building a validated `Config` from parsed data
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+The config's schema as msgspec Structs, and building a validated `Config` from parsed data
 (docs/reference/config.md)."""
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""The `[telemetry]` table of the config: Prometheus metrics and OpenTelemetry tracing switches."""
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+The `[telemetry]` table of the config: Prometheus metrics and OpenTelemetry tracing switches."""
 
 from __future__ import annotations
 

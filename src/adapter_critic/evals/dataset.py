@@ -1,4 +1,6 @@
-"""Eval datasets: JSONL, one item a line, each checked as it is read; a bad line is one error naming it.
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+Eval datasets: JSONL, one item a line, each checked as it is read; a bad line is one error naming it.
 
 An item: `id` (string or number; default: its line number), `messages` (OpenAI chat messages) or `prompt` (one
 user message), and optionally `expected` (a string, or a list of acceptable strings), `metadata` (an object, kept

@@ -1,4 +1,6 @@
-"""Where chat requests go: the app in-process (a config, or the built-in demo; no server needed) or any
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+Where chat requests go: the app in-process (a config, or the built-in demo; no server needed) or any
 OpenAI-compatible server at a base URL, each request made with the upstream retry rules.
 
 A request is one upstream call of this package's own client (`upstream.client.Upstream`), so a failure is an
@@ -23,7 +25,7 @@ from ..config import Config
 from ..core import StageTarget
 from ..errors import EvalError, UpstreamError
 from ..http.app import build_app
-from ..http.chat import Service
+from ..http.service import compose
 from ..redact import Secrets, redact_userinfo
 from ..upstream.client import Upstream
 from ..upstream.failures import describe_transport_error
@@ -117,7 +119,7 @@ async def in_process(
     config: Config, in_process_app: ASGIApp | None, request_seconds: float, name: str
 ) -> AsyncIterator[Endpoint]:
     """The app serving `config` (`name`: its file, or the demo), running in this process (its lifespan entered)."""
-    service = Service(config, in_process_app=in_process_app)
+    service = compose(config, in_process_app=in_process_app)
     app = build_app(service, prefix=IN_PROCESS_PREFIX)
     upstream = Upstream(timeout=request_seconds, secrets=service.secrets, in_process_app=app)
     async with app.router.lifespan_context(app):

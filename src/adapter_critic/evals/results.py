@@ -1,4 +1,6 @@
-"""An eval's results: `results.jsonl` (one line per item and model, written as each finishes, so an interrupted run
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+An eval's results: `results.jsonl` (one line per item and model, written as each finishes, so an interrupted run
 keeps what it did) and `summary.json` (the per-model statistics and the paired comparisons).
 
 A request that failed scores 0 in the statistics (a failed answer is a wrong one) and is counted under errors;

@@ -1,4 +1,6 @@
-"""Running items and models through an endpoint with bounded concurrency, scoring each answer as it comes.
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+Running items and models through an endpoint with bounded concurrency, scoring each answer as it comes.
 
 Jobs go item by item (every model on an item before the next item), so an interrupted run leaves pairs that
 can be compared. Each finished job is handed to `on_result` at once (written, shown); a job cancelled mid-way

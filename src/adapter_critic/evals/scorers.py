@@ -1,4 +1,6 @@
-"""Scorers: how an answer is graded, from 0 (wrong) to 1 (right).
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+Scorers: how an answer is graded, from 0 (wrong) to 1 (right).
 
 `exact` (the answer, stripped, equals an expected string), `contains` (an expected string appears in the
 answer, ignoring case), `regex:PATTERN` (the pattern is found in the answer), `json` (the answer is JSON, in a code

@@ -1,4 +1,6 @@
-"""The statistics of an eval: bootstrap confidence intervals, percentiles, and paired comparisons.
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+The statistics of an eval: bootstrap confidence intervals, percentiles, and paired comparisons.
 
 Percentile bootstrap with a fixed seed, so the same results always give the same intervals; the paired tests
 compare two models on the items both answered: a paired bootstrap of the mean difference, and the exact

@@ -1,4 +1,6 @@
-"""Admission of chat requests: the overload limit, and the count of requests in flight for a graceful shutdown.
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+Admission of chat requests: the overload limit, and the count of requests in flight for a graceful shutdown.
 
 With `max_concurrent_requests` set, at most that many chat requests run at once; up to `max_queued_requests`
 more wait, each up to `queue_timeout_seconds`, for a slot. A request that finds the queue full is refused at
@@ -33,7 +35,9 @@ class Gauge(Protocol):
 class Admission:
     """Admits chat requests (`slot`) and waits for them at shutdown (`drain`); one per service."""
 
-    def __init__(self, limit: int | None, queue_timeout: float, max_queued: int = 100) -> None:
+    def __init__(
+        self, limit: int | None, queue_timeout: float, max_queued: int = 100, gauge: Gauge | None = None
+    ) -> None:
         self.limit = limit
         self.queue_timeout = queue_timeout
         self.max_queued = max_queued
@@ -44,7 +48,7 @@ class Admission:
         self._idle: anyio.Event | None = None
         retry_after = str(max(1, math.ceil(queue_timeout)))
         self._busy_headers = {"retry-after": retry_after}
-        self.gauge: Gauge | None = None  # told of every request admitted and finished (the in-flight metric)
+        self.gauge = gauge  # told of every request admitted and finished (the in-flight metric)
 
     def open(self) -> None:
         """Admit requests again (a lifespan that starts after an earlier shutdown)."""

@@ -1,4 +1,6 @@
-"""`create_app`: the Starlette application serving `/chat/completions`, every other registered protocol's
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+`create_app`: the Starlette application serving `/chat/completions`, every other registered protocol's
 route (`/messages`), `/models` and `/health` (docs/reference/http.md).
 
 Starlette does not run a mounted app's lifespan. A host that mounts this app should enter
@@ -9,10 +11,9 @@ start-up and closed at shutdown; without it the client is opened on first use.
 from __future__ import annotations
 
 import contextlib
-import gc
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,13 +33,13 @@ from ..observe.logs import served_line
 from ..pipeline.resolve import unknown_model
 from ..protocols.base import Inbound
 from ..protocols.openai.render import JSON, encode, error_response
+from ..redact import masked_logs
 from ..store.settings import default_url
 from ..upstream.pinning import HostGuard, Resolver
 from ..upstream.retry import Sleep
 from ..viewer import Viewer
-from . import telemetry
 from .auth import AuthMiddleware
-from .chat import Service
+from .chat import ChatHandler
 from .count_tokens import HEADER as TOKEN_COUNT_HEADER
 from .count_tokens import count_tokens_routes
 from .fastpath import App
@@ -47,6 +48,7 @@ from .models import model_object
 from .passthrough import Passthrough
 from .requestid import RequestIdMiddleware
 from .runs import RunsAPI
+from .service import Service, compose
 
 logger = logging.getLogger("adapter_critic")
 
@@ -76,12 +78,14 @@ def create_app(
     """
     config = _absolute(config)
     guard = HostGuard(resolver, timeout=config.connect_timeout_seconds) if resolver is not None else None
-    return build_app(Service(config, http_client=http_client, sleep=sleep, host_guard=guard))
+    return build_app(compose(config, http_client=http_client, sleep=sleep, host_guard=guard))
 
 
-def create_standalone_app(config: Config | str | Path) -> Starlette:
-    """`create_app` with its routes under `/v1`, as `uvicorn adapter_critic.asgi:app` serves them."""
-    return build_app(Service(_absolute(config), store_default=default_url()), prefix="/v1", standalone=True)
+def create_standalone_app(config: Config | str | Path, *, on_started: Callable[[], None] | None = None) -> Starlette:
+    """`create_app` with its routes under `/v1` and the standalone server's defaults, as
+    `uvicorn adapter_critic.asgi:app` serves them."""
+    service = compose(_absolute(config), standalone=True, store_default=default_url())
+    return build_app(service, prefix="/v1", on_started=on_started)
 
 
 def _absolute(config: Config | str | Path) -> Config:
@@ -92,15 +96,18 @@ def _absolute(config: Config | str | Path) -> Config:
     return config
 
 
-def build_app(service: Service, *, prefix: str = "", standalone: bool = False) -> Starlette:
-    """The Starlette app around a service, its routes under `prefix` (the standalone server uses `/v1`, and serves
-    `/metrics` beside it).
+def build_app(service: Service, *, prefix: str = "", on_started: Callable[[], None] | None = None) -> Starlette:
+    """The Starlette app around a service (`http.service.compose`), its routes under `prefix` (the standalone server
+    uses `/v1`, and serves `/metrics` beside it).
 
-    `standalone` turns on what the standalone server has by default (the viewer at `/ui`).
+    A service composed `standalone` has what the standalone server has by default (the viewer at `/ui`).
+    `on_started` is called once the app has started (its upstream client open, its run store recording).
 
     One flat app rather than a `Mount`: every response passes through fewer wrappers.
     """
     config = service.config
+    handler = service.handler
+    standalone = service.standalone
     created = int(time.time())
     model_objects = {served_id: model_object(served_id, created) for served_id in config.served_models}
     models_body = encode({"object": "list", "data": list(model_objects.values())})
@@ -128,7 +135,7 @@ def build_app(service: Service, *, prefix: str = "", standalone: bool = False) -
             await error_response(error, redact=service.secrets.redact)(scope, receive, send)
 
     deep_health = DeepHealth(config, service.upstream)
-    metrics = telemetry.install(service, standalone=standalone)
+    metrics = service.metrics
     metrics_path = f"{'' if standalone else prefix}{config.telemetry.metrics_path}"
 
     async def health(request: Request) -> Response:
@@ -142,18 +149,21 @@ def build_app(service: Service, *, prefix: str = "", standalone: bool = False) -
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        logger.info(served_line(config))
-        service.start()
-        await service.start_recording()
-        if standalone:
-            tune_garbage_collector()
+        # Also when a host runs this lifespan from its own (a mounted app): what it logs is masked as requests are.
+        with masked_logs(service.secrets):
+            logger.info(served_line(config))
+            handler.start()
+            await handler.start_recording()
+        if on_started is not None:
+            on_started()
         try:
             yield
         finally:
-            await service.stop()  # in-flight requests finish first (shutdown_grace_seconds)
+            with masked_logs(service.secrets):
+                await handler.stop()  # in-flight requests finish first (shutdown_grace_seconds)
 
     endpoints: dict[str, ASGIApp] = {
-        f"{prefix}{path}": service if path == "/chat/completions" else _protocol_endpoint(service, inbound, passthrough)
+        f"{prefix}{path}": handler if path == "/chat/completions" else _protocol_endpoint(handler, inbound, passthrough)
         for path, inbound in service.protocols.inbound.items()
     }
     app = App(
@@ -171,6 +181,7 @@ def build_app(service: Service, *, prefix: str = "", standalone: bool = False) -
         exception_handlers=error_handlers(prefix or None),
         lifespan=lifespan,
         middleware=_middleware(service, prefix, viewer.public_paths() if viewer is not None else []),
+        secrets=service.secrets,
     )
     app.state.adapter_critic = service
     if not config.cors_allowed_origins:  # CORS headers go on every response: then only through the middleware
@@ -190,21 +201,9 @@ def _protocol_routes(service: Service, prefix: str) -> dict[str, Inbound]:
     return {f"{prefix}{path}": inbound for path, inbound in service.protocols.inbound.items()}
 
 
-def tune_garbage_collector() -> None:
-    """The standalone server's collector settings (its process is ours; a host app's is not touched).
-
-    Everything made at start-up (modules, config, clients: most of the heap) lives as long as the process: frozen
-    (`gc.freeze`), the collector no longer walks it at every full collection, which cost each one milliseconds.
-    And a request allocates a few hundred objects that nearly all die with it: a youngest generation of 10,000
-    instead of 700 collects a tenth as often, for the same garbage. Measured over 10 s of direct requests at
-    concurrency 16, the time spent collecting fell from about 1.1 s to 0.4 s."""
-    gc.freeze()
-    gc.set_threshold(10_000, 10, 10)
-
-
-def _protocol_endpoint(service: Service, inbound: Inbound, passthrough: Passthrough | None) -> _ASGIEndpoint:
+def _protocol_endpoint(handler: ChatHandler, inbound: Inbound, passthrough: Passthrough | None) -> _ASGIEndpoint:
     """A protocol's route; with a passthrough, requests for models this server does not serve are relayed to it."""
-    endpoint = service.endpoint(inbound)
+    endpoint = handler.endpoint(inbound)
     return _ASGIEndpoint(endpoint if passthrough is None else passthrough.unless_served(endpoint, inbound.path))
 
 

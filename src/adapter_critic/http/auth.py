@@ -1,4 +1,6 @@
-"""Inbound auth (`auth_api_keys_env`): who may call this server.
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+Inbound auth (`auth_api_keys_env`): who may call this server.
 
 Off unless the config names an env var. When on, every request but `/health` needs
 `Authorization: Bearer <key>` (or, on a protocol's route, the header its clients send: `x-api-key` for

@@ -1,4 +1,6 @@
-"""What is checked of a request before its run: the body read within `max_body_bytes` (413 past it), and `n`
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+What is checked of a request before its run: the body read within `max_body_bytes` (413 past it), and `n`
 for a workflow that answers with one choice (400)."""
 
 from __future__ import annotations

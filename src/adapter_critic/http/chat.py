@@ -1,4 +1,6 @@
-"""The chat service shared by the app and the middleware: one request body in, one response out.
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+The chat handler shared by the app and the middleware: one request body in, one response out.
 
 It owns the order of checks (docs/reference/http.md): body and override checks (400), then the served model (404),
 then resolution (400); and it turns every failure into the client's protocol's error envelope — no
@@ -13,7 +15,6 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-import httpx
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -21,83 +22,64 @@ from ..config import Config
 from ..core import ChatRequest, Plan
 from ..errors import APIError, Overloaded, RequestError, internal_error
 from ..events import Subscriber
-from ..observe.logs import protect_request_ids, request_log, request_scope
+from ..observe.logs import request_scope
 from ..pipeline.resolve import check_overrides, resolve
 from ..pipeline.run import Run
-from ..protocols import registry as protocols
 from ..protocols.base import Inbound
 from ..protocols.openai import INBOUND as OPENAI
 from ..protocols.openai.render import JSON
-from ..redact import Secrets, protect_logs
+from ..redact import Secrets
 from ..store.recorder import RunRecorder
-from ..store.settings import recording_store, start_recording
+from ..store.settings import start_recording
 from ..upstream.client import Upstream
 from ..upstream.pinning import HostGuard, pinned_plan
-from ..upstream.retry import RetryPolicy, Sleep
+from ..upstream.retry import RetryPolicy
 from ..workflows import registry
 from .admission import Admission
-from .auth import InboundAuth, client_token
+from .auth import client_token
 from .body import body_too_large, read_body, refuse_many_choices
 from .disconnect import ClientGone, cancel_on_disconnect, guard_send, log_client_gone
 from .requestid import bind
 from .stream import StreamResponse
 
 if TYPE_CHECKING:
-    from ..observe.metrics import Metrics
     from ..observe.tracing import Tracing
+    from ..store.runstore import RunStore
 
 logger = logging.getLogger("adapter_critic")
 _NOT_TRACED = contextlib.nullcontext()
 
 
-class Service:
-    """The configured pipeline and its upstream client; one per app or middleware instance."""
+class ChatHandler:
+    """Answers the protocols' POST routes, one request body at a time, and records the runs when there is a store.
+
+    It is given its parts (`http.service.compose` builds them from the config) and owns their lifespan: the
+    admission of requests, the upstream client and the run store."""
 
     def __init__(
         self,
         config: Config,
         *,
-        http_client: httpx.AsyncClient | None = None,
-        in_process_app: ASGIApp | None = None,
-        sleep: Sleep | None = None,
-        subscribers: tuple[Subscriber, ...] = (),
-        store_default: str | None = None,
-        host_guard: HostGuard | None = None,
+        secrets: Secrets,
+        upstream: Upstream,
+        retry_policy: RetryPolicy,
+        admission: Admission,
+        host_guard: HostGuard,
+        store: RunStore | None = None,
+        subscribers: Sequence[Subscriber] = (),
+        tracing: Tracing | None = None,
     ) -> None:
         self.config = config
-        self.host_guard = host_guard or HostGuard(timeout=config.connect_timeout_seconds)
-        self.secrets = Secrets(config.key_env_names())
-        protect_logs(config.key_env_names())
-        self.auth = InboundAuth(config.auth_api_keys_env)
-        # Every registered protocol's sides: the routes clients may call, the wires stage targets are called on.
-        self.protocols = protocols.sides(config.protocols)
-        self.upstream = Upstream(
-            wires=self.protocols.upstream,
-            timeout=config.timeout_seconds,
-            secrets=self.secrets,
-            client=http_client,
-            in_process_app=in_process_app,
-            max_response_bytes=config.max_upstream_response_bytes,
-            connect_timeout=config.connect_timeout_seconds,
-            max_connections=config.max_upstream_connections,
-        )
-        self.retry_policy = RetryPolicy(
-            retries=config.retries,
-            backoff_seconds=config.retry_backoff_seconds,
-            backoff_max_seconds=config.retry_backoff_max_seconds,
-            **({"sleep": sleep} if sleep is not None else {}),
-        )
-        protect_request_ids()
-        self.subscribers = (request_log, *subscribers)
-        self.admission = Admission(
-            config.max_concurrent_requests, config.queue_timeout_seconds, config.max_queued_requests
-        )
-        # The run store (None: not recording): configured, or `store_default` (the standalone server's).
-        self.store = recording_store(config.store, store_default, self.secrets.values)
+        self.secrets = secrets
+        self.upstream = upstream
+        self.retry_policy = retry_policy
+        self.admission = admission
+        self.host_guard = host_guard
+        self.store = store  # None: not recording (also once a store that could not be opened is given up)
+        self.subscribers = tuple(subscribers)
+        self.tracing = tracing
         self._plans: dict[str, Plan] = {}
         self._per_request_plans: set[str] = set()
-        self.metrics: Metrics | None = None  # set by `telemetry.install`, as are these
-        self.tracing: Tracing | None = None
 
     def start(self) -> None:
         """Lifespan start-up: open the upstream client, admit requests."""

@@ -1,4 +1,6 @@
-"""`POST /messages/count_tokens`: Anthropic's token-counting endpoint for a served model, and Anthropic's 404 for
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+`POST /messages/count_tokens`: Anthropic's token-counting endpoint for a served model, and Anthropic's 404 for
 every other path under `/messages`.
 
 The request is a Messages request without `max_tokens`; the answer `{"input_tokens": N}`, counted by the served
@@ -27,8 +29,9 @@ from ..protocols.openai.render import JSON, encode
 from ..upstream.tokenize import TokenCounter
 from .auth import client_token
 from .body import body_too_large, read_body
-from .chat import Service, protocol_error
+from .chat import protocol_error
 from .passthrough import Passthrough
+from .service import Service
 
 logger = logging.getLogger("adapter_critic")
 

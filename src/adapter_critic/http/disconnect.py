@@ -1,4 +1,6 @@
-"""A client that goes away before its answer is sent is an ordinary event: the request's run is cancelled and one
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+A client that goes away before its answer is sent is an ordinary event: the request's run is cancelled and one
 INFO line with the request id says so — never a traceback.
 
 The server says the client is gone in one of two ways:

@@ -1,4 +1,6 @@
-"""`GET /health?deep=1`: is each configured upstream answering?
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+`GET /health?deep=1`: is each configured upstream answering?
 
 Each distinct pair of a `base_url` and the credentials a target sends there (fallbacks included) gets one
 `GET {base_url}/models` with a short timeout; the answer reports every configured target with the status and

@@ -1,4 +1,6 @@
-"""`AdapterCriticMiddleware`: the pipeline as pure ASGI middleware around an app that serves chat completions.
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+`AdapterCriticMiddleware`: the pipeline as pure ASGI middleware around an app that serves chat completions.
 
 Only `POST <path>` requests (and `POST` on every other protocol's route beside it: `/v1/messages`) whose
 `model` is a served model run through the pipeline; every other
@@ -20,13 +22,13 @@ from ..observe.logs import served_line
 from ..protocols.base import Inbound
 from ..protocols.openai import INBOUND as OPENAI
 from ..protocols.openai.render import error_response
+from ..redact import masked_logs
 from ..upstream.retry import Sleep
-from . import telemetry
 from .auth import refusal
-from .chat import Service
 from .models import ServedModels, models_path
 from .requestid import with_header
 from .runs import RunsAPI
+from .service import compose
 
 logger = logging.getLogger("adapter_critic")
 
@@ -71,7 +73,7 @@ class AdapterCriticMiddleware:
             config = load_config(config)
         self.app = app
         self.path = path
-        self.service = Service(config, http_client=http_client, in_process_app=app, sleep=sleep)
+        self.service = compose(config, http_client=http_client, in_process_app=app, sleep=sleep)
         self.models = ServedModels(app, config, models_path(path))
         self.routes: dict[str, Inbound] = {path: OPENAI}
         chat_suffix = OPENAI.path
@@ -82,10 +84,14 @@ class AdapterCriticMiddleware:
         store = self.service.store
         self.runs_path = models_path(path).removesuffix("/models") + "/runs"
         self.runs = RunsAPI(lambda: self.service.store) if store is not None and config.store.api else None
-        self.metrics = telemetry.install(self.service, standalone=False)
+        self.metrics = self.service.metrics
         self._metrics_path = config.telemetry.metrics_path
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        with masked_logs(self.service.secrets):  # what this middleware's work logs is masked with its own secrets
+            await self._serve(scope, receive, send)
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
             await self._lifespan(scope, receive, send)
             return
@@ -114,7 +120,7 @@ class AdapterCriticMiddleware:
         if refused is not None:
             await refusal(refused, inbound)(scope, receive, send)
             return
-        await self.service.respond(body, scope, receive, send, inbound)
+        await self.service.handler.respond(body, scope, receive, send, inbound)
 
     async def _serve_metrics(self, metrics: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
         refused = self.service.auth.check(scope)
@@ -137,19 +143,19 @@ class AdapterCriticMiddleware:
         return model is not None and model in self.service.config.served_models
 
     async def _lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
-        service = self.service
-        upstream = service.upstream
+        handler = self.service.handler
+        upstream = handler.upstream
 
         async def lifespan_receive() -> Message:
             message = await receive()
             if message["type"] == "lifespan.startup":
-                logger.info(served_line(service.config))
-                service.start()
-                await service.start_recording()
+                logger.info(served_line(handler.config))
+                handler.start()
+                await handler.start_recording()
             elif message["type"] == "lifespan.shutdown":
                 # Before the wrapped app hears of it: our requests in flight may be calling it in-process.
-                await service.admission.drain(service.config.shutdown_grace_seconds)
-                await service.stop_recording()
+                await handler.admission.drain(handler.config.shutdown_grace_seconds)
+                await handler.stop_recording()
             return message
 
         async def lifespan_send(message: Message) -> None:

@@ -1,4 +1,6 @@
-"""The middleware's `GET /v1/models`: the wrapped app's own model list with the served models merged in, so
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+The middleware's `GET /v1/models`: the wrapped app's own model list with the served models merged in, so
 `client.models.list()` and `client.models.retrieve(...)` work against a wrapped model server — also one that
 has no models route of its own (it answers 404: the served models alone are listed)."""
 

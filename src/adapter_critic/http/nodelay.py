@@ -1,4 +1,6 @@
-"""`TCP_NODELAY` on every connection of the standalone server, however its listening socket was created.
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+`TCP_NODELAY` on every connection of the standalone server, however its listening socket was created.
 
 Without it, a small write that follows another one unacknowledged (the last event of a stream, an answer
 sent as headers then body) waits for the client's delayed ACK: up to 40 ms on Linux. The event loop sets it

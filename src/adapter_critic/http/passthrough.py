@@ -1,4 +1,6 @@
-"""The `passthrough` upstream: every other request under the mount (`/embeddings`, `/completions`,
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+The `passthrough` upstream: every other request under the mount (`/embeddings`, `/completions`,
 `/responses`, a model this server does not serve…) relayed to one configured upstream, streamed both ways,
 so a sidecar can be a client's only base URL.
 

@@ -1,4 +1,6 @@
-"""Request ids: every response carries `x-request-id`.
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+Request ids: every response carries `x-request-id`.
 
 An inbound `x-request-id` of sane length and charset (1 to 128 of `A-Z a-z 0-9 . _ : @ / + = -`, starting with a
 letter or digit) is kept; otherwise the request's run id is used (the response's `id` and the extension's

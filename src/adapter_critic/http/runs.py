@@ -1,4 +1,6 @@
-"""The runs API over a run store: `GET /runs`, `GET /runs/{id}`, `GET /runs/{id}/events` (SSE replay and live tail).
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+The runs API over a run store: `GET /runs`, `GET /runs/{id}`, `GET /runs/{id}/events` (SSE replay and live tail).
 
 The JSON is the store's own shapes (`store.records`), documented in `adapter_critic.store`. A bad filter, cursor or
 run id is a 400 and an unknown run a 404, in the OpenAI error envelope.

@@ -1,4 +1,6 @@
-"""The SSE writer (docs/guides/streaming.md): a pure ASGI response that runs a streamed run and writes its events.
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+The SSE writer (docs/guides/streaming.md): a pure ASGI response that runs a streamed run and writes its events.
 
 Two tasks share one request:
 - the producer (the response's own task) runs the run; each answer chunk it relays is written as it comes,

@@ -1,33 +1,80 @@
-"""Turning a service's metrics and tracing on, as its config (`[telemetry]`) and the way it is served ask, and the
-`GET /metrics` endpoint.
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
 
-`install` adds the run-event subscribers to the service, the in-flight gauge to its admission and the outbound
-`traceparent` to its upstream calls, and returns the metrics endpoint (None when metrics are off). A switch that
-asks for a library that is not installed turns the feature off with one log line saying what to install.
-The observers themselves (`observe.metrics`, `observe.tracing`) know nothing of the service; this wiring does.
+A service's metrics and tracing, made as its config (`[telemetry]`) and the way it is served ask, before the parts
+that report to them; and the `GET /metrics` endpoint.
+
+`telemetry_for` makes them; the composition root (`service.compose`) hands their run-event subscribers, the
+outbound `traceparent` and the in-flight gauge to the parts that use them. A switch that asks for a library that is
+not installed turns the feature off with one log line saying what to install. The observers themselves
+(`observe.metrics`, `observe.tracing`) know nothing of the service; this wiring does.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from ..observe.metrics import Metrics
+from ..config.telemetry import TelemetryConfig
+from ..events import Subscriber
+from ..observe.metrics import Metrics, StoreSource
 
 if TYPE_CHECKING:
-    from .chat import Service
+    from ..observe.tracing import Tracing
 
 logger = logging.getLogger("adapter_critic")
 
 
-def install(service: Service, *, standalone: bool) -> MetricsEndpoint | None:
-    """Metrics and tracing for `service`; metrics are on by default only for the standalone server."""
-    settings = service.config.telemetry
+@dataclass(frozen=True, slots=True)
+class Telemetry:
+    """A service's metrics and tracing; each None when off."""
+
+    metrics: Metrics | None = None
+    tracing: Tracing | None = None
+
+    @property
+    def subscribers(self) -> tuple[Subscriber, ...]:
+        """The run-event subscribers that feed them."""
+        found: list[Subscriber] = []
+        if self.tracing is not None:
+            found.append(self.tracing.on_event)
+        if self.metrics is not None:
+            found.append(self.metrics.on_event)
+        return tuple(found)
+
+    @property
+    def inject(self) -> Callable[[dict[str, str]], None] | None:
+        """What adds the current trace context to an upstream call's headers (None: tracing is off)."""
+        return self.tracing.inject if self.tracing is not None else None
+
+    @property
+    def in_flight_gauge(self) -> Any:
+        """The gauge admission counts requests in and out on: in multiprocess mode only, where each worker's count
+        lives in its file (otherwise the gauge reads the count at a scrape: `watch`)."""
+        return self.metrics.in_flight if self.metrics is not None and self.metrics.multiprocess else None
+
+    def watch(self, in_flight: Callable[[], int], store: StoreSource) -> None:
+        """Read the requests in flight and the run store's queue (`store` returns the store, or None) at a scrape."""
+        if self.metrics is None:
+            return
+        if not self.metrics.multiprocess:
+            self.metrics.in_flight.set_function(in_flight)  # read at a scrape, nothing per request
+        self.metrics.watch_store(store)
+
+    def endpoint(self) -> MetricsEndpoint | None:
+        """`GET /metrics` (None when metrics are off)."""
+        return MetricsEndpoint(self.metrics) if self.metrics is not None else None
+
+
+def telemetry_for(settings: TelemetryConfig, *, standalone: bool) -> Telemetry:
+    """Metrics and tracing as `settings` ask; metrics are on by default only for the standalone server."""
+    tracing: Tracing | None = None
     if settings.tracing:
         if importlib.util.find_spec("opentelemetry") is None:
             logger.warning("tracing is off: it needs OpenTelemetry; pip install 'adapter_critic[otel]'")
@@ -40,29 +87,17 @@ def install(service: Service, *, standalone: bool) -> MetricsEndpoint | None:
                     "tracing is on, but no OpenTelemetry SDK is set up (yet): spans are dropped until the host sets "
                     "a tracer provider, e.g. by running the server under `opentelemetry-instrument`"
                 )
-            service.tracing = tracing
-            service.upstream.inject = tracing.inject
-            service.subscribers = (*service.subscribers, tracing.on_event)
     wanted = settings.metrics if settings.metrics is not None else standalone
     if not wanted:
-        return None
+        return Telemetry(tracing=tracing)
     if importlib.util.find_spec("prometheus_client") is None:
         log = logger.warning if settings.metrics else logger.info
         log(
             "metrics are off (no GET %s): they need prometheus-client; pip install 'adapter_critic[metrics]'",
             settings.metrics_path,
         )
-        return None
-    metrics = Metrics()
-    service.metrics = metrics
-    service.subscribers = (*service.subscribers, metrics.on_event)
-    if metrics.multiprocess:
-        service.admission.gauge = metrics.in_flight  # each worker's count lives in its file, summed at a scrape
-    else:
-        admission = service.admission
-        metrics.in_flight.set_function(lambda: admission.in_flight)  # read at a scrape, nothing per request
-    metrics.watch_store(lambda: getattr(service, "store", None))  # the run store, once the service has one
-    return MetricsEndpoint(metrics)
+        return Telemetry(tracing=tracing)
+    return Telemetry(metrics=Metrics(), tracing=tracing)
 
 
 class MetricsEndpoint:

@@ -9,6 +9,9 @@ naming what is served, and a JSON formatter.
   `[request_id]` in front of its message.
 - `JsonFormatter` writes one JSON object per record; use it from uvicorn's `--log-config`, or set
   `ADAPTER_CRITIC_LOG_FORMAT=json` for the standalone server.
+
+`JsonFormatter` is public (`__all__`, named in a logging config as `adapter_critic.observe.logs.JsonFormatter`);
+everything else here is internal.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from typing import Any
 from ..config import Config
 from ..events import Event, RunFinished, RunRecord
 from ..redact import redact_userinfo
+
+__all__ = ["JsonFormatter"]
 
 logger = logging.getLogger("adapter_critic")
 

@@ -1,4 +1,6 @@
-"""Prometheus metrics: the series a server exports, fed by a run-event subscriber (`Metrics.on_event`) and by the
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+Prometheus metrics: the series a server exports, fed by a run-event subscriber (`Metrics.on_event`) and by the
 HTTP layer (requests in flight: read from it at a scrape, or counted by it per request in multiprocess mode), and
 their exposition in the Prometheus text format (`Metrics.render`).
 

@@ -1,4 +1,6 @@
-"""A stage target's label (`model@base_url`, as events carry it) split into what metrics and spans name: the model,
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+A stage target's label (`model@base_url`, as events carry it) split into what metrics and spans name: the model,
 and the host and port it was called on. Remembered per label: a run's events name a handful of targets."""
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""OpenTelemetry tracing: a span per run and per stage call, following the GenAI semantic conventions, with the
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+OpenTelemetry tracing: a span per run and per stage call, following the GenAI semantic conventions, with the
 caller's trace continued (inbound `traceparent`) and carried on to the upstreams (outbound `traceparent`).
 
 - `invoke_workflow {served model}` (INTERNAL) for each run: `gen_ai.operation.name = invoke_workflow`,

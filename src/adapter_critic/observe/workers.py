@@ -1,4 +1,6 @@
-"""Metrics summed over `uvicorn --workers N`: the shared directory prometheus-client's multiprocess mode writes to.
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+Metrics summed over `uvicorn --workers N`: the shared directory prometheus-client's multiprocess mode writes to.
 
 Each worker of a standalone server writes its numbers to files in `PROMETHEUS_MULTIPROC_DIR`, and a scrape of any
 worker sums them. When that variable is not set and this process is a worker started by a supervisor (uvicorn's

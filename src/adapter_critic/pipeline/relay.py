@@ -1,4 +1,6 @@
-"""`Relay`: reading one streamed final call's upstream chunks and deciding what of them the client gets.
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+`Relay`: reading one streamed final call's upstream chunks and deciding what of them the client gets.
 
 - Chunks go on as they arrive, those of one upstream read together (`AnswerChunks`).
 - The chunk with `finish_reason` is kept back: the client gets it last, with the run's tail.

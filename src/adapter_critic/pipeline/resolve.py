@@ -1,4 +1,6 @@
-"""A request's plan, the run's input: override checks, stage-target resolution and credential binding
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+A request's plan, the run's input: override checks, stage-target resolution and credential binding
 (docs/guides/overrides.md, docs/guides/security.md).
 
 Credentials are bound to URLs: a configured key is only ever sent to the `base_url` it is
@@ -18,9 +20,11 @@ from ..config import Config, ServedModel, Target, normalize_url
 from ..core import Plan, StageTarget
 from ..errors import RequestError
 from ..redact import redact_userinfo
-from ..request.decode import Overrides
+from ..request.decode import locate
+from ..request.overrides import Overrides
 from ..upstream.urlguard import needs_resolution, override_url_problem, parse_url
 from ..workflows import registry
+from ..workflows.base import Workflow
 
 
 def check_overrides(
@@ -93,16 +97,21 @@ def resolve(
         resolved = _stage(config, served.targets.get(role), model, url, role, where, token)
         if resolved is not None:
             targets[role] = resolved
-    settings = _settings(served, workflow.Settings, ov)
+    settings = _settings(served, workflow, ov, where)
     return Plan(served_id, mode, api, targets, settings, served.on_review_error)
 
 
-def _settings(served: ServedModel, kind: type[msgspec.Struct], overrides: Overrides) -> msgspec.Struct:
-    """The workflow's settings: the served model's keys (validated at load), then the request's overrides."""
-    keys = kind.__struct_fields__
+def _settings(served: ServedModel, workflow: Workflow, overrides: Overrides, where: str) -> msgspec.Struct:
+    """The workflow's settings: the served model's keys (validated at load), then the request's overrides of those
+    it lets a request choose (validated as it declares them, `RequestSettings`)."""
+    keys = workflow.Settings.__struct_fields__
     given = {key: value for key, value in served.settings.items() if key in keys}
-    given.update((key, value) for key, value in overrides.settings().items() if key in keys)
-    return msgspec.convert(given, kind)
+    given.update((key, value) for key, value in overrides.settings(workflow).items() if key in keys)
+    try:
+        return msgspec.convert(given, workflow.Settings)
+    except msgspec.ValidationError as exc:  # a plug-in whose `RequestSettings` is looser than its `Settings`
+        message, param = locate(str(exc), where)
+        raise RequestError(f"`{param}`: {message}.", param=param) from None
 
 
 def unknown_model(served_id: str, served: Iterable[str]) -> RequestError:

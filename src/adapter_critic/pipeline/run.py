@@ -1,4 +1,6 @@
-"""`Run`: one request's run of its workflow, and the one owner of a run's policy.
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+`Run`: one request's run of its workflow, and the one owner of a run's policy.
 
 The workflow decides its stages; the run makes every stage call (retries and fallbacks within the request
 deadline), counts what each stage spent, degrades to the answer so far when a reviewer fails

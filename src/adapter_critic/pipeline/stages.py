@@ -1,4 +1,6 @@
-"""`StageCalls`: every upstream call of a run, as a stage — retried and fallen back within the request deadline
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+`StageCalls`: every upstream call of a run, as a stage — retried and fallen back within the request deadline
 (`upstream.retry`), reported as `StageStarted`/`StageFinished` with every attempt, its error and the usage of
 every attempt that reported any."""
 

@@ -31,6 +31,8 @@ from ..core import Answer, ChatRequest
 from ..errors import APIError, Rendered
 from ..events import RunRecord
 
+__all__ = ["Inbound", "NoSettings", "Protocol", "Redact", "StreamRenderer", "UpstreamWire"]
+
 # Masks secrets the request itself echoed (model names, URLs) in an error message.
 Redact = Callable[[str], str]
 

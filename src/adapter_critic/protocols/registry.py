@@ -1,8 +1,11 @@
-"""The registered protocols: every entry point of the group `adapter_critic.protocols`, by name, and their
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+The registered protocols: every entry point of the group `adapter_critic.protocols`, by name, and their
 sides for a config's `[protocols.<name>]` settings.
 
 Each entry point names a `Protocol` subclass (`openai = "adapter_critic.protocols.openai:OpenAI"`). They are
-loaded once, on first use. The built-in ones are always there, also in a source tree that was never installed.
+loaded once, on first use. The built-in ones are the entry points of adapter_critic's own pyproject.toml, also in a
+source tree that was never installed (`plugins.built_in_entry_points`).
 """
 
 from __future__ import annotations
@@ -19,17 +22,15 @@ from .base import Inbound, Protocol, UpstreamWire
 
 GROUP = "adapter_critic.protocols"
 DEFAULT = "openai"
-BUILT_IN = {
-    "openai": "adapter_critic.protocols.openai:OpenAI",
-    "anthropic": "adapter_critic.protocols.anthropic:Anthropic",
-    "responses": "adapter_critic.protocols.responses.protocol:Responses",
-}
+# The order the built-in protocols are listed in (`names()`, messages): entry-point metadata lists them by name.
+# Which protocols are built in is pyproject.toml's to say.
+LISTED_FIRST = ("openai", "anthropic", "responses")
 
 
 @functools.cache
 def protocols() -> dict[str, Protocol]:
     """Every registered protocol by name: the built-in ones first, then the plug-ins by name."""
-    return load_plugins(GROUP, BUILT_IN, Protocol, "protocol")
+    return load_plugins(GROUP, Protocol, "protocol", LISTED_FIRST)
 
 
 def names() -> tuple[str, ...]:

@@ -1,4 +1,6 @@
-"""Decoding and validating a chat-completions request body (each field's rules: docs/reference/http.md).
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+Decoding and validating a chat-completions request body (each field's rules: docs/reference/http.md).
 
 The body is decoded once as `dict[str, msgspec.Raw]`, so every field we do not read is forwarded
 upstream byte for byte, and once more into small typed views for the few fields we do read.
@@ -14,46 +16,10 @@ import msgspec
 from ..core import ChatRequest, Message
 from ..errors import RequestError
 from ..workflows import registry
-
-NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
+from .overrides import NonEmpty, Overrides, schema
 
 # Fields that are ours or that we rewrite; every other top-level field is forwarded as given.
 _OWN_FIELDS = frozenset({"model", "messages", "x_adapter_critic", "extra_body"})
-
-
-class Overrides(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, omit_defaults=True):
-    """`x_adapter_critic`: per-request workflow overrides."""
-
-    mode: NonEmpty | None = None  # any registered workflow
-    api_model: NonEmpty | None = None
-    api_base_url: NonEmpty | None = None
-    adapter_model: NonEmpty | None = None
-    adapter_base_url: NonEmpty | None = None
-    critic_model: NonEmpty | None = None
-    critic_base_url: NonEmpty | None = None
-    advisor_model: NonEmpty | None = None
-    advisor_base_url: NonEmpty | None = None
-    coordinator_model: NonEmpty | None = None
-    coordinator_base_url: NonEmpty | None = None
-    judge_model: NonEmpty | None = None
-    judge_base_url: NonEmpty | None = None
-    max_adapter_retries: Annotated[int, msgspec.Meta(ge=0, le=5)] | None = None
-    # Streaming only: a chunk with an empty delta and `adapter_critic.progress` as each earlier stage finishes.
-    progress: bool | None = None
-
-    def base_urls(self) -> dict[str, str]:
-        """Every `*_base_url` given, by field name."""
-        roles = ("api", "adapter", "critic", "advisor", "coordinator", "judge")
-        found = {f"{role}_base_url": getattr(self, f"{role}_base_url") for role in roles}
-        return {name: url for name, url in found.items() if url is not None}
-
-    def target(self, role: str) -> tuple[str | None, str | None]:
-        """The `<role>_model` and `<role>_base_url` given for a stage target (None where not given)."""
-        return getattr(self, f"{role}_model", None), getattr(self, f"{role}_base_url", None)
-
-    def settings(self) -> dict[str, Any]:
-        """The workflow settings a request may override."""
-        return {} if self.max_adapter_retries is None else {"max_adapter_retries": self.max_adapter_retries}
 
 
 class _StreamOptions(msgspec.Struct, gc=False):
@@ -62,7 +28,6 @@ class _StreamOptions(msgspec.Struct, gc=False):
 
 _fields_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _messages_decoder = msgspec.json.Decoder(Annotated[list[Message], msgspec.Meta(min_length=1)])
-_overrides_decoder = msgspec.json.Decoder(Overrides)
 _str_decoder = msgspec.json.Decoder(str)
 _bool_decoder = msgspec.json.Decoder(bool)
 _stream_options_decoder = msgspec.json.Decoder(_StreamOptions)
@@ -199,16 +164,20 @@ def _decode_plain(body: bytes, fields: dict[str, msgspec.Raw], max_messages: int
 
 
 def _decode_overrides(raw: msgspec.Raw, where: str) -> Overrides:
+    known = schema()
     try:
-        overrides = _overrides_decoder.decode(raw)
+        decoded = known.decoder.decode(raw)
+        given = {key: value for key, value in msgspec.structs.asdict(decoded).items() if value is not None}
+        known.check_settings(given)
     except msgspec.ValidationError as exc:
-        message, param = _locate(str(exc), where)
+        message, param = locate(str(exc), where)
         if message.startswith("Object contains unknown field"):
-            known = ", ".join(Overrides.__struct_fields__)
-            raise RequestError(f"`{param}`: {message}. Known override fields: {known}.", param=param) from None
+            names = ", ".join(known.names)
+            raise RequestError(f"`{param}`: {message}. Known override fields: {names}.", param=param) from None
         raise RequestError(f"`{param}`: {message}.", param=param) from None
     except msgspec.DecodeError:
         raise RequestError(f"`{where}` must be a JSON object.", param=where) from None
+    overrides = Overrides(**given)
     if overrides.mode is not None and overrides.mode not in registry.workflows():
         modes = ", ".join(registry.names())
         message = f"`{where}.mode`: unknown mode {overrides.mode!r}; must be one of {modes}."
@@ -225,7 +194,7 @@ def _decode(fields: dict[str, msgspec.Raw], name: str, decoder: Any, *, nullable
     try:
         return decoder.decode(raw)
     except msgspec.ValidationError as exc:
-        message, param = _locate(str(exc), name)
+        message, param = locate(str(exc), name)
         if param.endswith(".role") and message.startswith("Invalid enum value"):
             message += "; must be one of system, developer, user, assistant, tool"
         raise RequestError(f"`{param}`: {message}.", param=param) from None
@@ -234,7 +203,7 @@ def _decode(fields: dict[str, msgspec.Raw], name: str, decoder: Any, *, nullable
 _FIELD_ERROR = re.compile(r"Object (?:contains unknown|missing required) field `(?P<key>[^`]*)`")
 
 
-def _locate(message: str, where: str) -> tuple[str, str]:
+def locate(message: str, where: str) -> tuple[str, str]:
     """msgspec says "Expected `str`, got `int` - at `$[1].role`": split it into the message and the
     parameter it is about (`messages[1].role`), which for a missing or unknown field is that field."""
     head, sep, tail = message.rpartition(" - at `$")

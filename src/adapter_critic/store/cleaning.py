@@ -1,4 +1,6 @@
-"""`Cleaner`: JSON encoding and redaction with one batch's secrets, as the run store writes every value; and what
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+`Cleaner`: JSON encoding and redaction with one batch's secrets, as the run store writes every value; and what
 a store keeps of a stage call's target and attempts (`target_parts`, `attempt_error`) — a model and a host, never a
 key."""
 

@@ -1,4 +1,6 @@
-"""`Database`: the store's tables behind SQLAlchemy Core's async engine — SQLite through aiosqlite (embedded, no
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+`Database`: the store's tables behind SQLAlchemy Core's async engine — SQLite through aiosqlite (embedded, no
 server) or PostgreSQL through asyncpg (several workers and instances sharing one store). Every statement is written
 once, for both.
 

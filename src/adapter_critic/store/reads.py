@@ -1,4 +1,6 @@
-"""Table rows as the API's shapes (`records`): a run's summary, its whole record with its stages in order.
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+Table rows as the API's shapes (`records`): a run's summary, its whole record with its stages in order.
 
 The inverse of `rows`: texts a run keeps once are read back where the API shows them — the client's messages for
 a stage that sent them (`request_messages`), a stage's output for the answer or an intermediate value that is that

@@ -1,4 +1,6 @@
-"""`RunRecorder`: a run-event subscriber (one per run) that turns a run's events into store records.
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+`RunRecorder`: a run-event subscriber (one per run) that turns a run's events into store records.
 
 It runs on the request's task for every event, so it only notes times and hands plain objects to the store's
 queue (`enqueue`, which never blocks); encoding, capture and redaction happen later, in the store's background

@@ -1,4 +1,6 @@
-"""What the run store holds and the runs API answers: one definition of each shape, as msgspec Structs.
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+What the run store holds and the runs API answers: one definition of each shape, as msgspec Structs.
 
 `RunSummary` is a run as `GET /runs` lists it; `RunDetail` is the whole record of `GET /runs/{id}`, with its
 `StoredStage`s in order. Their JSON encoding is the API's JSON (field names, `null`s and all), so readers in

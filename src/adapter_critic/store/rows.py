@@ -1,4 +1,6 @@
-"""Store records as table rows (`reads` turns them back into the API's shapes).
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+Store records as table rows (`reads` turns them back into the API's shapes).
 
 Writing (in the background writer, never on a request's task): every text value is JSON-encoded and then has
 every secret masked (`cleaning.Cleaner`) — the values of the configured key env vars in each form an upstream may echo
@@ -70,7 +72,7 @@ def opened_row(record: RunOpened, instance: str, clean: Cleaner) -> Row:
     if request.stream:
         options["stream"] = True
     if request.overrides is not None:
-        options[request.overrides_param] = request.overrides
+        options[request.overrides_param] = request.overrides.given
     messages = request.messages_json if record.capture == "full" else None
     return (
         record.run_id,

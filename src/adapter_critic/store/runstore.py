@@ -1,4 +1,6 @@
-"""`RunStore`: a store to read runs from and, in a server, to record them to — off the hot path.
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+`RunStore`: a store to read runs from and, in a server, to record them to — off the hot path.
 
 Recording: `enqueue` (called by each run's `RunRecorder` on the request's task) appends a record to a bounded
 in-memory queue and never blocks or fails. A background task lets records gather (`GATHER_SECONDS`, unless

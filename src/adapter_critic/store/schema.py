@@ -1,4 +1,6 @@
-"""The store's tables (one definition for SQLite and PostgreSQL, as SQLAlchemy Core) and its versioned upgrades.
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+The store's tables (one definition for SQLite and PostgreSQL, as SQLAlchemy Core) and its versioned upgrades.
 
 `schema_version` holds the version a store is at; `upgrade` applies every later step in order, in one transaction
 (PostgreSQL: under an advisory lock, so workers starting together upgrade once). A step is a function of a

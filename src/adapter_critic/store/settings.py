@@ -1,4 +1,6 @@
-"""The `[store]` table of the config, and which store a server records to.
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+The `[store]` table of the config, and which store a server records to.
 
 The env var `ADAPTER_CRITIC_STORE` wins over `store.url`; `"none"` turns recording off. Without either, the
 standalone server records to a SQLite file in the user's data directory (`default_url`) and a mounted app or the

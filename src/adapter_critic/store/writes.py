@@ -1,4 +1,6 @@
-"""Writing a batch of records: the rows it makes, and the statements that write them in one transaction.
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+Writing a batch of records: the rows it makes, and the statements that write them in one transaction.
 
 A batch becomes runs to insert (a run opened and closed in the same batch — most runs — is inserted once, whole,
 never updated, its stages in it), stages to insert (of runs that go on past the batch) and runs to finalise

@@ -1,4 +1,6 @@
-"""Upstream calls: the one shared httpx client, API keys read at call time, and the translation of
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+Upstream calls: the one shared httpx client, API keys read at call time, and the translation of
 every httpx outcome into a `Completion` or an `UpstreamError` (`upstream.failures`; the statuses clients get are
 in docs/reference/http.md).
 
@@ -66,6 +68,7 @@ class Upstream:
         connect_timeout: float | None = None,
         max_connections: int = _MAX_CONNECTIONS,
         wires: Mapping[str, UpstreamWire] | None = None,
+        inject: Callable[[dict[str, str]], None] | None = None,
     ) -> None:
         self._timeout = httpx.Timeout(timeout, connect=connect_timeout or timeout)
         self._max_connections = max_connections
@@ -80,7 +83,7 @@ class Upstream:
         self._pinned: httpx.AsyncClient | None = None
         self._opened_lazily = False
         # Adds the current trace context (`traceparent`) to a call's headers, when tracing is on.
-        self.inject: Callable[[dict[str, str]], None] | None = None
+        self.inject = inject
         self._wires = wires
 
     def wire(self, target: StageTarget) -> UpstreamWire:

@@ -1,4 +1,6 @@
-"""Decoding an upstream answer's `Content-Encoding` a bounded piece at a time.
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+Decoding an upstream answer's `Content-Encoding` a bounded piece at a time.
 
 The server asks upstreams for `gzip` or `identity` only (`ACCEPT_ENCODING`). A compressed answer is inflated
 in pieces of at most `PIECE` bytes, however much one received chunk would inflate to, so the size limit

@@ -1,4 +1,6 @@
-"""How every way an upstream call can fail becomes one `UpstreamError` with structured fields
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+How every way an upstream call can fail becomes one `UpstreamError` with structured fields
 (the statuses clients get for each are in docs/reference/http.md).
 
 This is the one place where a dependency's exceptions (httpx's, aiohttp's through the transport, the size

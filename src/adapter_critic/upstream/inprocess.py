@@ -1,4 +1,6 @@
-"""Calling an ASGI app in-process with a streamed response (httpx's ASGITransport buffers the whole body).
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+Calling an ASGI app in-process with a streamed response (httpx's ASGITransport buffers the whole body).
 
 The app runs in a task group owned by the caller's `async with`, so leaving the block — normally,
 on error or on cancellation — cancels the app and nothing keeps running.

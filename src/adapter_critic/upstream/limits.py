@@ -1,4 +1,6 @@
-"""Reading upstream answers without unbounded buffering (`max_upstream_response_bytes`).
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+Reading upstream answers without unbounded buffering (`max_upstream_response_bytes`).
 
 A non-streaming answer is read incrementally and refused as soon as it passes the limit (or at once
 when its `Content-Length` says it will), so a hostile or broken upstream cannot make the server

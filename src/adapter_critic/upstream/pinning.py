@@ -1,4 +1,6 @@
-"""Override URLs that only `allowed_override_base_urls = ["*"]` allows: their host names resolved and every
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+Override URLs that only `allowed_override_base_urls = ["*"]` allows: their host names resolved and every
 address checked before any call, and the calls connected to exactly the addresses checked.
 
 A name checked once and looked up again at connect time could resolve elsewhere the second time (DNS

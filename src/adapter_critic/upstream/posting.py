@@ -1,4 +1,6 @@
-"""One POST to an upstream, on the cheapest path its client allows, read back as (status, headers, body chunks).
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+One POST to an upstream, on the cheapest path its client allows, read back as (status, headers, body chunks).
 
 - The shared network client over aiohttp: straight through its aiohttp session (`AiohttpTransport.post`), no
   httpx request or response built.

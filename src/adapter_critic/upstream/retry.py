@@ -1,4 +1,6 @@
-"""Retries with backoff, and fallback targets, around one stage's upstream call.
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+Retries with backoff, and fallback targets, around one stage's upstream call.
 
 A stage call is made on its target and retried on the failures that say "try again": a connection error, a
 timeout, HTTP 429/500/502/503/504, or a 2xx answer that is not a chat completion (truncated JSON, an HTML page,

@@ -1,4 +1,6 @@
-"""Reading an upstream's server-sent events: its lines (CRLF, LF or CR), and the `data:` payloads up to
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+Reading an upstream's server-sent events: its lines (CRLF, LF or CR), and the `data:` payloads up to
 `[DONE]` (docs/guides/streaming.md)."""
 
 from __future__ import annotations

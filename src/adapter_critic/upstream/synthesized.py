@@ -1,4 +1,6 @@
-"""An upstream that ignores `"stream": true` and answers one JSON `chat.completion` (many small model servers
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+An upstream that ignores `"stream": true` and answers one JSON `chat.completion` (many small model servers
 do): its answer as the `chat.completion.chunk` payloads it would have streamed.
 
 Per choice: a role chunk; a chunk with the content and every other message field (`refusal`, reasoning…) and

@@ -1,4 +1,6 @@
-"""`TokenCounter`: asking a stage target's upstream how many tokens a request's input is, where it can say.
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+`TokenCounter`: asking a stage target's upstream how many tokens a request's input is, where it can say.
 
 - A target with `protocol = "anthropic"`: its own `POST {base_url}/messages/count_tokens` (`{"input_tokens": N}`).
 - An OpenAI-compatible target: the model server's `POST /tokenize`, beside its `base_url`'s `/v1`

@@ -1,4 +1,6 @@
-"""The shared client for network upstreams, and the transport under it.
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+The shared client for network upstreams, and the transport under it.
 
 The transport is aiohttp's HTTP/1.1 client when `httpx-aiohttp` is installed (several times less CPU per call
 than httpx's own connection layer), httpx's default transport otherwise. The httpx API stays the same either

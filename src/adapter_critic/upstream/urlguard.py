@@ -1,4 +1,6 @@
-"""What `allowed_override_base_urls = ["*"]` still refuses in a request's `*_base_url` override.
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+What `allowed_override_base_urls = ["*"]` still refuses in a request's `*_base_url` override.
 
 "*" lets a request choose any upstream on the internet, but not:
 

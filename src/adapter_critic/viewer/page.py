@@ -1,4 +1,6 @@
-"""Serving the viewer's page and assets, with a strict Content-Security-Policy on every one of them.
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+Serving the viewer's page and assets, with a strict Content-Security-Policy on every one of them.
 
 The CSP allows scripts, styles and connections to this server only, no inline script or style, no `eval`,
 and Trusted Types with no policy: in a browser that enforces them, assigning a string to `innerHTML` (or any

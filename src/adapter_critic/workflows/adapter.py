@@ -1,4 +1,6 @@
-"""`adapter`: an API draft, then a reviewer that answers `lgtm` or SEARCH/REPLACE edits to it
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+`adapter`: an API draft, then a reviewer that answers `lgtm` or SEARCH/REPLACE edits to it
 (docs/guides/workflows.md)."""
 
 from __future__ import annotations
@@ -23,11 +25,17 @@ class AdapterSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, k
     """How often an invalid adapter reply is retried, each retry telling the adapter what was wrong."""
 
 
+class AdapterRequestSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    # At most 5 from a request (10 from the config): each retry is an upstream call the operator pays for.
+    max_adapter_retries: Annotated[int, msgspec.Meta(ge=0, le=5)] | None = None
+
+
 class Adapter(Workflow):
     name = "adapter"
     stages = ("api", "adapter")
     targets = ("adapter",)
     Settings = AdapterSettings
+    RequestSettings = AdapterRequestSettings
 
     async def run(self, run: RunContext) -> FinalCall | None:
         settings: AdapterSettings = run.plan.settings

@@ -1,4 +1,6 @@
-"""The advisor's prompt and messages, and how its guidance reaches the API model: appended to the conversation's
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+The advisor's prompt and messages, and how its guidance reaches the API model: appended to the conversation's
 last user message inside a clearly delimited block (the other messages are forwarded exactly as sent)."""
 
 from __future__ import annotations

@@ -18,6 +18,8 @@ from ..core import Answer, ChatRequest, Completion, FinalCall, Plan, StageTarget
 from ..events import Value
 from .prompts import render_tool_calls
 
+__all__ = ["NoSettings", "RunContext", "StageCall", "StageFailed", "Workflow"]
+
 
 class NoSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     """A workflow without settings of its own."""
@@ -97,10 +99,14 @@ class Workflow:
         name: the mode, as `mode = "…"` in the config and in a request override.
         stages: the stage names it reports (documentation; `tokens.stages` lists those that ran).
         targets: served-model config keys that name a stage target besides `api` (e.g. `critic`); a key
-            that is not configured falls back to the `api` target. Requests override them with
-            `<key>_model` / `<key>_base_url` where the override fields exist.
+            that is not configured falls back to the `api` target. A request overrides each with
+            `x_adapter_critic.<key>_model` / `<key>_base_url` (URLs within the server's allowlist).
         Settings: a msgspec Struct of the served-model keys it reads (prompts, limits); validated at load,
             its defaults used where a key is absent.
+        RequestSettings: a msgspec Struct of the settings a request may override (`x_adapter_critic.<key>`), each a
+            key of `Settings` typed as a request may give it (as strict as in `Settings`, or stricter) with a
+            default (None); a key the request does not give keeps the served model's value. None by default: a
+            setting is the operator's unless the workflow says a caller may choose it.
         final_key: the `intermediate` key that holds the client's answer.
         many_choices: whether it answers a request's `n > 1` with that many choices (only `direct` relays them
             all); a workflow that answers with one refuses `n > 1` with a 400 rather than dropping choices.
@@ -110,6 +116,7 @@ class Workflow:
     stages: ClassVar[tuple[str, ...]] = ()
     targets: ClassVar[tuple[str, ...]] = ()
     Settings: ClassVar[type[msgspec.Struct]] = NoSettings
+    RequestSettings: ClassVar[type[msgspec.Struct]] = NoSettings
     final_key: ClassVar[str] = "final"
     many_choices: ClassVar[bool] = False
 

@@ -1,4 +1,6 @@
-"""`critic`: an API draft, a critique of it, then the API model's second pass (docs/guides/workflows.md).
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+`critic`: an API draft, a critique of it, then the API model's second pass (docs/guides/workflows.md).
 
 The second pass never appends a `system` message after the conversation (that breaks the chat templates of
 many local models): the critique goes in a final `user` message instead.

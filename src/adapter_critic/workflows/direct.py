@@ -1,4 +1,6 @@
-"""`direct`: one API call, its answer returned as the upstream gave it (docs/guides/workflows.md)."""
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+`direct`: one API call, its answer returned as the upstream gave it (docs/guides/workflows.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""The adapter reviewer's reply format: whether a reply means "lgtm", parsing its SEARCH/REPLACE edit blocks, and
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+The adapter reviewer's reply format: whether a reply means "lgtm", parsing its SEARCH/REPLACE edit blocks, and
 applying them to the draft.
 
 A reply is either `lgtm` (the draft stands as it is) or one or more edit blocks, anywhere in the reply, fenced or not::

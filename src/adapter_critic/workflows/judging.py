@@ -1,4 +1,6 @@
-"""Best-of-n's judge: its prompts, the messages of each comparison or scoring, and reading its verdicts.
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+Best-of-n's judge: its prompts, the messages of each comparison or scoring, and reading its verdicts.
 
 Judges are models: their replies are parsed tolerantly (the last `Winner: A` / `Score: 7` line, in any case,
 with markdown around it, or a reply that is only the letter or the number). A reply that says neither is

@@ -1,4 +1,6 @@
-"""The panel's lenses and its coordinator: the default lenses for general chat, the coordinator's prompt, and the
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+The panel's lenses and its coordinator: the default lenses for general chat, the coordinator's prompt, and the
 messages each is sent. Every lens reviews the draft as the critic does, through its own system prompt."""
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""`panel`: an API draft, a panel of lenses reviewing it at once, a coordinator merging their critiques, then the
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+`panel`: an API draft, a panel of lenses reviewing it at once, a coordinator merging their critiques, then the
 API model's second pass (issue 12).
 
 Each lens is a critic with a concern of its own (correctness, completeness, …) and, optionally, a target of its

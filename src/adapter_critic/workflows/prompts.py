@@ -1,4 +1,6 @@
-"""The reviewer prompts: the package's default system prompts and the messages each stage is sent
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+The reviewer prompts: the package's default system prompts and the messages each stage is sent
 (docs/guides/workflows.md).
 
 The critic's second pass never appends a `system` message after the conversation (that breaks the

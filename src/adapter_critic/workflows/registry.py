@@ -1,8 +1,10 @@
-"""The registered workflows: every entry point of the group `adapter_critic.workflows`, by mode name.
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+The registered workflows: every entry point of the group `adapter_critic.workflows`, by mode name.
 
 Each entry point names a `Workflow` subclass (`direct = "adapter_critic.workflows.direct:Direct"`). They are
-loaded once, on first use. The built-in modes are always there, also in a source tree that was never
-installed (no entry-point metadata).
+loaded once, on first use. The built-in modes are the entry points of adapter_critic's own pyproject.toml, also in
+a source tree that was never installed (`plugins.built_in_entry_points`).
 """
 
 from __future__ import annotations
@@ -13,20 +15,16 @@ from ..plugins import load_plugins
 from .base import Workflow
 
 GROUP = "adapter_critic.workflows"
-BUILT_IN = {
-    "direct": "adapter_critic.workflows.direct:Direct",
-    "adapter": "adapter_critic.workflows.adapter:Adapter",
-    "critic": "adapter_critic.workflows.critic:Critic",
-    "advisor": "adapter_critic.workflows.advisor:Advisor",
-    "panel": "adapter_critic.workflows.panel:Panel",
-    "best_of_n": "adapter_critic.workflows.best_of_n:BestOfN",
-}
+# The order the built-in modes are listed in (`names()`, messages) and their target keys bound in (`Config.targets`,
+# docs/guides/security.md), simplest first: entry-point metadata lists them by name. Which modes are built in is
+# pyproject.toml's to say.
+LISTED_FIRST = ("direct", "adapter", "critic", "advisor", "panel", "best_of_n")
 
 
 @functools.cache
 def workflows() -> dict[str, Workflow]:
     """Every registered workflow by its mode name: the built-in ones first, then the plug-ins by name."""
-    return load_plugins(GROUP, BUILT_IN, Workflow, "workflow")
+    return load_plugins(GROUP, Workflow, "workflow", LISTED_FIRST)
 
 
 def get(mode: str) -> Workflow:

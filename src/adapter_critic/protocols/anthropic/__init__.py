@@ -1,4 +1,6 @@
-"""The Anthropic Messages protocol, on both sides, written by hand over msgspec Structs (`wire`).
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+The Anthropic Messages protocol, on both sides, written by hand over msgspec Structs (`wire`).
 
 Inbound, `POST /messages` takes a Messages request for any served model (`inbound`), runs it through the served
 model's workflow like any other, and answers a `message` or Anthropic's event stream (`render`), errors in

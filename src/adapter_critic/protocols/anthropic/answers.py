@@ -1,4 +1,6 @@
-"""An Anthropic target's answers read back as OpenAI (the upstream side): a `message` as a `chat.completion`,
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+An Anthropic target's answers read back as OpenAI (the upstream side): a `message` as a `chat.completion`,
 and a stream of Messages events as `chat.completion.chunk` payloads.
 
 - `text` blocks are the content, `tool_use` blocks `tool_calls` with JSON-string arguments, `thinking`

@@ -1,4 +1,6 @@
-"""What `POST /messages/count_tokens` counts: a Messages request without `max_tokens` (Anthropic's count request),
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+What `POST /messages/count_tokens` counts: a Messages request without `max_tokens` (Anthropic's count request),
 seen the three ways an upstream can be asked about it, and this server's own estimate when none can be.
 
 - `Counted.messages_body`: the request as the client sent it, for an Anthropic-protocol target's own

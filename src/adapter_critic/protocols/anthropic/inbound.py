@@ -1,4 +1,6 @@
-"""An Anthropic Messages request as the run's chat request (the inbound side's decoding).
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+An Anthropic Messages request as the run's chat request (the inbound side's decoding).
 
 The request is validated as Messages (`wire.MessagesRequest`: a 400 names the field as the client sent it), then
 written as the chat-completions body it means and decoded like any other (`request.decode`), so the same checks,

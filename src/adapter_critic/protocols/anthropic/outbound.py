@@ -1,4 +1,6 @@
-"""A stage call's OpenAI chat-completions body as an Anthropic Messages request (the upstream side).
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+A stage call's OpenAI chat-completions body as an Anthropic Messages request (the upstream side).
 
 - `system` and `developer` messages go, in order, to the top-level `system`;
 - an assistant's `tool_calls` become `tool_use` blocks (arguments parsed from their JSON string), `tool`

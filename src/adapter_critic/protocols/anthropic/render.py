@@ -1,4 +1,6 @@
-"""A run's answer in the Anthropic Messages shape (the inbound side's rendering): the `message`, the event
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+A run's answer in the Anthropic Messages shape (the inbound side's rendering): the `message`, the event
 stream, and the error envelope.
 
 - the answer's text is a `text` block, its tool calls `tool_use` blocks (arguments parsed into `input`);

@@ -1,4 +1,6 @@
-"""The Anthropic Messages API's wire shapes, as msgspec Structs: the request (what clients send and what a stage
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+The Anthropic Messages API's wire shapes, as msgspec Structs: the request (what clients send and what a stage
 call to an Anthropic target sends), the answer and the stream events (what an Anthropic target answers), and the
 error envelope.
 

@@ -1,4 +1,6 @@
-"""The OpenAI chat-completions protocol: the server's own language, on both sides.
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+The OpenAI chat-completions protocol: the server's own language, on both sides.
 
 Inbound, `POST /chat/completions` decodes the body as is (`request.decode`), answers a `chat.completion`
 (`render`) or a `chat.completion.chunk` stream (`chunks`) and errors in the OpenAI envelope

@@ -1,4 +1,6 @@
-"""The OpenAI `chat.completion.chunk`: the stream a client gets (docs/guides/streaming.md), and an
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+The OpenAI `chat.completion.chunk`: the stream a client gets (docs/guides/streaming.md), and an
 upstream's chunk as it is read.
 
 `ChunkWriter` writes the stream: relayed upstream chunks with our ids, a known answer cut into chunks, and the

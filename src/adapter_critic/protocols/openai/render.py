@@ -1,4 +1,6 @@
-"""The OpenAI protocol's answers: a `chat.completion` with its `adapter_critic` extension (docs/reference/http.md),
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+The OpenAI protocol's answers: a `chat.completion` with its `adapter_critic` extension (docs/reference/http.md),
 and the one error response every part of the server answers with (`errors.render_error`) — OpenAI's envelope,
 the server's own language.
 

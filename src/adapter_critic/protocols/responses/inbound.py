@@ -1,4 +1,6 @@
-"""A Responses request mapped onto the run's request: the chat-completions body the workflows run on (`messages`
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+A Responses request mapped onto the run's request: the chat-completions body the workflows run on (`messages`
 and options), and what the response echoes back (`Echo`).
 
 - `input` (a string, or items: messages with `input_text` / `input_image` parts, the `function_call`s an earlier

@@ -1,4 +1,6 @@
-"""Input items as chat messages: `input` (a string, or messages, `function_call`s and `function_call_output`s) and
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+Input items as chat messages: `input` (a string, or messages, `function_call`s and `function_call_output`s) and
 `instructions`, as the `messages` every workflow reads.
 
 - A message's `input_text` / `output_text` parts are text and `input_image` parts (a URL or a `data:` URL) chat

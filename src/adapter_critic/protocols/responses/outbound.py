@@ -1,4 +1,6 @@
-"""A finished run as the Responses API's `response` object: the answer as output items, the status a stop gives,
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+A finished run as the Responses API's `response` object: the answer as output items, the status a stop gives,
 usage in the Responses names, the request's settings echoed, and the `adapter_critic` extension.
 
 - The model's reasoning, where its upstream gave it (`reasoning_content` / `reasoning`), is a `reasoning` item

@@ -1,4 +1,6 @@
-"""The Responses protocol plug-in: `POST /responses` (`/v1/responses` standalone) for clients of OpenAI's
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+The Responses protocol plug-in: `POST /responses` (`/v1/responses` standalone) for clients of OpenAI's
 Responses API, registered under `adapter_critic.protocols` as `responses`. Inbound only: stage targets keep
 speaking chat completions (or another protocol with an upstream side).
 

@@ -1,4 +1,6 @@
-"""The Responses API's event stream for one streamed run: the upstream's `chat.completion.chunk`s (or an answer
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+The Responses API's event stream for one streamed run: the upstream's `chat.completion.chunk`s (or an answer
 known whole) turned into typed events, each an SSE `event:` / `data:` pair with its `sequence_number`.
 
 The sequence: `response.created` and `response.in_progress` with the first thing sent; per output item

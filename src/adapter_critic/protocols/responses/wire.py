@@ -1,4 +1,6 @@
-"""The OpenAI Responses API on the wire, as msgspec Structs: the request fields read, the `response` object with
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+The OpenAI Responses API on the wire, as msgspec Structs: the request fields read, the `response` object with
 its output items and usage, and every stream event this server sends.
 
 Request views hold only what the mapping reads (unknown fields are allowed: clients send back whole output items,

@@ -1,0 +1,140 @@
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+The composition root: every part of one app or middleware built from its config in one place (`compose`), the
+chat handler given the parts it uses, and the whole handed to what serves it (`app.build_app`, the middleware).
+
+Each part is made once and passed in, so nothing is wired into a part after it is made: the metrics and tracing
+exist before the upstream client, the admission and the handler that report to them. The secrets a part masks are
+this service's alone (`redact.masked_logs`), so two services in one process never mask, or keep, each other's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import httpx
+from starlette.types import ASGIApp
+
+from ..config import Config
+from ..events import Subscriber
+from ..observe.logs import protect_request_ids, request_log
+from ..protocols import registry as protocols
+from ..protocols.registry import Sides
+from ..redact import Secrets, masked_logs, protect_logs
+from ..store.settings import recording_store
+from ..upstream.client import Upstream
+from ..upstream.pinning import HostGuard
+from ..upstream.retry import RetryPolicy, Sleep
+from .admission import Admission
+from .auth import InboundAuth
+from .chat import ChatHandler
+from .telemetry import MetricsEndpoint, telemetry_for
+
+if TYPE_CHECKING:
+    from ..store.runstore import RunStore
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Service:
+    """One app's or middleware's parts: the chat handler, and what the routes around it use."""
+
+    config: Config
+    handler: ChatHandler
+    secrets: Secrets
+    auth: InboundAuth
+    protocols: Sides  # every registered protocol's sides: the routes clients may call, the wires targets are called on
+    metrics: MetricsEndpoint | None  # `GET /metrics`, when metrics are on
+    standalone: bool  # composed with the standalone server's defaults (metrics and the viewer on)
+
+    @property
+    def upstream(self) -> Upstream:
+        return self.handler.upstream
+
+    @property
+    def admission(self) -> Admission:
+        return self.handler.admission
+
+    @property
+    def store(self) -> RunStore | None:
+        """The run store (None: not recording)."""
+        return self.handler.store
+
+
+def compose(
+    config: Config,
+    *,
+    standalone: bool = False,
+    http_client: httpx.AsyncClient | None = None,
+    in_process_app: ASGIApp | None = None,
+    sleep: Sleep | None = None,
+    subscribers: Sequence[Subscriber] = (),
+    store_default: str | None = None,
+    host_guard: HostGuard | None = None,
+) -> Service:
+    """Build a service's parts from `config`.
+
+    Parameters:
+        standalone: the standalone server's defaults: metrics on unless `[telemetry]` says otherwise (and, in
+            `build_app`, the viewer).
+        http_client: an `httpx.AsyncClient` for upstream calls instead of the service's own (never closed by it).
+        in_process_app: the ASGI app that stage targets whose `base_url` is a path are called on (the middleware's
+            wrapped app, the demo model).
+        sleep: the async function that waits between retries (default `anyio.sleep`).
+        subscribers: run-event subscribers besides the request log, metrics and tracing.
+        store_default: the run store's URL when neither the config nor the environment names one (the standalone
+            server's SQLite file; None: not recording).
+        host_guard: what resolves and checks the host names of override URLs only `"*"` allows.
+    """
+    protect_request_ids()
+    protect_logs()
+    secrets = Secrets(config.key_env_names())
+    with masked_logs(secrets):  # what the parts log as they are made is masked as the service's own logs are
+        sides = protocols.sides(config.protocols)
+        telemetry = telemetry_for(config.telemetry, standalone=standalone)
+        upstream = Upstream(
+            wires=sides.upstream,
+            timeout=config.timeout_seconds,
+            secrets=secrets,
+            client=http_client,
+            in_process_app=in_process_app,
+            max_response_bytes=config.max_upstream_response_bytes,
+            connect_timeout=config.connect_timeout_seconds,
+            max_connections=config.max_upstream_connections,
+            inject=telemetry.inject,
+        )
+        retry_policy = RetryPolicy(
+            retries=config.retries,
+            backoff_seconds=config.retry_backoff_seconds,
+            backoff_max_seconds=config.retry_backoff_max_seconds,
+            **({"sleep": sleep} if sleep is not None else {}),
+        )
+        admission = Admission(
+            config.max_concurrent_requests,
+            config.queue_timeout_seconds,
+            config.max_queued_requests,
+            gauge=telemetry.in_flight_gauge,
+        )
+        handler = ChatHandler(
+            config,
+            secrets=secrets,
+            upstream=upstream,
+            retry_policy=retry_policy,
+            admission=admission,
+            host_guard=host_guard or HostGuard(timeout=config.connect_timeout_seconds),
+            # Configured, or `store_default`; started with the lifespan.
+            store=recording_store(config.store, store_default, secrets.values),
+            subscribers=(request_log, *subscribers, *telemetry.subscribers),
+            tracing=telemetry.tracing,
+        )
+        telemetry.watch(lambda: admission.in_flight, lambda: handler.store)
+        return Service(
+            config=config,
+            handler=handler,
+            secrets=secrets,
+            auth=InboundAuth(config.auth_api_keys_env),
+            protocols=sides,
+            metrics=telemetry.endpoint(),
+            standalone=standalone,
+        )
