@@ -19,8 +19,13 @@ from .serve import serve
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", "-V", prog_name="adapter-critic", message="%(prog)s %(version)s")
-def cli() -> None:
+@click.pass_context
+def cli(context: click.Context) -> None:
     """Serve, check, evaluate and compare adapter_critic pipelines (OpenAI-compatible chat completions)."""
+    if context.invoked_subcommand == "serve":
+        # The server logs as `uvicorn adapter_critic.asgi:app` does: uvicorn's handlers, and the app's own
+        # (`observe/logs.configure_standalone_logging`), which steps aside when the root logger has a handler.
+        return
     if not logging.getLogger().handlers:
         # Upstream warnings (a retry, a degraded answer) as plain lines on stderr; the per-request INFO lines
         # of an in-process run would drown the progress display.

@@ -4,7 +4,9 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import socket
 from pathlib import Path
 
 import click
@@ -33,6 +35,8 @@ def serve(config_path: str | None, host: str, port: int, workers: int, log_level
         import uvicorn
     except ImportError:
         raise CliError("serve needs uvicorn: pip install 'adapter_critic[server]'") from None
+    if fd is None:
+        require_free(host, port)
     if config_path:
         # The app reads its config from the environment, in this process and in every worker.
         os.environ[CONFIG_ENV] = str(Path(config_path).resolve())
@@ -44,3 +48,18 @@ def serve(config_path: str | None, host: str, port: int, workers: int, log_level
         workers=workers,
         log_level=log_level,
     )
+
+
+def require_free(host: str, port: int) -> None:
+    """A port already in use (or an address this machine cannot listen on) is one line here, before any app is
+    built, rather than uvicorn's error after the app's start-up. Bound as uvicorn binds it, then let go."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    where = f"[{host}]:{port}" if family == socket.AF_INET6 else f"{host}:{port}"
+    with socket.socket(family) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise CliError(f"{where} is already in use (another server?); choose another --port") from None
+            raise CliError(f"cannot listen on {where}: {exc.strerror or exc}") from None
