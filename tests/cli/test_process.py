@@ -66,15 +66,43 @@ def test_demo_eval_runs_offline(tmp_path: Path) -> None:
     assert result.stderr.count("\n") == 20 and "[20/20]" in result.stderr
 
 
+def test_an_in_process_eval_records_its_runs_in_the_run_store(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    dataset = str(EXAMPLES / "eval" / "demo.jsonl")
+    result = run("eval", dataset, "--models", "demo-critic", "--limit", "2", "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == 2
+    # No --store: where the standalone server records by default, which `runs` reads by default.
+    assert "runs recorded to sqlite+aiosqlite:///" in result.stdout
+    for row in rows:
+        shown = run("runs", "show", row["run_id"], "--json")
+        assert shown.returncode == 0, shown.stderr
+        detail = json.loads(shown.stdout)
+        assert detail["id"] == row["run_id"] and detail["served_model"] == "demo-critic"
+        assert [stage["stage"] for stage in detail["stages"]] == ["api_draft", "critic", "api_final"]
+        assert detail["answer"]["content"] == row["answer"]
+
+
 def test_bad_inputs_are_one_clear_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": 1, "prompt": "p", "expected": "x"}\n{"id": 2, "prompt": \n', encoding="utf-8")
     good = write_jsonl(tmp_path / "good.jsonl", {"id": 1, "prompt": "p", "expected": "x"})
     port = closed_port()
+    store_config = tmp_path / "store.toml"
+    store_config.write_text(
+        f'[served_models.x]\nmode = "direct"\napi = {{ model = "m", base_url = "http://127.0.0.1:{port}/v1" }}\n'
+        f'[store]\nurl = "postgresql://user:secret@127.0.0.1:{port}/runs"\n',
+        encoding="utf-8",
+    )
     cases = [
         (("eval", str(tmp_path / "missing.jsonl"), "-m", "demo-direct"), "missing.jsonl: no such dataset"),
         (("eval", str(bad), "-m", "demo-direct"), "bad.jsonl:2: not valid JSON"),
         (("eval", str(good), "-m", "demo-direct,gpt-9"), "the built-in demo does not serve 'gpt-9'"),
+        (
+            ("eval", str(good), "-m", "x", "-c", str(store_config)),
+            f"cannot open the run store postgresql://***@127.0.0.1:{port}/runs: ConnectionRefusedError",
+        ),
         (
             ("eval", str(good), "-m", "x", "--base-url", f"http://127.0.0.1:{port}/v1"),
             f"http://127.0.0.1:{port}/v1 cannot be reached: could not connect to 127.0.0.1:{port} (connection refused)",

@@ -92,15 +92,15 @@ def eval_command(
     opened = open_endpoint(config_path, base_url, api_key_env, seconds=timeout, retries=retries)
 
     async def run() -> None:
-        async with opened as endpoint:
-            judge.bind(endpoint)
-            try:
+        try:
+            async with opened as endpoint:
+                judge.bind(endpoint)
                 await endpoint.require([*names, *(j for j in judges if j not in names)])
-            except EndpointError as exc:
-                raise CliError(str(exc)) from None
-            scorer_of: Callable[[Item], Scorer] = lambda item: scorers[item.scorer or scorer]  # noqa: E731
-            about = {"dataset": str(path), "endpoint": endpoint.describe, "scorer": scorer}
-            await _evaluate(endpoint, items, names, scorer_of, out, resume, concurrency, about)
+                scorer_of: Callable[[Item], Scorer] = lambda item: scorers[item.scorer or scorer]  # noqa: E731
+                about = {"dataset": str(path), "endpoint": endpoint.describe, "scorer": scorer}
+                await _evaluate(endpoint, items, names, scorer_of, out, resume, concurrency, about)
+        except EndpointError as exc:
+            raise CliError(str(exc)) from None
 
     anyio.run(run)
 
@@ -168,7 +168,9 @@ async def _evaluate(
     console.print(model_table(summary))
     if len(models) > 1:
         console.print(paired_table(summary))
-    console.print(f"results: {results.path}  summary: {summary_path}")
+    console.print(f"results: {results.path}  summary: {summary_path}", soft_wrap=True)
+    if endpoint.recorded_to is not None:
+        console.print(f"runs recorded to {endpoint.recorded_to} (adapter-critic runs show RUN_ID)", soft_wrap=True)
     done = sum(1 for i in item_ids for m in models if (i, m) in results.results)
     if interrupted:
         raise Interrupted(f"interrupted: {done} of {len(item_ids) * len(models)} done; --resume continues")

@@ -54,14 +54,15 @@ def replay(
         if stored is None:
             raise CliError(f"no run {run_id!r} in the run store")
         body = request_of(stored)
-        async with open_endpoint(config_path, base_url, api_key_env, seconds=timeout, retries=2) as endpoint:
-            try:
-                await endpoint.require([model])
-                return stored, await endpoint.chat({**body, "model": model})
-            except EndpointError as exc:
-                raise CliError(str(exc)) from None
-            except UpstreamError as exc:
-                raise CliError(endpoint.failure(exc)) from None
+        try:
+            async with open_endpoint(config_path, base_url, api_key_env, seconds=timeout, retries=2) as endpoint:
+                try:
+                    await endpoint.require([model])
+                    return stored, await endpoint.chat({**body, "model": model})
+                except UpstreamError as exc:
+                    raise CliError(endpoint.failure(exc)) from None
+        except EndpointError as exc:
+            raise CliError(str(exc)) from None
 
     stored, reply = anyio.run(run)
     show(stored, model, reply)

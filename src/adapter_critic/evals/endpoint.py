@@ -7,6 +7,10 @@ A request is one upstream call of this package's own client (`upstream.client.Up
 `UpstreamError` in the project's words ("could not connect to 127.0.0.1:9 (connection refused)"). In-process the
 app retries each stage itself, so the request is not retried again; a server at a base URL is retried on a
 connection error, a timeout, 429 or 5xx, with backoff, like any upstream.
+
+In-process runs are recorded in the run store as the standalone server records them (`ADAPTER_CRITIC_STORE`, else
+the config's `store.url`, else the SQLite file in the user's data directory), so each result's `run_id` is a run
+that `adapter-critic runs show` finds; a server at a base URL records in its own.
 """
 
 from __future__ import annotations
@@ -23,10 +27,11 @@ from starlette.types import ASGIApp
 
 from ..config import Config
 from ..core import StageTarget
-from ..errors import EvalError, UpstreamError
+from ..errors import ConfigError, EvalError, UpstreamError
 from ..http.app import build_app
 from ..http.service import compose
 from ..redact import Secrets, redact_userinfo
+from ..store.settings import default_url, store_url
 from ..upstream.client import Upstream
 from ..upstream.failures import describe_transport_error
 from ..upstream.retry import RetryPolicy, call_with_retries
@@ -68,6 +73,7 @@ class Endpoint:
         self._policy = policy
         self.in_process = base_url.startswith("/")
         self.describe = name or redact_userinfo(base_url)
+        self.recorded_to: str | None = None  # in-process: the run store the runs go to (None: not recording)
 
     async def chat(self, body: dict[str, Any]) -> Reply:
         """One chat completion (`stream` off); raises `UpstreamError` once the retries are spent."""
@@ -118,16 +124,41 @@ class Endpoint:
 async def in_process(
     config: Config, in_process_app: ASGIApp | None, request_seconds: float, name: str
 ) -> AsyncIterator[Endpoint]:
-    """The app serving `config` (`name`: its file, or the demo), running in this process (its lifespan entered)."""
-    service = compose(config, in_process_app=in_process_app)
+    """The app serving `config` (`name`: its file, or the demo), running in this process (its lifespan entered),
+    recording its runs in the run store; a store asked for that cannot be used is an `EndpointError`."""
+    try:
+        service = compose(config, in_process_app=in_process_app, store_default=default_url())
+    except ConfigError as exc:
+        raise EndpointError(str(exc)) from None
     app = build_app(service, prefix=IN_PROCESS_PREFIX)
     upstream = Upstream(timeout=request_seconds, secrets=service.secrets, in_process_app=app)
+    asked = store_url(config.store, None)  # the env var or `store.url`; not the default, which may be given up
+    if asked is not None and service.store is not None:
+        await _require_store(asked)
     async with app.router.lifespan_context(app):
         upstream.open()
         try:
-            yield Endpoint(upstream, IN_PROCESS_PREFIX, RetryPolicy(retries=0), name=name)
+            endpoint = Endpoint(upstream, IN_PROCESS_PREFIX, RetryPolicy(retries=0), name=name)
+            endpoint.recorded_to = service.store.where() if service.store is not None else None
+            yield endpoint
         finally:
             await upstream.aclose()
+
+
+async def _require_store(url: str) -> None:
+    """A run store asked for (`ADAPTER_CRITIC_STORE`, `store.url`) that cannot be opened is one line before anything
+    runs, rather than the app's start-up failing with the database driver's traceback."""
+    from ..store import open_store
+
+    try:
+        store = await open_store(url)
+    except Exception as exc:  # the database driver's own errors (refused, no such directory, not a database…)
+        said = str(exc).strip().splitlines()
+        where = redact_userinfo(url)
+        raise EndpointError(
+            f"cannot open the run store {where}: {type(exc).__name__}: {said[0] if said else ''}"
+        ) from None
+    await store.aclose()
 
 
 @contextlib.asynccontextmanager
