@@ -816,6 +816,8 @@ async def test_deep_health_checks_each_distinct_url_and_key(monkeypatch: pytest.
     targets = report["targets"]
     assert set(targets) == {"m-direct.api", "m-critic.api", "m-critic.api.fallbacks[0]", "m-critic.critic"}
     assert targets["m-direct.api"]["status"] == "ok" and targets["m-direct.api"]["http_status"] == 200
+    # Its upstream lists no api-model: said, but the server's check stays a probe (no call to the model).
+    assert targets["m-direct.api"]["listed"] is False
     # The same URL with the wrong (here: no) key reports its own failure.
     assert targets["m-critic.api"] == {**targets["m-critic.api"], "status": "error", "http_status": 401}
     assert targets["m-critic.critic"] == {**targets["m-critic.critic"], "status": "error", "http_status": 503}
@@ -843,6 +845,7 @@ async def test_deep_health_of_the_demo_checks_its_in_process_model() -> None:
 
     assert report["status"] == "ok" and report["upstreams_checked"] == 1
     assert {t["http_status"] for t in report["targets"].values()} == {200}
+    assert all(t["listed"] is True for t in report["targets"].values())  # the demo model lists its model
 
 
 # -- a failed attempt counts what its upstream reported (SPEC §5/§6) -------------------------------------------------

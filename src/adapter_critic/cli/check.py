@@ -3,7 +3,9 @@
 `adapter-critic check`: validate a config and, with `--deep`, ask every upstream whether it answers.
 
 The deep check is the server's own `GET /health?deep=1` (`http/health.DeepHealth`): one `GET {base_url}/models`
-per distinct URL and credentials, every configured target reported with the result of its pair.
+per distinct URL and credentials, every configured target reported with the result of its pair — and then more: a
+target is ok only when its upstream serves the target's model, listed by that `GET /models` or, if not listed,
+named in a one-token chat call that is answered (not merely when something on that port answers HTTP 200).
 """
 
 from __future__ import annotations
@@ -25,9 +27,13 @@ from .options import Served, config_option, load_served
 
 @click.command()
 @config_option
-@click.option("--deep", is_flag=True, help="also call every target's upstream (GET {base_url}/models)")
+@click.option(
+    "--deep",
+    is_flag=True,
+    help="also check that every target's upstream serves its model (GET /models; a 1-token call if not listed)",
+)
 def check(config_path: str | None, deep: bool) -> None:
-    """Validate a config; with --deep, check that every upstream answers (exit 1 if one does not)."""
+    """Validate a config; with --deep, check that every target's upstream serves its model (exit 1 if one does not)."""
     served = load_served(config_path)
     console = stdout()
     console.print(served_table(served.config, served.name))
@@ -39,7 +45,7 @@ def check(config_path: str | None, deep: bool) -> None:
     failed = [where for where, result in report["targets"].items() if result["status"] != "ok"]
     if failed:
         raise CliError(f"{len(failed)} of {len(report['targets'])} targets failed the deep check: {', '.join(failed)}")
-    console.print(f"config OK and every upstream answers: {served.name}")
+    console.print(f"config OK and every upstream serves its model: {served.name}")
 
 
 def served_table(config: Config, name: str) -> Table:
@@ -60,7 +66,7 @@ async def deep_report(served: Served) -> dict[str, Any]:
     with masked_logs(service.secrets):
         service.upstream.open()
         try:
-            return await DeepHealth(served.config, service.upstream).report()
+            return await DeepHealth(served.config, service.upstream, confirm_models=True).report()
         finally:
             await service.upstream.aclose()
 
@@ -71,8 +77,17 @@ def health_table(report: dict[str, Any]) -> Table:
         table.add_column(column)
     table.add_column("ms", justify="right")
     for where, result in report["targets"].items():
-        ok = result["status"] == "ok"
-        detail = f"HTTP {result['http_status']}" if "http_status" in result else result.get("error", "")
-        status = "[green]ok[/]" if ok else "[red]error[/]"
-        table.add_row(where, result["model"], result["base_url"], status, detail, f"{result['latency_ms']:.0f}")
+        status = "[green]ok[/]" if result["status"] == "ok" else "[red]error[/]"
+        row = (where, result["model"], result["base_url"], status)
+        table.add_row(*row, detail(result), f"{result['latency_ms']:.0f}")
     return table
+
+
+def detail(result: dict[str, Any]) -> str:
+    """How the deep check decided: the error, or the probe's status and whether the model was listed or called."""
+    if "error" in result:
+        return str(result["error"])
+    said = f"HTTP {result['http_status']}"
+    if result.get("listed"):
+        return f"{said}, listed by /models"
+    return f"{said}; not listed by /models, a 1-token call answered" if result.get("called") == "answered" else said

@@ -33,7 +33,7 @@ from ..version import USER_AGENT
 from .decoding import ACCEPT_ENCODING
 from .failures import TRANSPORT_ERRORS, bad_answer, reported_usage, status_error, transport_error
 from .inprocess import asgi_stream
-from .limits import read_body
+from .limits import ResponseTooLarge, read_body
 from .pinning import pinned_client
 from .posting import Opened, posted, read_some
 from .sse import iter_batches
@@ -160,17 +160,23 @@ class Upstream:
             self.inject(headers)
         return headers
 
-    async def probe(self, target: StageTarget, seconds: float) -> int:
-        """`GET {base_url}/models` with the target's credentials (its URL's key), within `seconds`; the HTTP status.
+    async def probe(self, target: StageTarget, seconds: float) -> tuple[int, bytes]:
+        """`GET {base_url}/models` with the target's credentials (its URL's key), within `seconds`: the HTTP status,
+        and the body of a 2xx answer up to 1 MB (empty otherwise), the models it lists.
 
-        The body is never read. Raises `httpx.HTTPError`, `TimeoutError`, or `ServerError` (no in-process app)."""
+        Raises `httpx.HTTPError`, `TimeoutError`, or `ServerError` (no in-process app)."""
         client = self.client_for(target.base_url)
         headers = {**self.headers_for(target), "accept": "application/json"}
         headers.pop("content-type", None)
         with anyio.fail_after(seconds):
             url = f"{target.base_url}{self.wire(target).probe_path}"
             async with client.stream("GET", url, headers=headers, timeout=seconds) as response:
-                return response.status_code
+                if not 200 <= response.status_code < 300:
+                    return response.status_code, b""
+                try:
+                    return response.status_code, await read_body(response.headers, response.aiter_bytes(), 1 << 20)
+                except ResponseTooLarge:
+                    return response.status_code, b""
 
     def timeout_for(self, target: StageTarget) -> httpx.Timeout:
         """The target's own `timeout_seconds`/`connect_timeout_seconds`, else the server-wide ones."""
