@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import signal
 import subprocess
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ from adapter_critic.cli.replay import request_of
 from adapter_critic.store.records import RunDetail, StoredRequest
 
 from ..conftest import listening_socket, sdk
-from .conftest import SCRIPT, invoke, one_error_line, script_env
+from .conftest import EXAMPLES, SCRIPT, invoke, one_error_line, script_env
 
 
 @pytest.fixture(scope="module")
@@ -114,6 +115,37 @@ def test_store_and_run_mistakes_are_one_line(recorded: str, tmp_path: Path) -> N
     run_id = str(listed(recorded)[0]["id"])
     unknown = invoke("replay", run_id, "-m", "gpt-9", "--store", recorded)
     assert "does not serve 'gpt-9'" in one_error_line(unknown)
+
+
+# Imported first by every Python process with this directory on PYTHONPATH: asyncpg as if not installed.
+NO_ASYNCPG = """
+import sys
+
+
+class NoAsyncpg:
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] == "asyncpg":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+
+sys.meta_path.insert(0, NoAsyncpg())
+"""
+
+
+def test_a_postgres_store_without_its_driver_names_the_extra(tmp_path: Path) -> None:
+    (tmp_path / "sitecustomize.py").write_text(NO_ASYNCPG, encoding="utf-8")
+    env = script_env()
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path), env.get("PYTHONPATH")]))
+    url = "postgresql://user@127.0.0.1:9/runs"
+    said = "a postgresql run store needs the postgres extra (asyncpg): pip install 'adapter_critic[postgres]'"
+    for args in (
+        ["runs", "list", "--store", url],
+        ["eval", str(EXAMPLES / "eval" / "demo.jsonl"), "-m", "demo-direct", "-o", str(tmp_path / "o")],
+    ):
+        result = subprocess.run(
+            [str(SCRIPT), *args], capture_output=True, text=True, timeout=60, env={**env, "ADAPTER_CRITIC_STORE": url}
+        )
+        assert one_error_line(result).endswith(said), args
 
 
 def test_a_run_without_its_messages_cannot_be_replayed() -> None:

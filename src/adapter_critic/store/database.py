@@ -90,7 +90,14 @@ class Database:
         self.dialect = self.url.get_backend_name()
         file = self.url.database if self.dialect == "sqlite" and self.url.database not in ("", ":memory:") else None
         self._folder = None if file is None else os.path.dirname(os.path.abspath(file))
-        self.engine: AsyncEngine = create_async_engine(self.url)
+        try:
+            self.engine: AsyncEngine = create_async_engine(self.url)
+        except ImportError as exc:  # the database driver is an extra: say which
+            extra, driver = ("postgres", "asyncpg") if self.dialect == "postgresql" else ("store", "aiosqlite")
+            raise ImportError(
+                f"a {self.dialect} run store needs the {extra} extra ({driver}): pip install 'adapter_critic[{extra}]'",
+                name=exc.name,
+            ) from None
         if self.dialect == "sqlite":
             event.listen(self.engine.sync_engine, "connect", _sqlite_connect)
             event.listen(self.engine.sync_engine, "begin", _sqlite_begin)
