@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import os
+import shlex
 import signal
 import subprocess
 from collections.abc import Iterator
@@ -62,6 +63,23 @@ def test_list_filters_and_pages(recorded: str) -> None:
     cursor = first.stdout.split("--cursor ")[1].split()[0]
     rest = invoke("runs", "list", "--store", recorded, "--cursor", cursor)
     assert "demo-critic" in rest.stdout and "demo-adapter" not in rest.stdout
+
+
+def test_the_next_page_keeps_every_option_given(recorded: str) -> None:
+    options = ["--store", recorded, "--status", "ok", "--not-degraded", "--since", "2000-01-01T00:00Z", "--limit", "1"]
+    seen = []
+    args = ["runs", "list", *options]
+    while True:
+        page = invoke(*args)
+        assert page.exit_code == 0, page.stderr
+        seen += [model for model in ("demo-adapter", "demo-direct", "demo-critic") if model in page.stdout]
+        more = [line.removeprefix("more: ") for line in page.stdout.splitlines() if line.startswith("more: ")]
+        if not more:
+            break
+        command = shlex.split(more[0])
+        assert command[:3] == ["adapter-critic", "runs", "list"] and command[3:-2] == options
+        args = command[1:]
+    assert seen == ["demo-adapter", "demo-direct", "demo-critic"]  # one run a page, as --limit 1 asked
 
 
 def test_show_a_run(recorded: str) -> None:

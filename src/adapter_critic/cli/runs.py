@@ -6,6 +6,7 @@ filters (`--served-model`, `--mode`, `--status`, `--degraded`, `--since`, `--unt
 from __future__ import annotations
 
 import csv
+import shlex
 import sys
 from collections.abc import AsyncIterator, Callable
 from typing import IO, Any, TypeVar
@@ -13,6 +14,7 @@ from typing import IO, Any, TypeVar
 import anyio
 import click
 import msgspec
+from click.core import ParameterSource
 from rich.table import Table
 
 from ..store.records import STATUSES, BadCursor, RunDetail, RunQuery, RunSummary, parse_time
@@ -96,6 +98,7 @@ def list_command(
 ) -> None:
     """Recorded runs, newest first."""
     query = query_of(filters)
+    context = click.get_current_context()
 
     async def run() -> None:
         async with reading(store_url, config_path) as store:
@@ -109,9 +112,32 @@ def list_command(
         console = stdout()
         console.print(runs_table(page.data))
         if page.next_cursor:
-            console.print(f"more: adapter-critic runs list --cursor {page.next_cursor}", soft_wrap=True)
+            more = f"more: {next_page(context, page.next_cursor)}"
+            console.print(more, soft_wrap=True, markup=False, highlight=False)
 
     anyio.run(run)
+
+
+def next_page(context: click.Context, cursor: str) -> str:
+    """The command for the next page: this one with every option the user typed (filters, `--limit`, `--store`,
+    `--config`), its `--cursor` the one given."""
+    words = ["adapter-critic", "runs", "list"]
+    for param in context.command.params:
+        name = param.name
+        if name in ("cursor", "as_json") or not isinstance(param, click.Option) or name is None:
+            continue
+        if context.get_parameter_source(name) is not ParameterSource.COMMANDLINE:
+            continue  # a default, or the environment, which the next command reads as well
+        value = context.params[name]
+        if param.secondary_opts:  # --degraded/--not-degraded
+            words.append(_long(param.opts if value else param.secondary_opts))
+        else:
+            words += [_long(param.opts), shlex.quote(str(value))]
+    return " ".join([*words, "--cursor", shlex.quote(cursor)])
+
+
+def _long(opts: list[str]) -> str:
+    return next((opt for opt in opts if opt.startswith("--")), opts[0])
 
 
 def runs_table(summaries: list[RunSummary]) -> Table:
