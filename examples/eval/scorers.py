@@ -1,6 +1,8 @@
 """A custom scorer for `adapter-critic eval`: from the repository's root,
 
-    adapter-critic eval data.jsonl --models demo-direct,demo-critic --scorer examples.eval.scorers:brevity
+    adapter-critic eval examples/eval/plain.jsonl -m demo-direct,demo-critic --scorer examples.eval.scorers:brevity
+
+(`plain.jsonl`'s lines name no scorer of their own, so `--scorer` scores every one.)
 
 A scorer is any `function(answer, item)` returning a number (or a bool, or a number and a note); `item` is the
 dataset line as a dict. It may be `async`.

@@ -66,6 +66,36 @@ def test_demo_eval_runs_offline(tmp_path: Path) -> None:
     assert result.stderr.count("\n") == 20 and "[20/20]" in result.stderr
 
 
+def test_scorer_scores_the_lines_that_name_none_and_says_when_lines_keep_their_own(tmp_path: Path) -> None:
+    plain = str(EXAMPLES / "eval" / "plain.jsonl")  # no line names a scorer
+    means = {}
+    for scorer in ("exact", "contains"):
+        out = tmp_path / scorer
+        result = run("eval", plain, "-m", "demo-direct,demo-critic", "--scorer", scorer, "-o", str(out))
+        assert result.returncode == 0 and "warning" not in result.stderr, result.stderr
+        summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+        means[scorer] = {model: stats["mean_score"] for model, stats in summary["per_model"].items()}
+    assert means == {
+        "exact": {"demo-direct": 0.125, "demo-critic": 0.0},  # only the verbatim draft
+        "contains": {"demo-direct": 0.375, "demo-critic": 0.625},  # the critic's answer names its review
+    }
+    mixed = write_jsonl(
+        tmp_path / "mixed.jsonl",
+        {"id": "a", "prompt": "p", "expected": "x", "scorer": "contains"},
+        {"id": "b", "prompt": "p", "expected": "x"},
+    )
+    demo = EXAMPLES / "eval" / "demo.jsonl"
+    for dataset, said in [
+        (demo, f"warning: 10 of 10 lines of {demo} keep their own scorer (a line's \"scorer\" wins); --scorer "
+         "contains scores none of them"),
+        (mixed, f"warning: 1 of 2 lines of {mixed} keep their own scorer (a line's \"scorer\" wins); --scorer "
+         "contains scores the other 1"),
+    ]:  # fmt: skip
+        result = run("eval", str(dataset), "-m", "demo-direct", "--scorer", "contains", "-o", str(tmp_path / "o"))
+        assert result.stderr.splitlines()[0] == said
+    assert "warning" not in run("eval", str(mixed), "-m", "demo-direct", "-o", str(tmp_path / "o")).stderr
+
+
 def test_an_in_process_eval_records_its_runs_in_the_run_store(tmp_path: Path) -> None:
     out = tmp_path / "out"
     dataset = str(EXAMPLES / "eval" / "demo.jsonl")

@@ -17,6 +17,7 @@ from pathlib import Path
 import anyio
 import anyio.abc
 import click
+from click.core import ParameterSource
 
 from ..evals.dataset import DatasetError, Item, load_dataset
 from ..evals.endpoint import Endpoint, EndpointError
@@ -86,6 +87,8 @@ def eval_command(
         raise CliError(f"--models names a model twice: {models}")
     judge = EndpointJudge()
     scorers = _scorers(items, scorer, judge, path)
+    if click.get_current_context().get_parameter_source("scorer") is not ParameterSource.DEFAULT:
+        _warn_kept_scorers(items, scorer, path)
     judges = sorted({spec.spec.partition(":")[2] for spec in scorers.values() if spec.spec.startswith("judge:")})
     out = Path(output_dir)
 
@@ -119,6 +122,15 @@ def _scorers(items: list[Item], default: str, judge: Judge, path: Path) -> dict[
         if missing:
             raise CliError(f"{path}:{item.line}: {missing}")
     return scorers
+
+
+def _warn_kept_scorers(items: list[Item], scorer: str, path: Path) -> None:
+    """`--scorer` given, and lines that name their own: a line's `scorer` wins, which the user may not expect."""
+    kept = sum(1 for item in items if item.scorer)
+    if kept:
+        rest = f"the other {len(items) - kept}" if kept < len(items) else "none of them"
+        said = f'warning: {kept} of {len(items)} lines of {path} keep their own scorer (a line\'s "scorer" wins)'
+        stderr().print(f"{said}; --scorer {scorer} scores {rest}", soft_wrap=True, markup=False, highlight=False)
 
 
 async def _evaluate(
