@@ -10,30 +10,35 @@ import { valueBlock, workflowView } from "./workflows.js";
 
 const POLL_MS = 1000;
 // A run that has just answered may not be written yet (the store writes in batches, a fraction of a second
-// later): a link to it is tried this many more times, NOT_YET_MS apart, before the page says there is no such run.
+// later): a run made in the last JUST_MADE_MS (its id says when) is tried this many more times,
+// NOT_YET_MS apart, before the page says there is no such run. Any other id is not found at once, and not asked for
+// again.
 const NOT_YET_TRIES = 10;
 const NOT_YET_MS = 300;
+const JUST_MADE_MS = 10_000;
 
 export async function showDetail(main, id, navigate) {
   let stopped = false;
   let timer = null;
-  let tries = 0;
+  let tries = justMade(id) ? 0 : NOT_YET_TRIES;
   const load = async () => {
     let run;
     try {
       run = runView(await get(`/runs/${encodeURIComponent(id)}`));
     } catch (error) {
-      if (error instanceof ApiError && error.status === 404 && tries < NOT_YET_TRIES && !stopped) {
+      if (!(error instanceof ApiError && error.status === 404)) throw error;
+      if (stopped) return;
+      if (tries < NOT_YET_TRIES) {
+        if (tries === 0) replace(main, h("p", { class: "muted", id: "run-pending" }, `Run ${id} was made moments ago: waiting for the run store to write it…`));
         tries += 1;
         timer = setTimeout(load, NOT_YET_MS);
         return;
       }
-      if (error instanceof ApiError && error.status === 404) {
-        if (stopped) return;
-        replace(main, h("section", { class: "detail" }, h("h1", {}, "Run not found"), h("p", {}, `No run with id ${id}.`), h("a", { href: "#/runs" }, "Back to runs")));
-        return;
-      }
-      throw error;
+      replace(
+        main,
+        h("section", { class: "detail", id: "run-not-found" }, h("h1", {}, "Run not found"), h("p", {}, `No run with id ${id}.`), h("a", { href: "#/runs" }, "Back to runs")),
+      );
+      return;
     }
     if (stopped) return;
     const open = new Set([...main.querySelectorAll("details[open][data-key]")].map((node) => node.dataset.key));
@@ -55,6 +60,13 @@ export async function showDetail(main, id, navigate) {
     if (timer !== null) clearTimeout(timer);
     document.removeEventListener("keydown", onKey);
   };
+}
+
+// Whether the run id `id` was made in the last JUST_MADE_MS: its 32 hex digits start with its creation time in
+// milliseconds (12 digits, `adapter_critic/ids.py`). A clock behind the server's makes a new id look younger still: tried too.
+function justMade(id) {
+  const found = /([0-9a-f]{12})[0-9a-f]{20}$/.exec(id);
+  return found !== null && Date.now() - parseInt(found[1], 16) < JUST_MADE_MS;
 }
 
 function page(run, navigate) {
