@@ -1,5 +1,5 @@
 """Moving around inside the viewer in a real headless Chromium over the real demo server: to a run id the store
-does not have.
+does not have, and out of the compare view from the keyboard.
 
 The page's timers run on Playwright's fake clock where a test must know what they would do: time is moved on
 explicitly (`clock.run_for`), so a retry or a poll is seen, or not, without waiting for it.
@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 from playwright.sync_api import Page, expect
 
-from .conftest import ask
+from .conftest import ask, row
 
 UNKNOWN = "chatcmpl-00000000000000000000000000000000"
 
@@ -52,3 +52,31 @@ def test_an_unknown_run_is_not_found_at_once_and_not_asked_for_again(demo: str, 
     expect(page.locator("main h1")).to_have_text("Run not found")
     page.clock.pause_at(page.evaluate("Date.now()") + 1000)
     assert all_asked().count(fresh) == 11  # the first request and ten tries, then no more
+
+
+def test_esc_leaves_the_compare_view_as_it_leaves_a_run(demo: str, page: Page) -> None:
+    first, _ = ask(demo, "demo-direct", "Compare me.")
+    second, _ = ask(demo, "demo-critic", "Compare me.")
+    page.goto(f"{demo}/v1/ui")
+    expect(row(page, second)).to_be_visible()
+    expect(row(page, first)).to_be_visible()
+    page.evaluate(f"location.hash = '#/compare/{first}/{second}'")
+    expect(page.locator('.side[data-side="B"]')).to_have_attribute("data-run-id", second)
+    # In a field Esc only leaves the field.
+    page.locator('input[name="a"]').focus()
+    page.keyboard.press("Escape")
+    expect(page).to_have_url(re.compile(rf"#/compare/{first}/{second}$"))
+    assert page.evaluate("document.activeElement === document.body")
+    page.keyboard.press("Escape")
+    expect(page).to_have_url(re.compile(r"#/runs$"))
+    expect(row(page, first)).to_be_visible()
+    # A run opened from the list is left the same way.
+    row(page, first).click()
+    expect(page.locator("#run-detail")).to_have_attribute("data-run-id", first)
+    page.keyboard.press("Escape")
+    expect(page).to_have_url(re.compile(r"#/runs$"))
+    # And the compare view without runs picked yet.
+    page.locator("#nav-compare").click()
+    expect(page.locator("form.pick")).to_be_visible()
+    page.keyboard.press("Escape")
+    expect(page).to_have_url(re.compile(r"#/runs$"))

@@ -8,6 +8,29 @@ import { runView } from "./model.js";
 import { span, timeline } from "./timeline.js";
 
 export async function showCompare(main, ids, navigate) {
+  // Esc (or u) leaves for the runs list, as it leaves a run; in a field, Esc only leaves the field.
+  const onKey = (event) => {
+    if (event.ctrlKey || event.metaKey || event.altKey) return;
+    if (event.target instanceof HTMLInputElement) {
+      if (event.key === "Escape") event.target.blur();
+      return;
+    }
+    if (event.key === "Escape" || event.key === "u") {
+      event.preventDefault();
+      navigate("#/runs");
+    }
+  };
+  document.addEventListener("keydown", onKey);
+  const stop = () => document.removeEventListener("keydown", onKey);
+  try {
+    return await compareView(main, ids, navigate, stop);
+  } catch (error) {
+    stop();
+    throw error;
+  }
+}
+
+async function compareView(main, ids, navigate, stop) {
   const [first, second] = [ids[0] || marked[0] || "", ids[1] || marked[1] || ""];
   const pick = h(
     "form",
@@ -35,7 +58,7 @@ export async function showCompare(main, ids, navigate) {
         pick,
       ),
     );
-    return () => {};
+    return stop;
   }
   const [a, b] = (await Promise.all(ids.slice(0, 2).map((id) => get(`/runs/${encodeURIComponent(id)}`)))).map(runView);
   replace(
@@ -49,7 +72,7 @@ export async function showCompare(main, ids, navigate) {
       h("section", { class: "panel-box", id: "answer-diff" }, h("h2", {}, "Final answers: A → B"), renderDiff(a.answer || "", b.answer || "", "answer A to B")),
     ),
   );
-  return () => {};
+  return stop;
 }
 
 function side(label, run, scale) {
