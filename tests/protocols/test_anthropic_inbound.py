@@ -147,3 +147,16 @@ async def test_overrides_ride_along_as_on_chat_completions(serve: AppFactory, up
         response = await client.post("/messages", json=messages("m-critic", x_adapter_critic={"mode": "direct"}))
     assert response.json()["adapter_critic"]["mode"] == "direct"
     assert len(upstream.calls) == 1
+
+
+async def test_the_stop_sequence_that_ended_an_answer(serve: AppFactory, upstream: ScriptedUpstream) -> None:
+    # vLLM (and the demo model) say on the choice which stop string ended the answer; a number is a stop token.
+    upstream.script(
+        Reply(content="One two ", choice_extra={"stop_reason": "three"}),
+        Reply(content="One two three.", choice_extra={"stop_reason": 128001}),
+    )
+    async with serve() as client:
+        stopped = (await client.post("/messages", json=messages("m-direct", stop_sequences=["three"]))).json()
+        ended = (await client.post("/messages", json=messages("m-direct"))).json()
+    assert stopped["stop_reason"] == "stop_sequence" and stopped["stop_sequence"] == "three"
+    assert ended["stop_reason"] == "end_turn" and ended["stop_sequence"] is None

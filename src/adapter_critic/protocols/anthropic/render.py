@@ -5,7 +5,8 @@ stream, and the error envelope.
 
 - the answer's text is a `text` block, its tool calls `tool_use` blocks (arguments parsed into `input`);
 - `finish_reason` → `stop_reason`: `stop` → `end_turn`, `length` → `max_tokens`, `tool_calls` → `tool_use`,
-  `content_filter` → `refusal`;
+  `content_filter` → `refusal`; `stop` with the stop sequence that ended the answer (the choice's `stop_reason`
+  as vLLM and the demo model send it) → `stop_sequence`, with `stop_sequence` set;
 - usage is the run's total: `input_tokens` without the cached ones, which are `cache_read_input_tokens`
   (and `cache_creation_input_tokens` where an Anthropic stage reported cache writes);
 - the `adapter_critic` extension is an extra field of the `message`, and of the stream's `message_delta`.
@@ -44,6 +45,37 @@ def stop_reason(finish_reason: str | None) -> str:
     return STOP_REASONS.get(finish_reason or "stop", "end_turn")
 
 
+def stopped(answer: Answer, finish: bytes | None = None) -> dict[str, str | None]:
+    """`stop_reason` and `stop_sequence` for an answer; `finish` is its stream's finish chunk, when it was relayed
+    (else the completion it came from says which stop sequence ended it)."""
+    sequence = _stop_sequence(finish or answer.source) if answer.finish_reason == "stop" else None
+    if sequence is not None:
+        return {"stop_reason": "stop_sequence", "stop_sequence": sequence}
+    return {"stop_reason": stop_reason(answer.finish_reason), "stop_sequence": None}
+
+
+class _StopChoice(msgspec.Struct):
+    stop_reason: Any = None  # vLLM's: the stop string that ended the answer (a number: a stop token)
+
+
+class _Stopped(msgspec.Struct):
+    choices: list[_StopChoice] = []
+
+
+_stopped_decoder = msgspec.json.Decoder(_Stopped)
+
+
+def _stop_sequence(body: bytes | None) -> str | None:
+    if not body or b'"stop_reason"' not in body:
+        return None
+    try:
+        choices = _stopped_decoder.decode(body).choices
+    except msgspec.DecodeError:
+        return None
+    sequence = choices[0].stop_reason if choices else None
+    return sequence if isinstance(sequence, str) else None
+
+
 def usage(total: Usage) -> dict[str, int]:
     """The run's total usage as Messages usage."""
     details = total.prompt_tokens_details if isinstance(total.prompt_tokens_details, dict) else {}
@@ -74,8 +106,7 @@ def message(record: RunRecord, *, response_id: str) -> bytes:
             "role": "assistant",
             "model": record.served_model,
             "content": content,
-            "stop_reason": stop_reason(answer.finish_reason),
-            "stop_sequence": None,
+            **stopped(answer),
             "usage": usage(ext.tokens.total),
             "adapter_critic": ext,
         }
@@ -179,7 +210,7 @@ class MessagesStream:
 
     def tail(self, record: RunRecord, finish: bytes | None) -> bytes:
         ext = extension(record)
-        delta = {"stop_reason": stop_reason(record.answer.finish_reason), "stop_sequence": None}
+        delta = stopped(record.answer, finish)
         return b"".join(
             [
                 self._start(),
