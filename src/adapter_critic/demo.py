@@ -2,9 +2,14 @@
 
 The built-in demo: a small deterministic *demo model* (not a real LLM) and the config serving it.
 
-The demo model calls a tool when the last user message names one of the request's `tools`, and answers valid
-JSON under `response_format` (`json_object`, or `json_schema` with the schema's required keys), so tool calling
-and structured output can be tried offline.
+The demo model honours the request options a client's code depends on, as a real model does, so tool calling,
+structured output and limits can be tried offline:
+
+- `tool_choice` (`none`, `auto`, `required`, a named function): it calls a tool when it must, or (`auto`) when the
+  last user message names one, with arguments that fit the tool's parameters' schema (`demo_values`);
+- `response_format` (`json_object`, `json_schema`): it answers JSON that fits the schema, with plausible values;
+- `stop`: it stops before the first stop sequence it reaches, says which (vLLM's choice `stop_reason`);
+- `max_tokens` / `max_completion_tokens`: it stops after that many tokens (its tokens are words), `length`.
 
 `uvicorn adapter_critic.asgi:app` without `ADAPTER_CRITIC_CONFIG` serves `demo-direct`, `demo-adapter`,
 `demo-critic`, `demo-advisor`, `demo-panel` and `demo-best-of-3`, whose stages call the demo model in-process,
@@ -13,11 +18,9 @@ so every built-in workflow can be seen working with no API key and no network.
 
 from __future__ import annotations
 
-import json
-import re
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 from starlette.applications import Starlette
@@ -30,11 +33,19 @@ from .demo_answers import (
     ADVISED_LEAD,
     PANEL_LEAD,
     advised,
+    call_of,
+    called,
     candidate_note,
+    choice_problem,
+    cut,
+    cut_calls,
     drafted_calls,
+    forced_name,
+    functions,
+    named_in,
     stage_reply,
     structured,
-    tool_call,
+    tokens,
 )
 from .errors import error_envelope
 from .workflows.prompts import (
@@ -64,7 +75,11 @@ class _DemoRequest(msgspec.Struct):
     model: str = DEMO_MODEL
     stream: bool = False
     tools: list[Any] | None = None
+    tool_choice: Any = None
     response_format: dict[str, Any] | None = None
+    stop: str | list[str] | None = None
+    max_tokens: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    max_completion_tokens: Annotated[int, msgspec.Meta(ge=1)] | None = None
     seed: int | None = None
     n: int = 1
 
@@ -101,51 +116,91 @@ def demo_reply(messages: list[_DemoMessage], seed: int | None = None) -> str:
         return "lgtm"
     if system == DEFAULT_CRITIC_SYSTEM_PROMPT:
         return CRITIQUE
-    if last.startswith(SECOND_PASS_LEAD) and len(messages) >= 2:
-        draft = content_text(messages[-2].content)
-        return draft.replace(DRAFT_LEAD, PANEL_REVISED_LEAD if PANEL_LEAD[2:] in last else REVISED_LEAD, 1)
-    user, was_advised = advised(next((content_text(m.content) for m in reversed(messages) if m.role == "user"), ""))
-    said = " ".join(user.split())[:200]
+    if _second_pass(messages):  # the whole answer again, revised (the draft may have been cut short)
+        lead = PANEL_REVISED_LEAD if PANEL_LEAD[2:] in last else REVISED_LEAD
+        return f'{lead}\nYou said: "{user_said(messages[:-2])[0]}"{candidate_note(seed)}'
+    said, was_advised = user_said(messages)
     return f'{ADVISED_LEAD if was_advised else DRAFT_LEAD}\nYou said: "{said}"{candidate_note(seed)}'
 
 
-def demo_tool_calls(messages: list[_DemoMessage], tools: list[Any] | None) -> list[Any] | None:
-    """The tool calls the demo model makes: one of a tool the last user message names; in a second pass, the
-    calls of the draft under revision (it still wants them)."""
-    if not tools or not messages or messages[-1].role != "user":
+def user_said(messages: list[_DemoMessage]) -> tuple[str, bool]:
+    """The last user message's own words (on one line, at most 200 characters), and whether an advisor's guidance
+    was appended to it."""
+    text = next((content_text(m.content) for m in reversed(messages) if m.role == "user"), "")
+    own, was_advised = advised(text)
+    return " ".join(own.split())[:200], was_advised
+
+
+def _second_pass(messages: list[_DemoMessage]) -> bool:
+    last = messages[-1] if messages else None
+    return last is not None and last.role == "user" and content_text(last.content).startswith(SECOND_PASS_LEAD)
+
+
+def demo_tool_calls(demo: _DemoRequest, text: str) -> list[Any] | None:
+    """The tool calls the demo model makes, as `tool_choice` has it: none for `none`; a call of the named function
+    for a named one; for `required`, a call of the function the last user message names, else of the first; for
+    `auto` (the default), a call only of a function the last user message names. In a second pass, the calls of
+    the draft under revision (it still wants them) where `tool_choice` allows them. `text` is the reply the
+    arguments' answer-like strings hold (`demo_values`)."""
+    offered = functions(demo.tools)
+    if not offered or demo.tool_choice == "none":
         return None
-    last = content_text(messages[-1].content)
-    if last.startswith(SECOND_PASS_LEAD) and len(messages) >= 2:
-        return drafted_calls(content_text(messages[-2].content))
-    call = tool_call(tools, last)
-    return [call] if call is not None else None
+    messages = demo.messages
+    forced = forced_name(demo.tool_choice)
+    if _second_pass(messages) and len(messages) >= 2:
+        drafted = drafted_calls(content_text(messages[-2].content))
+        if drafted and (forced is None or all(called(call) == forced for call in drafted)):
+            return drafted
+    last = content_text(messages[-1].content) if messages and messages[-1].role == "user" else ""
+    function: dict[str, Any] | None
+    if forced is not None:
+        function = next((f for f in offered if f["name"] == forced), None)
+    elif _second_pass(messages):
+        function = offered[0] if demo.tool_choice == "required" else None
+    else:
+        function = named_in(offered, last) or (offered[0] if demo.tool_choice == "required" else None)
+    return [call_of(function, text, user_said(messages)[0])] if function is not None else None
+
+
+def demo_choice(demo: _DemoRequest) -> tuple[dict[str, Any], str, str | None, int]:
+    """The demo model's message for a request, its finish reason, the stop sequence that ended it (if one did)
+    and how many tokens it took. Tool calls are not cut at a stop sequence (their arguments are cut at
+    `max_tokens`); text, JSON included, is cut at both."""
+    limits = [n for n in (demo.max_tokens, demo.max_completion_tokens) if n is not None]
+    limit = min(limits) if limits else None
+    stop = [demo.stop] if isinstance(demo.stop, str) else demo.stop or []
+    text = demo_reply(demo.messages, demo.seed)
+    calls = demo_tool_calls(demo, text)
+    if calls:
+        kept, finish = cut_calls(calls, limit)
+        used = sum(len(tokens(call["function"]["arguments"])) for call in kept)
+        return {"role": "assistant", "content": None, "tool_calls": kept}, finish, None, used
+    if demo.response_format is not None:
+        text = structured(demo.response_format, text, user_said(demo.messages)[0])
+    text, finish, sequence = cut(text, stop, limit)
+    return {"role": "assistant", "content": text}, finish, sequence, len(tokens(text))
 
 
 async def _chat_completions(request: Request) -> Response:
     try:
         demo = _request_decoder.decode(await request.body())
     except msgspec.DecodeError as exc:
-        error = error_envelope(f"demo model: {exc}", "invalid_request_error")
-        return Response(msgspec.json.encode(error), status_code=400, media_type="application/json")
-    calls = demo_tool_calls(demo.messages, demo.tools)
-    message: dict[str, Any]
-    if calls:  # the user asked for a tool by name (or the draft being revised called one): call it
-        message = {"role": "assistant", "content": None, "tool_calls": calls}
-        reply, finish_reason = json.dumps(calls), "tool_calls"
-    else:
-        reply = demo_reply(demo.messages, demo.seed)
-        if demo.response_format is not None:
-            reply = structured(demo.response_format, reply)
-        message, finish_reason = {"role": "assistant", "content": reply}, "stop"
+        return _refused(f"demo model: {exc}")
+    problem = choice_problem(demo.tool_choice, functions(demo.tools))
+    if problem is not None:
+        return _refused(f"demo model: {problem}", "tool_choice")
+    message, finish_reason, stop_sequence, completion_tokens = demo_choice(demo)
+    choice: dict[str, Any] = {"message": message, "finish_reason": finish_reason}
+    if stop_sequence is not None:  # which stop sequence ended the answer, as vLLM says it
+        choice["stop_reason"] = stop_sequence
     prompt_tokens = sum(len(content_text(m.content).split()) for m in demo.messages)
-    completion_tokens = len(reply.split())
     completion = {
         "id": "chatcmpl-demo",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": demo.model,
         # `n` choices, all alike: the demo model is deterministic.
-        "choices": [{"index": i, "message": message, "finish_reason": finish_reason} for i in range(max(demo.n, 1))],
+        "choices": [{"index": i, **choice} for i in range(max(demo.n, 1))],
         "usage": {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens * max(demo.n, 1),
@@ -158,19 +213,26 @@ async def _chat_completions(request: Request) -> Response:
 
 
 async def _demo_events(completion: dict[str, Any]) -> AsyncIterator[bytes]:
-    """The completion as OpenAI-style SSE: a role chunk, a chunk per word, the finish chunk, usage, [DONE]."""
+    """The completion as OpenAI-style SSE: a role chunk, a chunk per token, the finish chunk, usage, [DONE]."""
     head = {"id": completion["id"], "object": "chat.completion.chunk", "created": completion["created"]}
     head["model"] = completion["model"]
-    for index, choice in enumerate(completion["choices"]):
+    for choice in completion["choices"]:
+        index, message = choice["index"], choice["message"]
         deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
-        deltas += [{"content": word} for word in re.split(r"(?<=\s)", choice["message"]["content"] or "") if word]
-        calls = choice["message"].get("tool_calls", [])
+        deltas += [{"content": token} for token in tokens(message["content"] or "")]
+        calls = message.get("tool_calls", [])
         deltas += [{"tool_calls": [{"index": i, **call}]} for i, call in enumerate(calls)]
         for delta in deltas:
             yield _sse({**head, "choices": [{"index": index, "delta": delta, "finish_reason": None}]})
-        yield _sse({**head, "choices": [{"index": index, "delta": {}, "finish_reason": choice["finish_reason"]}]})
+        finish = {key: value for key, value in choice.items() if key != "message"}
+        yield _sse({**head, "choices": [{**finish, "delta": {}}]})
     yield _sse({**head, "choices": [], "usage": completion["usage"]})
     yield b"data: [DONE]\n\n"
+
+
+def _refused(message: str, param: str | None = None) -> Response:
+    error = error_envelope(message, "invalid_request_error", param=param)
+    return Response(msgspec.json.encode(error), status_code=400, media_type="application/json")
 
 
 def _sse(payload: dict[str, Any]) -> bytes:

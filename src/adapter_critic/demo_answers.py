@@ -1,8 +1,8 @@
 """Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
 
-What the demo model says when a request asks for more than text (a tool call for a tool the user named, JSON
-that fits a `response_format`), and its part in the advisor, panel and best-of-n workflows (each stage's reply
-names its stage, so every stage can be seen in the extension)."""
+What the demo model says when a request asks for more than text (a tool call, JSON that fits a
+`response_format`), where it stops (`stop`, `max_tokens`), and its part in the advisor, panel and best-of-n
+workflows (each stage's reply names its stage, so every stage can be seen in the extension)."""
 
 from __future__ import annotations
 
@@ -10,27 +10,47 @@ import json
 import re
 from typing import Any
 
+from .demo_values import Filler
 from .workflows.advice import DEFAULT_ADVISOR_SYSTEM_PROMPT, GUIDANCE_OPEN
 from .workflows.judging import DEFAULT_PAIRWISE_SYSTEM_PROMPT
 from .workflows.lenses import DEFAULT_COORDINATOR_SYSTEM_PROMPT, DEFAULT_LENSES
 
 
-def tool_call(tools: list[Any] | None, last_user_text: str) -> dict[str, Any] | None:
-    """A call of the first function tool whose name the user's message mentions, with arguments that fit its
-    parameters' schema; None when no tool is named."""
-    for tool in tools or []:
-        function = tool.get("function") if isinstance(tool, dict) else None
-        if not isinstance(function, dict):
-            continue
-        name = function.get("name")
-        if isinstance(name, str) and name and re.search(rf"\b{re.escape(name)}\b", last_user_text):
-            arguments = instance(function.get("parameters") or {"type": "object"}, "demo")
-            return {
-                "id": f"call_demo_{name}"[:40],
-                "type": "function",
-                "function": {"name": name, "arguments": json.dumps(arguments)},
-            }
-    return None
+def functions(tools: list[Any] | None) -> list[dict[str, Any]]:
+    """The request's function tools (their `function` objects), in order."""
+    found = [tool.get("function") for tool in tools or () if isinstance(tool, dict) and tool.get("type") == "function"]
+    return [f for f in found if isinstance(f, dict) and isinstance(f.get("name"), str) and f["name"]]
+
+
+def forced_name(tool_choice: Any) -> Any:
+    """The function `tool_choice` names (`{"type": "function", "function": {"name": ...}}`), else None."""
+    function = tool_choice.get("function") if isinstance(tool_choice, dict) else None
+    return function.get("name") if isinstance(function, dict) else None
+
+
+def choice_problem(tool_choice: Any, offered: list[dict[str, Any]]) -> str | None:
+    """Why the demo model refuses `tool_choice`, as a real one does (a function that is not offered); else None."""
+    name = forced_name(tool_choice)
+    if name is None or name in [f["name"] for f in offered]:
+        return None
+    return f"`tool_choice` names the function {name!r}, which is not in `tools`."
+
+
+def named_in(offered: list[dict[str, Any]], text: str) -> dict[str, Any] | None:
+    """The first function whose name `text` mentions."""
+    return next((f for f in offered if re.search(rf"\b{re.escape(f['name'])}\b", text)), None)
+
+
+def call_of(function: dict[str, Any], text: str, said: str) -> dict[str, Any]:
+    """A call of `function` with arguments that fit its parameters' schema (`demo_values`)."""
+    parameters = function.get("parameters")
+    schema = parameters if isinstance(parameters, dict) else {"type": "object"}
+    arguments = Filler(schema, text, said).value(schema)
+    return {
+        "id": f"call_demo_{function['name']}"[:40],
+        "type": "function",
+        "function": {"name": function["name"], "arguments": json.dumps(arguments, ensure_ascii=False)},
+    }
 
 
 def drafted_calls(draft: str) -> list[Any] | None:
@@ -42,50 +62,71 @@ def drafted_calls(draft: str) -> list[Any] | None:
         calls = json.loads(rendered)
     except ValueError:
         return None
-    return calls if isinstance(calls, list) and calls else None
+    formed = [call for call in calls if called(call) is not None] if isinstance(calls, list) else []
+    return formed or None
 
 
-def structured(response_format: dict[str, Any], text: str) -> str:
-    """`text` as the JSON the response format asks for: `{"answer": text}` for `json_object`, an instance of
-    the schema (its strings the text) for `json_schema`; the text itself for any other format."""
+def called(call: Any) -> str | None:
+    """The name of the function a well-formed call (with string arguments) calls."""
+    function = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(function, dict) or not isinstance(function.get("arguments"), str):
+        return None
+    name = function.get("name")
+    return name if isinstance(name, str) else None
+
+
+def structured(response_format: dict[str, Any], text: str, said: str) -> str:
+    """`text` as the JSON the response format asks for: `{"answer": text}` for `json_object`, a value of the schema
+    for `json_schema` (`demo_values`: its answer-like strings the text); the text itself for any other format."""
     kind = response_format.get("type")
     if kind == "json_object":
-        return json.dumps({"answer": text})
-    if kind == "json_schema":
-        spec = response_format.get("json_schema")
-        schema = spec.get("schema") if isinstance(spec, dict) else None
-        return json.dumps(instance(schema if isinstance(schema, dict) else {"type": "object"}, text))
-    return text
+        return json.dumps({"answer": text}, ensure_ascii=False)
+    if kind != "json_schema":
+        return text
+    spec = response_format.get("json_schema")
+    schema = spec.get("schema") if isinstance(spec, dict) else None
+    schema = schema if isinstance(schema, dict) else {"type": "object"}
+    value = Filler(schema, text, said).value(schema)
+    if value == {} and schema.get("additionalProperties") is not False:  # any object will do: say the answer
+        value = {"answer": text}
+    return json.dumps(value, ensure_ascii=False)
 
 
-def instance(schema: dict[str, Any], text: str, depth: int = 0) -> Any:
-    """A small value that fits `schema`: required properties filled in, strings set to `text`."""
-    if depth > 8:
-        return None
-    if schema.get("enum"):
-        return schema["enum"][0]
-    if "const" in schema:
-        return schema["const"]
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        kind = next((k for k in kind if k != "null"), "null")
-    if kind == "object" or "properties" in schema:
-        properties = schema.get("properties") or {}
-        required = schema.get("required") or list(properties)
-        return {key: instance(properties.get(key) or {}, text, depth + 1) for key in required}
-    if kind == "array":
-        items = schema.get("items")
-        count = max(1, int(schema.get("minItems", 1)))
-        return [instance(items if isinstance(items, dict) else {}, text, depth + 1) for _ in range(count)]
-    if kind == "integer":
-        return int(schema.get("minimum", 0))
-    if kind == "number":
-        return schema.get("minimum", 0)
-    if kind == "boolean":
-        return True
-    if kind == "null":
-        return None
-    return text
+# -- where the demo model stops -----------------------------------------------------------------------------------
+_TOKEN = re.compile(r"\s*\S+|\s+")
+
+
+def tokens(text: str) -> list[str]:
+    """The demo model's tokens: each word with the white space before it (joined, they are `text`)."""
+    return _TOKEN.findall(text)
+
+
+def cut(text: str, stop: list[str], limit: int | None) -> tuple[str, str, str | None]:
+    """`text` as it comes out of a model told to stop at `stop` and after `limit` tokens: the text, the finish
+    reason, and the stop sequence that ended it. Generation ends where the first stop sequence is complete (the text
+    is what came before it: `stop`) or after `limit` tokens (`length`), whichever comes first."""
+    pieces = tokens(text)
+    shown = text if limit is None or len(pieces) <= limit else "".join(pieces[:limit])
+    found = [(text.find(s) + len(s), text.find(s), s) for s in stop if s and s in text]
+    if found:
+        end, start, sequence = min(found)
+        if end <= len(shown):
+            return text[:start], "stop", sequence
+    return shown, "stop" if shown == text else "length", None
+
+
+def cut_calls(calls: list[dict[str, Any]], limit: int | None) -> tuple[list[dict[str, Any]], str]:
+    """Tool calls as a model with a token limit makes them (their arguments one after another, cut at the limit),
+    and the finish reason: `tool_calls`, or `length` when the limit cut them short."""
+    kept, left = [], limit
+    for call in calls:
+        arguments, why, _ = cut(call["function"]["arguments"], [], left)
+        if arguments:
+            kept.append({**call, "function": {**call["function"], "arguments": arguments}})
+        if why == "length":
+            return kept, "length"
+        left = None if left is None else left - len(tokens(arguments))
+    return kept, "tool_calls"
 
 
 # -- the demo model's parts in the advisor, panel and best-of-n workflows --------------------------------------
