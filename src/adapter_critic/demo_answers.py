@@ -45,7 +45,7 @@ def call_of(function: dict[str, Any], text: str, said: str) -> dict[str, Any]:
     """A call of `function` with arguments that fit its parameters' schema (`demo_values`)."""
     parameters = function.get("parameters")
     schema = parameters if isinstance(parameters, dict) else {"type": "object"}
-    arguments = Filler(schema, text, said).value(schema)
+    arguments = Filler(schema, text, said).fill()
     return {
         "id": f"call_demo_{function['name']}"[:40],
         "type": "function",
@@ -86,7 +86,7 @@ def structured(response_format: dict[str, Any], text: str, said: str) -> str:
     spec = response_format.get("json_schema")
     schema = spec.get("schema") if isinstance(spec, dict) else None
     schema = schema if isinstance(schema, dict) else {"type": "object"}
-    value = Filler(schema, text, said).value(schema)
+    value = Filler(schema, text, said).fill()
     if value == {} and schema.get("additionalProperties") is not False:  # any object will do: say the answer
         value = {"answer": text}
     return json.dumps(value, ensure_ascii=False)

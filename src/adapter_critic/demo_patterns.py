@@ -17,6 +17,7 @@ import string
 _CANDIDATES = string.ascii_lowercase + "1234567890" + string.ascii_uppercase + " -_.@/:+"
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v", "0": "\0"}
 _CLASS_ESCAPES = set("dDwWsS")
+_MOST = 64  # repetitions made of one atom (`a{1000000}` gets 64: the check then fails, and there is no example)
 
 
 def example(pattern: str) -> str | None:
@@ -98,7 +99,7 @@ class _Reader:
         found = re.match(r"[*+?]|\{(\d+)(?:,\d*)?\}", self.pattern[at:])
         if found is None:
             return 1, at
-        low = {"*": 0, "+": 1, "?": 0}.get(found.group(0), int(found.group(1) or 0))
+        low = min({"*": 0, "+": 1, "?": 0}.get(found.group(0), int(found.group(1) or 0)), _MOST)
         at += found.end()
         if at < len(self.pattern) and self.pattern[at] in "?+":  # lazy or possessive
             at += 1

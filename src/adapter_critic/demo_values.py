@@ -46,6 +46,13 @@ FORMATS = {
 # From this many nested levels on, optional properties are left out and arrays hold only their `minItems`.
 _DEEP = 3
 _DEEPEST = 32
+# A schema can ask for more than any answer holds (`minItems: 1e9`, a `$ref` to itself twice over): the values and
+# schema steps one answer is made of, items or properties one value gets, and characters a string gets are capped.
+# Past the caps the value is small and may not fit; the answer is still made, at once.
+_WORK = 5000
+_MOST = 64
+_LONGEST = 4096
+_SHORT = 24
 
 
 class Filler:
@@ -54,6 +61,14 @@ class Filler:
 
     def __init__(self, root: Any, text: str, said: str) -> None:
         self.root, self.text, self.said = root, text, said
+        self.left = _WORK
+
+    def fill(self) -> Any:
+        """A value of the whole schema (`root`)."""
+        try:
+            return self.value(self.root)
+        except RecursionError:
+            return {}
 
     def value(self, schema: Any, key: str = "", depth: int = 0, index: int = 0) -> Any:
         """A value fitting `schema`, for the property `key` (the `index`-th item of an array of them)."""
@@ -64,14 +79,18 @@ class Filler:
         if isinstance(enum, list) and enum:
             return enum[index % len(enum)]
         kind = _kind(schema)
-        if depth > _DEEPEST:
+        self.left -= 1
+        if depth > _DEEPEST or self.left < 0:
             return None if kind == "null" else {} if kind == "object" else [] if kind == "array" else 0
         if kind == "object":
             return self._object(schema, depth)
         if kind == "array":
             return self._array(schema, key, depth)
         if kind in ("integer", "number"):
-            return _number(schema, kind == "integer", index)
+            try:
+                return _number(schema, kind == "integer", index)
+            except (OverflowError, ValueError, ZeroDivisionError):  # bounds no float can meet
+                return 0
         if kind == "boolean":
             return index % 2 == 0
         if kind == "null":
@@ -81,7 +100,8 @@ class Filler:
     def resolved(self, schema: Any, depth: int = 0) -> dict[str, Any]:
         """`schema` with its `$ref` followed, `allOf` merged and an `anyOf`/`oneOf` option chosen."""
         for _ in range(_DEEPEST):
-            if not isinstance(schema, dict):
+            self.left -= 1
+            if not isinstance(schema, dict) or depth > _DEEPEST or self.left < 0:
                 return {}
             if isinstance(schema.get("$ref"), str):
                 rest = {k: v for k, v in schema.items() if k != "$ref"}
@@ -110,8 +130,8 @@ class Filler:
         if not keys and isinstance(extra, dict) and depth < _DEEP:  # a map: one entry
             keys = ["demo"]
         value = {key: self.value(properties.get(key, extra), key, depth + 1) for key in keys}
-        fewest = schema.get("minProperties")
-        while isinstance(fewest, int) and len(value) < fewest and extra is not False:
+        fewest = _count(schema.get("minProperties"))
+        while fewest is not None and len(value) < fewest and extra is not False:
             key = f"demo_{len(value) + 1}"
             value[key] = self.value(extra, key, depth + 1)
         return value
@@ -122,18 +142,15 @@ class Filler:
         if isinstance(items, list):  # an older draft's tuple form
             prefix, items = items, schema.get("additionalItems")
         prefix = prefix if isinstance(prefix, list) else []
-        least = schema.get("minItems")
-        count = max(least if isinstance(least, int) else 1 if depth < _DEEP else 0, len(prefix))
-        most = schema.get("maxItems")
-        if isinstance(most, int):
+        least, most = _count(schema.get("minItems")), _count(schema.get("maxItems"))
+        count = min(max(least if least is not None else 1 if depth < _DEEP else 0, len(prefix)), _MOST)
+        if most is not None:
             count = min(count, most)
         item = _singular(key)
         return [self.value(prefix[i] if i < len(prefix) else items, item, depth + 1, index=i) for i in range(count)]
 
     def _string(self, schema: dict[str, Any], key: str, index: int) -> str:
-        shortest, longest = schema.get("minLength"), schema.get("maxLength")
-        shortest = shortest if isinstance(shortest, int) else 0
-        longest = longest if isinstance(longest, int) else None
+        shortest, longest = _count(schema.get("minLength")) or 0, _count(schema.get("maxLength"))
         name = key.lower()
         named = f"demo {_words(key)}".strip() + (f" {index + 1}" if index else "")
         if schema.get("format") in FORMATS:
@@ -144,14 +161,22 @@ class Filler:
             text = self.said
         else:
             text = named
-        while len(text) < shortest:
-            text += " demo"
+        pattern = schema.get("pattern")
+        if isinstance(pattern, str):  # tried on short strings only: a pattern may backtrack for ever on a long one
+            tried = [t for t in (text, named) if len(t) <= _SHORT]
+            text = next((t for t in tried if _matches(pattern, t)), None) or example(pattern) or named
+        if len(text) < shortest:
+            text = (text + " demo" * (min(shortest, _LONGEST) // 5 + 1))[: max(shortest, len(text))]
         if longest is not None and len(text) > longest:
             text = text[:longest] if len(text[:longest].rstrip()) < shortest else text[:longest].rstrip()
-        pattern = schema.get("pattern")
-        if isinstance(pattern, str) and not _matches(pattern, text):
-            text = next((t for t in (named, self.said) if _matches(pattern, t)), None) or example(pattern) or text
         return text
+
+
+def _count(value: Any) -> int | None:
+    """A count a schema gives (`minItems`, `maxLength`, …), within the caps; None when it gives none."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return None
+    return max(0, min(value, _LONGEST))
 
 
 def _kind(schema: dict[str, Any]) -> str:
@@ -179,8 +204,11 @@ def _number(schema: dict[str, Any], integer: bool, index: int) -> int | float:
             low, low_open = (math.floor(low) + 1 if low_open else math.ceil(low)), False
         if high is not None:
             high, high_open = (math.ceil(high) - 1 if high_open else math.floor(high)), False
-    if low is not None and high is not None:
-        value: float = (low + high) / 2
+    if low is not None and high is not None:  # the middle, and other values inside for later items
+        if integer:
+            value: float = low + ((high - low) // 2 + index) % (high - low + 1) if high >= low else low
+        else:
+            value = low + (high - low) * (index + 1) / (index + 2)
     else:
         value = (1 if integer else 1.5) + index
         if low is not None and (value < low or (low_open and value <= low)):
