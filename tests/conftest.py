@@ -23,6 +23,13 @@ TESTS = Path(__file__).parent
 UPSTREAM_URL = "http://upstream.test/v1"
 OTHER_URL = "http://other.test/v1"
 
+# The server's keys, for the tests of inbound auth, credential forwarding and redaction (see `server_keys`).
+KEYS_ENV = "AC_TEST_INBOUND_KEYS"
+INBOUND = "inbound-key-0123456789"
+ROTATED = "inbound-key-rotated-987"
+SERVER_KEY = "sk-server-key-0123456789"
+CLIENT_KEY = "sk-client-own-key-456789"
+
 
 @pytest.fixture(scope="session", autouse=True)
 def user_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
@@ -48,6 +55,14 @@ def anyio_backend() -> str:
 @pytest.fixture
 def upstream() -> ScriptedUpstream:
     return ScriptedUpstream()
+
+
+@pytest.fixture
+def server_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server's upstream key (`OPENAI_API_KEY`) is SERVER_KEY; KEYS_ENV lists the accepted inbound keys,
+    INBOUND and ROTATED, with the stray spaces and commas an operator may leave."""
+    monkeypatch.setenv("OPENAI_API_KEY", SERVER_KEY)
+    monkeypatch.setenv(KEYS_ENV, f" {INBOUND} , {ROTATED},")
 
 
 def make_config(**overrides: Any) -> Config:

@@ -13,6 +13,8 @@ import yaml
 from adapter_critic import Config, ConfigError, create_app, load_config
 from adapter_critic.config import require_absolute_urls
 
+from ..conftest import KEYS_ENV, make_config
+
 SPEC_EXAMPLE_TOML = """\
 default_api_key_env = "OPENAI_API_KEY"   # env var read for a stage that names none
 timeout_seconds = 120                    # per upstream call
@@ -481,3 +483,33 @@ def test_from_dict_names_its_source() -> None:
     with pytest.raises(ConfigError) as info:
         Config.from_dict({"served_models": {"m": {"mode": "direct"}}}, source="inline")
     assert str(info.value).startswith("inline: served_models.m.api: ")
+
+
+# -- keys and limits ---------------------------------------------------------------------------------------------------
+
+
+def test_forwarding_and_inbound_auth_cannot_be_combined() -> None:
+    data = {
+        "auth_api_keys_env": KEYS_ENV,
+        "served_models": {
+            "m": {
+                "mode": "direct",
+                "api": {"model": "x", "base_url": "http://a.test", "forward_client_authorization": True},
+            }
+        },
+    }
+    with pytest.raises(ConfigError, match=r"served_models\.m\.api\.forward_client_authorization cannot be used"):
+        Config.from_dict(data)
+
+
+def test_inbound_keys_need_their_own_env_var() -> None:
+    with pytest.raises(ConfigError, match="also holds an upstream API key"):
+        make_config(auth_api_keys_env="OPENAI_API_KEY")
+
+
+def test_limits_are_validated() -> None:
+    for key in ("max_messages", "max_upstream_response_bytes"):
+        with pytest.raises(ConfigError, match=key):
+            make_config(**{key: 0})
+    with pytest.raises(ConfigError, match="auth_api_keys_env"):
+        make_config(auth_api_keys_env="")

@@ -6,7 +6,6 @@ everything else reaches the wrapped app untouched, byte for byte, and unbuffered
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -26,15 +25,10 @@ from starlette.websockets import WebSocket
 from adapter_critic import AdapterCriticMiddleware
 
 from ..conftest import asgi_client, chat, run_server, sdk, stop_server
+from ..helpers import nested
 from ..middleware_app import EDIT, LocalModel, local_config
 
 pytestmark = pytest.mark.anyio
-
-
-@contextlib.asynccontextmanager
-async def client_for(app: ASGIApp) -> AsyncIterator[httpx.AsyncClient]:
-    async with asgi_client(app) as client:
-        yield client
 
 
 def http_scope(method: str, path: str) -> Scope:
@@ -91,7 +85,7 @@ def response_body(sent: list[Message]) -> bytes:
 
 async def test_served_model_runs_the_pipeline_with_stages_in_process() -> None:
     local = LocalModel()
-    async with client_for(AdapterCriticMiddleware(local.app, config=local_config())) as client:
+    async with asgi_client(AdapterCriticMiddleware(local.app, config=local_config())) as client:
         response = await client.post("/v1/chat/completions", json=chat("local-adapter", "hi"))
 
     assert response.status_code == 200, response.text
@@ -110,7 +104,7 @@ async def test_served_model_runs_the_pipeline_with_stages_in_process() -> None:
 
 async def test_served_model_errors_are_answered_by_the_middleware() -> None:
     local = LocalModel()
-    async with client_for(AdapterCriticMiddleware(local.app, config=local_config())) as client:
+    async with asgi_client(AdapterCriticMiddleware(local.app, config=local_config())) as client:
         response = await client.post(
             "/v1/chat/completions", json=chat("local-adapter", x_adapter_critic={"no_such_field": 1})
         )
@@ -123,7 +117,7 @@ async def test_served_model_errors_are_answered_by_the_middleware() -> None:
 async def test_messages_beside_the_chat_path_serves_anthropic_clients() -> None:
     local = LocalModel()
     payload = {"model": "local-adapter", "max_tokens": 50, "messages": [{"role": "user", "content": "hi"}]}
-    async with client_for(AdapterCriticMiddleware(local.app, config=local_config())) as client:
+    async with asgi_client(AdapterCriticMiddleware(local.app, config=local_config())) as client:
         response = await client.post("/v1/messages", json=payload)
         unserved = await client.post("/v1/messages", json={**payload, "model": "base"})
 
@@ -137,7 +131,7 @@ async def test_messages_beside_the_chat_path_serves_anthropic_clients() -> None:
 async def test_responses_beside_the_chat_path_serves_responses_clients() -> None:
     local = LocalModel()
     payload = {"model": "local-adapter", "input": "hi"}
-    async with client_for(AdapterCriticMiddleware(local.app, config=local_config())) as client:
+    async with asgi_client(AdapterCriticMiddleware(local.app, config=local_config())) as client:
         response = await client.post("/v1/responses", json=payload)
         unserved = await client.post("/v1/responses", json={**payload, "model": "base"})
 
@@ -162,7 +156,7 @@ async def test_served_model_body_in_chunks_runs_the_pipeline() -> None:
 async def test_custom_path_is_the_one_intercepted() -> None:
     local = LocalModel()
     middleware = AdapterCriticMiddleware(local.app, config=local_config(), path="/v1/embeddings")
-    async with client_for(middleware) as client:
+    async with asgi_client(middleware) as client:
         intercepted = await client.post("/v1/embeddings", json=chat("local-adapter", "hi"))
         passed = await client.post("/v1/chat/completions", json=chat("local-adapter", "hi"))
 
@@ -194,7 +188,7 @@ async def test_custom_path_is_the_one_intercepted() -> None:
 )
 async def test_other_requests_reach_the_wrapped_app_untouched(method: str, path: str, raw: bytes) -> None:
     local = LocalModel()
-    async with client_for(AdapterCriticMiddleware(local.app, config=local_config())) as client:
+    async with asgi_client(AdapterCriticMiddleware(local.app, config=local_config())) as client:
         response = await client.request(method, path, content=raw)
 
     assert "adapter_critic" not in response.text
@@ -224,7 +218,7 @@ async def test_body_over_max_body_bytes_goes_to_the_wrapped_app_untouched() -> N
     local = LocalModel()
     middleware = AdapterCriticMiddleware(local.app, config=local_config(max_body_bytes=200))
     raw = _oversized(200)
-    async with client_for(middleware) as client:
+    async with asgi_client(middleware) as client:
         small = await client.post("/v1/chat/completions", json=chat("local-adapter", "small"))
         large = await client.post("/v1/chat/completions", content=raw)
 
@@ -385,3 +379,19 @@ async def test_models_without_a_models_route_lists_the_served_models() -> None:
         listed = await client.get("/v1/models")
     assert listed.status_code == 200
     assert [model["id"] for model in listed.json()["data"]] == list(local_config().served_models)
+
+
+async def test_middleware_leaves_undecidable_bodies_to_the_wrapped_app() -> None:
+    seen: list[int] = []
+
+    async def local_chat(request: Request) -> JSONResponse:
+        seen.append(len(await request.body()))
+        return JSONResponse({"wrapped": True}, status_code=400)
+
+    wrapped = Starlette(routes=[Route("/v1/chat/completions", local_chat, methods=["POST"])])
+
+    content = ('{"model": "local-adapter", "messages": ' + nested(100_000) + "}").encode()
+    async with asgi_client(AdapterCriticMiddleware(wrapped, config=local_config())) as client:
+        response = await client.post("/v1/chat/completions", content=content)
+    assert response.json() == {"wrapped": True}
+    assert seen == [len(content)]

@@ -12,6 +12,10 @@ from adapter_critic import RequestError
 from adapter_critic.errors import render_error
 from adapter_critic.request.decode import ChatRequest, Overrides, decode_request
 
+from ..conftest import AppFactory, make_config
+from ..helpers import envelope, nested
+from ..scripted_upstream import ScriptedUpstream
+
 USER = b'{"role": "user", "content": "Hi"}'
 
 
@@ -407,3 +411,52 @@ def test_body_errors_come_before_override_errors() -> None:
     raw = body(messages=[{"role": "bot"}], x_adapter_critic={"bogus": 1})
     assert rejected(raw).param == "messages[0].role"
     assert rejected(body(model="", x_adapter_critic={"mode": "x"})).param == "model"
+
+
+# -- limits and hostile bodies, through the app ------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_max_messages(serve: AppFactory, upstream: ScriptedUpstream) -> None:
+    assert make_config().max_messages == 2048
+    messages = [{"role": "user", "content": str(i)} for i in range(4)]
+    async with serve(make_config(max_messages=3)) as client:
+        refused = await client.post("/chat/completions", json={"model": "m-direct", "messages": messages})
+        fine = await client.post("/chat/completions", json={"model": "m-direct", "messages": messages[:3]})
+    error = envelope(refused, 400)
+    assert error["param"] == "messages" and "max_messages" in error["message"]
+    assert fine.status_code == 200
+    assert len(upstream.calls) == 1
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("content", "what"),
+    [
+        (
+            (
+                '{"model": "m-direct", "messages": [{"role": "user", "content": "x"}], "tools": '
+                + nested(100_000)
+                + "}"
+            ).encode(),
+            "nested too deeply",
+        ),
+        (nested(5000).encode(), "nested too deeply"),
+        (b'{"model": "m-direct", "messages": [{"role": "user", "content": "\xff\xfe"}]}', "not UTF-8"),
+        (b'{"model": "m-direct", "messages": [{"role": "user", "content": "x"}], "seed": "\xc3"}', "not UTF-8"),
+        (
+            b'{"model": "m-direct", "messages": [{"role": "user", "content": "x"}], "temperature": NaN}',
+            "not valid JSON",
+        ),
+        (
+            b'{"model": "m-direct", "messages": [{"role": "user", "content": "x"}], "temperature": Infinity}',
+            "not valid JSON",
+        ),
+        (b'{"model": "m-direct", "messages": [{"role": "user", "content": "\\ud800"}]}', "not valid JSON"),
+    ],
+)
+async def test_hostile_bodies_are_400(serve: AppFactory, upstream: ScriptedUpstream, content: bytes, what: str) -> None:
+    async with serve() as client:
+        response = await client.post("/chat/completions", content=content)
+    assert what in envelope(response, 400)["message"]
+    assert upstream.calls == []

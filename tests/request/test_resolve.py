@@ -14,6 +14,10 @@ from adapter_critic.request.decode import Overrides, decode_request
 from adapter_critic.workflows import registry
 from adapter_critic.workflows.base import NoSettings
 
+from ..conftest import CLIENT_KEY, UPSTREAM_URL
+from ..conftest import make_config as scripted_config
+from ..helpers import forwarding_config
+
 A = "http://a.test/v1"
 B = "https://b.test/v1"
 C = "http://c.test/v1"
@@ -463,3 +467,31 @@ def test_no_override_sends_a_configured_key_to_an_unconfigured_url(served_id: st
     assert checked > 1000
     assert (rejected_by_allowlist > 0) == (not allowlist)
     assert rejected_as_partial > 0  # every served model here lacks at least one reviewer target
+
+
+# -- forwarding the caller's credentials -------------------------------------------------------------------------------
+
+
+def test_forwarding_targets_never_bind_the_servers_key() -> None:
+    config = forwarding_config()
+    assert bind_key(config, UPSTREAM_URL, None) is None
+    plan = resolve(config, "m-forward", None, client_token=CLIENT_KEY)
+    assert plan.api.forward_client_authorization and plan.api.key_env is None
+    assert "critic" in plan.targets and not plan.target("critic").forward_client_authorization
+    assert plan.target("critic").client_token is None  # the caller's token is kept only where it goes
+    assert CLIENT_KEY not in repr(plan)
+
+
+def test_fallbacks_bind_forwarding_to_their_own_url() -> None:
+    primary = {"model": "a", "base_url": "http://primary.test/v1", "api_key_env": "PRIMARY_KEY"}
+    primary["fallbacks"] = [
+        {"model": "b", "base_url": "http://own-keys.test/v1", "forward_client_authorization": True},
+        {"model": "c", "base_url": "http://backup.test/v1", "api_key_env": "BACKUP_KEY"},
+    ]
+    config = scripted_config(served_models={"m": {"mode": "direct", "api": primary}})
+    plan = resolve(config, "m", None, client_token=CLIENT_KEY)
+    assert (plan.api.key_env, plan.api.client_token) == ("PRIMARY_KEY", None)
+    forwarding, backup = plan.api.fallbacks
+    assert forwarding.forward_client_authorization and forwarding.client_token == CLIENT_KEY
+    assert forwarding.key_env is None
+    assert (backup.key_env, backup.client_token) == ("BACKUP_KEY", None)

@@ -4,14 +4,18 @@ import re
 
 import pytest
 
-from adapter_critic.workflows.edits import Edit, EditError, apply_edits, is_lgtm, parse_edits, review
+from adapter_critic.workflows.edits import (
+    MAX_EDIT_BLOCK_CHARS,
+    MAX_EDIT_BLOCKS,
+    Edit,
+    EditError,
+    apply_edits,
+    is_lgtm,
+    parse_edits,
+    review,
+)
 
-
-def block(
-    search: str, replace: str, *, start: str = "<<<<<<< SEARCH", mid: str = "=======", end: str = ">>>>>>> REPLACE"
-) -> str:
-    return f"{start}\n{search}\n{mid}\n{replace}\n{end}\n"
-
+from ..helpers import block
 
 # --- is_lgtm ----------------------------------------------------------------------------------------------------------
 
@@ -384,3 +388,30 @@ def test_review_invalid(reply: str, reason: str) -> None:
     with pytest.raises(EditError) as info:
         review("the draft", reply)
     assert str(info.value).startswith(reason)
+
+
+# -- limits ------------------------------------------------------------------------------------------------------------
+
+
+def test_edit_block_count_and_size_are_limited() -> None:
+    draft = "\n".join(f"line {i}" for i in range(MAX_EDIT_BLOCKS + 1))
+    fine = "".join(block(f"line {i}") for i in range(MAX_EDIT_BLOCKS))
+    assert len(parse_edits(fine)) == MAX_EDIT_BLOCKS
+    with pytest.raises(EditError, match="more than 100 edit blocks"):
+        parse_edits(fine + block(f"line {MAX_EDIT_BLOCKS}"))
+    with pytest.raises(EditError, match="edit block 1: the SEARCH text is longer than"):
+        parse_edits(block("a" * (MAX_EDIT_BLOCK_CHARS + 1)))
+    with pytest.raises(EditError, match="edit block 2: the REPLACE text is longer than"):
+        review(draft, block("line 1") + block("line 2", "b" * (MAX_EDIT_BLOCK_CHARS + 1)))
+    edits = parse_edits(fine)
+    with pytest.raises(EditError, match="more than 100 edit blocks"):
+        apply_edits(draft, [*edits, edits[0]])
+
+
+def test_many_edits_on_a_huge_draft_are_refused_not_ground_through() -> None:
+    huge = "\n".join(f"line {i} text" for i in range(1_000_000))  # 16 MB
+    reply = "".join(block(f"line {999_900 + i} text") for i in range(50))
+    # Refused up front by the work cap (the message says so), not after 50 scans of 16 MB.
+    with pytest.raises(EditError, match="too many for a draft this long"):
+        review(huge, reply)
+    assert review(huge, block("line 999999 text", "last")).endswith("\nlast")

@@ -14,9 +14,11 @@ import httpx
 import pytest
 
 from adapter_critic import Config
+from adapter_critic.workflows.edits import MAX_EDIT_BLOCKS
 from adapter_critic.workflows.prompts import DEFAULT_ADAPTER_SYSTEM_PROMPT, DEFAULT_CRITIC_SYSTEM_PROMPT
 
 from ..conftest import OTHER_URL, UPSTREAM_URL, AppFactory, chat, make_config
+from ..helpers import block
 from ..scripted_upstream import Call, Reply, ScriptedUpstream
 
 pytestmark = pytest.mark.anyio
@@ -652,3 +654,17 @@ async def test_ids_are_unique(serve: AppFactory, upstream: ScriptedUpstream) -> 
         second = await completion(client, chat("m-direct"))
     assert first["id"] != second["id"]
     assert first["id"] != "chatcmpl-upstream"
+
+
+# -- adapter limits ----------------------------------------------------------------------------------------------------
+
+
+async def test_adapter_reply_over_the_limits_leaves_the_draft(serve: AppFactory, upstream: ScriptedUpstream) -> None:
+    draft = "\n".join(f"line {i}" for i in range(200))
+    upstream.script(Reply(draft), Reply("".join(block(f"line {i}") for i in range(MAX_EDIT_BLOCKS + 1))))
+    async with serve() as client:
+        response = await client.post("/chat/completions", json=chat("m-adapter"))
+    assert response.status_code == 200
+    body = response.json()
+    assert body["choices"][0]["message"]["content"] == draft
+    assert "more than 100 edit blocks" in body["adapter_critic"]["intermediate"]["adapter_rejection_reason"]

@@ -1,0 +1,140 @@
+"""Builders the test files share instead of each keeping a copy: what an upstream answers (`completion`, `usage`,
+`sse`), the error envelope a client reads (`envelope`), deeply nested JSON (`nested`), an adapter's edit blocks
+(`block`), configs (`forwarding_config`; as TOML files, `direct_toml` and `served_toml`), and the app under test
+against a hand-written upstream (`hostile`).
+
+`make_config`, the scripted upstream's config, stays in tests/conftest.py with the fixtures; this module holds none.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from typing import Any
+
+import httpx
+
+from adapter_critic import Config, create_app
+
+from .conftest import UPSTREAM_URL, asgi_client, make_config
+
+Handler = Callable[[httpx.Request], Awaitable[httpx.Response]]
+
+
+# -- what an upstream answers -----------------------------------------------------------------------------------------
+
+
+def usage(prompt: int, completion: int) -> dict[str, int]:
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def usage_totalling(total: int) -> dict[str, int]:
+    """Usage of `total` tokens: one completion token, the rest prompt."""
+    return usage(total - 1, 1)
+
+
+def completion(
+    content: str = "fine", *, model: str = "m", created: int = 1, tokens: dict[str, int] | None = None, **message: Any
+) -> dict[str, Any]:
+    """An OpenAI chat completion of one choice saying `content` (extra `message` fields, e.g. `tool_calls`, join
+    the message); `tokens` is its usage, one prompt and one completion token unless given."""
+    return {
+        "id": "chatcmpl-up",
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": content, **message}, "finish_reason": "stop"}
+        ],
+        "usage": usage(1, 1) if tokens is None else tokens,
+    }
+
+
+def sse(*events: dict[str, Any]) -> httpx.Response:
+    """An event-stream answer sending `events` as `data:` lines, then `data: [DONE]`."""
+    data = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n"
+    return httpx.Response(200, content=data, headers={"content-type": "text/event-stream"})
+
+
+def nested(depth: int, inner: str = "1") -> str:
+    """JSON text of `inner` inside `depth` arrays."""
+    return "[" * depth + inner + "]" * depth
+
+
+def block(
+    search: str,
+    replace: str = "x",
+    *,
+    start: str = "<<<<<<< SEARCH",
+    mid: str = "=======",
+    end: str = ">>>>>>> REPLACE",
+) -> str:
+    """One SEARCH/REPLACE edit block, as an adapter writes it (the markers may be varied)."""
+    return f"{start}\n{search}\n{mid}\n{replace}\n{end}\n"
+
+
+# -- what a client reads ----------------------------------------------------------------------------------------------
+
+
+def envelope(response: httpx.Response, status: int) -> dict[str, Any]:
+    """The `error` of an OpenAI error envelope answered with `status`, after checking it has exactly its four keys."""
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"message", "type", "param", "code"}
+    error: dict[str, Any] = body["error"]
+    return error
+
+
+async def post(client: Any, body: dict[str, Any], status: int = 200) -> dict[str, Any]:
+    """POST `body` to `/chat/completions`; the answer's JSON, after checking its status is `status`."""
+    response = await client.post("/chat/completions", json=body)
+    assert response.status_code == status, response.text
+    data: dict[str, Any] = response.json()
+    return data
+
+
+@contextlib.asynccontextmanager
+async def hostile(config: Config, handler: Handler) -> AsyncIterator[httpx.AsyncClient]:
+    """The app under test with its upstream calls answered by `handler` (an `httpx.MockTransport` handler), so a test
+    can answer with an endless body, echo the request's headers back, or fail with a chosen exception text."""
+    async with (
+        httpx.AsyncClient(transport=httpx.MockTransport(handler)) as network,
+        asgi_client(create_app(config, http_client=network)) as client,
+    ):
+        yield client
+
+
+# -- configs -----------------------------------------------------------------------------------------------------------
+
+
+def forwarding_config(**api: Any) -> Config:
+    """`m-forward`, a critic whose api target forwards the caller's own token (its critic has a key of its own), and
+    `m-plain`, an adapter calling with the server's key."""
+    return make_config(
+        served_models={
+            "m-forward": {
+                "mode": "critic",
+                "api": {"model": "api-model", "base_url": UPSTREAM_URL, "forward_client_authorization": True, **api},
+                "critic": {"model": "critic-model", "base_url": "http://critic.test/v1", "api_key_env": "CRITIC_KEY"},
+            },
+            "m-plain": {"mode": "adapter", "api": {"model": "plain-model", "base_url": "http://plain.test/v1"}},
+        }
+    )
+
+
+def direct_toml(base_url: str, *, name: str = "m", model: str = "x") -> str:
+    """TOML for one served model `name` in direct mode, calling `model` at `base_url`."""
+    return f'[served_models.{name}]\nmode = "direct"\napi = {{ model = "{model}", base_url = "{base_url}" }}\n'
+
+
+def served_toml(base_url: str, prefix: str, modes: Iterable[str] = ("direct", "adapter", "critic")) -> str:
+    """TOML for `make_config`'s served models, one per mode and named `<prefix>-<mode>`: every stage at `base_url`,
+    calling the model `<stage>-model` (`api-model`, `adapter-model`, `critic-model`)."""
+    tables = []
+    for mode in modes:
+        lines = [f"[served_models.{prefix}-{mode}]", f'mode = "{mode}"']
+        for stage in ("api", mode) if mode != "direct" else ("api",):
+            lines.append(f'{stage} = {{ model = "{stage}-model", base_url = "{base_url}" }}')
+        tables.append("\n".join(lines) + "\n")
+    return "\n".join(tables)
