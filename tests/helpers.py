@@ -1,7 +1,7 @@
 """Builders the test files share instead of each keeping a copy: what an upstream answers (`completion`, `usage`,
 `sse`), the error envelope a client reads (`envelope`), deeply nested JSON (`nested`), an adapter's edit blocks
-(`block`), configs (`forwarding_config`; as TOML files, `direct_toml` and `served_toml`), and the app under test
-against a hand-written upstream (`hostile`).
+(`block`), configs (`forwarding_config`; as TOML files, `direct_toml` and `served_toml`), ASGI requests made by
+hand (`post_scope`, `raw_post`), and the app under test against a hand-written upstream (`hostile`).
 
 `make_config`, the scripted upstream's config, stays in tests/conftest.py with the fixtures; this module holds none.
 """
@@ -13,7 +13,9 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
+import anyio
 import httpx
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from adapter_critic import Config, create_app
 
@@ -92,6 +94,42 @@ async def post(client: Any, body: dict[str, Any], status: int = 200) -> dict[str
     assert response.status_code == status, response.text
     data: dict[str, Any] = response.json()
     return data
+
+
+def post_scope(path: str, raw: bytes) -> Scope:
+    """The ASGI scope of a JSON POST of `raw` to `path`, as a server hands it to the app."""
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.3"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode())],
+        "client": ("127.0.0.1", 50000),
+        "server": ("testserver", 80),
+    }
+
+
+async def raw_post(app: ASGIApp, body: dict[str, Any], receive_after: Receive, send: Send) -> None:
+    """POST `body` to `/chat/completions` on `app` with our own receive/send; after the body, `receive` is
+    `receive_after`."""
+    raw = json.dumps(body).encode()
+    scope = post_scope("/chat/completions", raw)
+    request_sent = False
+
+    async def receive() -> Message:
+        nonlocal request_sent
+        if not request_sent:
+            request_sent = True
+            return {"type": "http.request", "body": raw, "more_body": False}
+        return await receive_after()
+
+    with anyio.fail_after(5):  # a hang guard: the app must return
+        await app(scope, receive, send)
 
 
 @contextlib.asynccontextmanager

@@ -39,6 +39,7 @@ from adapter_critic.upstream.urlguard import is_metadata_address, override_url_p
 from adapter_critic.workflows.edits import Edit, EditError, apply_edits, is_lgtm, parse_edits, review
 
 from .conftest import OTHER_URL, UPSTREAM_URL, asgi_client, make_config
+from .helpers import completion, nested
 
 settings.register_profile(
     "ci", max_examples=100, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
@@ -151,10 +152,6 @@ def wrong_at_some_path(draw: st.DrawFn) -> Any:
         parent = parent[key]
     parent[where[-1]] = draw(json_values)
     return request
-
-
-def nested(depth: int, inner: str = "1") -> str:
-    return "[" * depth + inner + "]" * depth
 
 
 @st.composite
@@ -399,17 +396,6 @@ def test_well_formed_edits_replace_the_first_occurrence(data: st.DataObject, lin
 # -- the whole app -----------------------------------------------------------------------------------------------------
 
 
-def completion(content: str = "lgtm") -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-up",
-        "object": "chat.completion",
-        "created": 1,
-        "model": "m",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-    }
-
-
 SSE = (
     b'data: {"choices": [{"index": 0, "delta": {"content": "lgtm"}, "finish_reason": null}]}\n\n'
     b'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}\n\ndata: [DONE]\n\n'
@@ -420,7 +406,7 @@ def good_upstream(request: httpx.Request) -> httpx.Response:
     """Answers every call without parsing it (Python's own json would choke on what some requests forward)."""
     if b'"stream":true' in request.content:
         return httpx.Response(200, content=SSE, headers={"content-type": "text/event-stream"})
-    return httpx.Response(200, json=completion())
+    return httpx.Response(200, json=completion("lgtm"))
 
 
 # Hostile upstreams fail every attempt the same way: no need to retry them (where the server retries at all).
@@ -481,7 +467,7 @@ upstream_bodies = st.one_of(
     st.binary(max_size=100),
     st.sampled_from(
         [
-            json.dumps(completion()).encode(),
+            json.dumps(completion("lgtm")).encode(),
             json.dumps({"error": {"message": "nope"}}).encode(),
             ('{"choices": [{"message": {"content": "x", "tool_calls": ' + nested(50_000) + "}}]}").encode(),
             b'{"choices": [{"message": {"content": "\xff"}}]}',
@@ -524,7 +510,7 @@ def local_model() -> Starlette:
         if b'"stream":true' in raw:
             return Response(SSE, media_type="text/event-stream")
         if b'"model":"local-base"' in raw or b'"model":"reviewer"' in raw:
-            return JSONResponse(completion())
+            return JSONResponse(completion("lgtm"))
         return JSONResponse({"wrapped": True})
 
     return Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])])

@@ -17,18 +17,10 @@ from adapter_critic import ConfigError, create_app
 from adapter_critic.http.app import create_standalone_app
 
 from ..conftest import UPSTREAM_URL, AppFactory, asgi_client, chat, make_config
+from ..helpers import envelope
 from ..scripted_upstream import Reply, ScriptedUpstream
 
 pytestmark = pytest.mark.anyio
-
-
-def error_of(response: httpx.Response, status: int) -> dict[str, Any]:
-    assert response.status_code == status, response.text
-    body = response.json()
-    assert set(body) == {"error"}
-    assert set(body["error"]) == {"message", "type", "param", "code"}
-    error: dict[str, Any] = body["error"]
-    return error
 
 
 async def test_models_lists_served_models(serve: AppFactory, upstream: ScriptedUpstream) -> None:
@@ -64,7 +56,7 @@ async def test_a_served_model_is_retrieved_by_id(serve: AppFactory, upstream: Sc
         missing = await client.get("/models/gpt-nope")
     assert one.status_code == 200
     assert one.json() == next(model for model in listed if model["id"] == "m-critic")
-    error = error_of(missing, 404)
+    error = envelope(missing, 404)
     assert (error["code"], error["param"]) == ("model_not_found", "model")
     assert "m-critic" in error["message"]  # the served models are listed
     assert upstream.calls == []
@@ -111,7 +103,7 @@ async def test_a_preflight_needs_no_api_key_but_the_request_does(
         allowed = await client.options("/chat/completions", headers=preflight)
         refused = await client.post("/chat/completions", json=chat("m-direct"), headers={"origin": origin})
     assert allowed.status_code == 200
-    error_of(refused, 401)
+    envelope(refused, 401)
     assert refused.headers["access-control-allow-origin"] == origin  # the browser may read the 401
 
 
@@ -127,7 +119,7 @@ async def test_health(serve: AppFactory, upstream: ScriptedUpstream) -> None:
 async def test_unknown_path_is_404_envelope(serve: AppFactory, path: str) -> None:
     async with serve() as client:
         response = await client.get(path)
-    error = error_of(response, 404)
+    error = envelope(response, 404)
     assert error["type"] == "invalid_request_error"
     assert path in error["message"]
 
@@ -141,7 +133,7 @@ async def test_wrong_method_is_405_envelope(
 ) -> None:
     async with serve() as client:
         response = await client.request(method, path)
-    error = error_of(response, 405)
+    error = envelope(response, 405)
     assert error["type"] == "invalid_request_error"
     assert method in error["message"]
     assert upstream.calls == []

@@ -23,12 +23,13 @@ import httpx
 import openai
 import pytest
 from asgi_lifespan import LifespanManager
-from starlette.types import ASGIApp, Message, Receive, Send
+from starlette.types import ASGIApp, Message
 
 from adapter_critic import create_app
 from adapter_critic.http import disconnect as _disconnect
 
 from ..conftest import RemoteUpstream, chat, make_config, run_server, sdk, stop_server
+from ..helpers import raw_post
 from ..scripted_upstream import Reply, ScriptedUpstream
 
 pytestmark = pytest.mark.anyio
@@ -43,36 +44,6 @@ async def app_on(upstream: ScriptedUpstream) -> AsyncIterator[ASGIApp]:
         app = create_app(make_config(), http_client=upstream_client)
         async with LifespanManager(app) as manager:
             yield manager.app
-
-
-async def post(app: ASGIApp, body: dict[str, Any], receive_after: Receive, send: Send) -> None:
-    """POST `body` to `/chat/completions` on `app`; after the body, `receive` is `receive_after`."""
-    raw = json.dumps(body).encode()
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0", "spec_version": "2.3"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/chat/completions",
-        "raw_path": b"/chat/completions",
-        "root_path": "",
-        "query_string": b"",
-        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode())],
-        "client": ("127.0.0.1", 50000),
-        "server": ("testserver", 80),
-    }
-    request_sent = False
-
-    async def receive() -> Message:
-        nonlocal request_sent
-        if not request_sent:
-            request_sent = True
-            return {"type": "http.request", "body": raw, "more_body": False}
-        return await receive_after()
-
-    with anyio.fail_after(5):  # a hang guard: the app must return
-        await app(scope, receive, send)
 
 
 def gone_records(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -139,11 +110,11 @@ async def test_client_disconnect_cancels_a_plain_request(
         sent.append(message)
 
     async with app_on(upstream) as app, anyio.create_task_group() as tg:
-        tg.start_soon(post, app, chat(served), receive, send)
+        tg.start_soon(raw_post, app, chat(served), receive, send)
         with anyio.fail_after(5):  # a hang guard
             await holding.wait()  # the slow upstream call is running
             disconnect.set()
-            await aborted.wait()  # ... and is cancelled; post() returns, and with it the task group
+            await aborted.wait()  # ... and is cancelled; raw_post() returns, and with it the task group
 
     assert [call.model for call in upstream.aborted] == [aborted_model]
     assert [call.model for call in upstream.calls][-1] == aborted_model  # no later stage was started
@@ -179,7 +150,7 @@ async def test_send_on_a_closed_connection_is_a_disconnect(
         raise error
 
     async with app_on(upstream) as app:
-        await post(app, chat(served, stream=stream), receive, send)
+        await raw_post(app, chat(served, stream=stream), receive, send)
 
     assert attempts == ["http.response.start"]  # nothing more was tried once the client was known to be gone
     assert len(gone_records(caplog)) == 1

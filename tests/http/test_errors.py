@@ -17,6 +17,7 @@ from adapter_critic import Config, create_app
 from adapter_critic.upstream.client import Upstream
 
 from ..conftest import UPSTREAM_URL, AppFactory, asgi_client, chat, make_config
+from ..helpers import usage
 from ..scripted_upstream import Reply, ScriptedUpstream
 
 pytestmark = pytest.mark.anyio
@@ -79,10 +80,6 @@ def assert_upstream_error(response: httpx.Response, stage: str, status: int = 50
 
 async def post(client: httpx.AsyncClient, body: Any) -> httpx.Response:
     return await client.post("/chat/completions", json=body)
-
-
-def usage(prompt: int, completion: int) -> dict[str, int]:
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
 # -- 400: the body --------------------------------------------------------------------------------------------------

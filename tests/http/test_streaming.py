@@ -29,6 +29,7 @@ from adapter_critic.http.app import build_app
 from adapter_critic.http.service import compose
 
 from ..conftest import UPSTREAM_URL, AppFactory, asgi_client, chat, make_config
+from ..helpers import post_scope
 from ..scripted_upstream import Reply, ScriptedUpstream
 
 pytestmark = pytest.mark.anyio
@@ -54,11 +55,6 @@ def served_models(base_url: str = UPSTREAM_URL, **critic_extra: Any) -> dict[str
             **critic_extra,
         },
     }
-
-
-def config(**top: Any) -> Config:
-    """The conftest config without upstream retries: a failure scripted here is meant to be final."""
-    return make_config(**{"retries": 0, **top})
 
 
 def live_config(**top: Any) -> Config:
@@ -174,7 +170,7 @@ def same_answer(streamed: Streamed, completion: dict[str, Any]) -> None:
 async def test_direct_relays_the_upstream_chunks_with_the_served_model(
     serve: AppFactory, upstream: ScriptedUpstream
 ) -> None:
-    async with serve(config()) as client:
+    async with serve(make_config()) as client:
         upstream.script(Reply(content=ANSWER))
         completion = await non_streamed(client, chat("m-direct"))
         upstream.script(Reply(content=ANSWER))
@@ -206,7 +202,7 @@ async def test_direct_with_include_usage_ends_with_the_usage_chunk(
     serve: AppFactory, upstream: ScriptedUpstream
 ) -> None:
     upstream.script(Reply(content=ANSWER, usage={"prompt_tokens": 7, "completion_tokens": 5, "total_tokens": 12}))
-    async with serve(config()) as client:
+    async with serve(make_config()) as client:
         streamed = await stream(client, chat("m-direct", stream_options={"include_usage": True}))
 
     chunks = check_sequence(streamed, "m-direct", include_usage=True)
@@ -219,7 +215,7 @@ async def test_usage_falls_back_to_zeros_when_the_upstream_reports_none(
     serve: AppFactory, upstream: ScriptedUpstream
 ) -> None:
     upstream.script(Reply(content=ANSWER, usage=None))
-    async with serve(config()) as client:
+    async with serve(make_config()) as client:
         streamed = await stream(client, chat("m-direct", stream_options={"include_usage": True}))
 
     chunks = check_sequence(streamed, "m-direct", include_usage=True)
@@ -238,7 +234,7 @@ def critic_script(upstream: ScriptedUpstream, final: Reply | None = None) -> Non
 
 
 async def test_critic_streams_the_second_pass_live(serve: AppFactory, upstream: ScriptedUpstream) -> None:
-    async with serve(config()) as client:
+    async with serve(make_config()) as client:
         critic_script(upstream)
         completion = await non_streamed(client, chat("m-critic"))
         upstream.reset()
@@ -275,7 +271,7 @@ def adapter_script(upstream: ScriptedUpstream, draft: str = "The Eiffel Tower is
 
 
 async def test_adapter_streams_the_edited_text(serve: AppFactory, upstream: ScriptedUpstream) -> None:
-    async with serve(config()) as client:
+    async with serve(make_config()) as client:
         adapter_script(upstream)
         completion = await non_streamed(client, chat("m-adapter"))
         adapter_script(upstream)
@@ -298,7 +294,7 @@ async def test_adapter_streams_the_edited_text(serve: AppFactory, upstream: Scri
 async def test_adapter_sends_a_long_answer_in_several_chunks(serve: AppFactory, upstream: ScriptedUpstream) -> None:
     long_draft = "The Eiffel Tower is in Lyon, France. " + "It is made of iron. " * 60
     adapter_script(upstream, long_draft)
-    async with serve(config()) as client:
+    async with serve(make_config()) as client:
         streamed = await stream(client, chat("m-adapter"))
 
     chunks = check_sequence(streamed, "m-adapter")
@@ -323,7 +319,7 @@ async def test_streamed_final_stage_relays_tool_call_deltas(
         critic_script(upstream, tools)
     else:
         upstream.script(tools)
-    async with serve(config()) as client:
+    async with serve(make_config()) as client:
         streamed = await stream(client, chat(served, tools=[{"type": "function", "function": {"name": "x"}}]))
 
     chunks = check_sequence(streamed, served)
@@ -339,7 +335,7 @@ async def test_adapter_streams_the_drafts_tool_calls_with_an_index(
         Reply(content=None, tool_calls=[TOOL_CALL, OTHER_TOOL_CALL], finish_reason="tool_calls", model="api-model"),
         Reply(content="LGTM", model="adapter-model"),
     )
-    async with serve(config()) as client:
+    async with serve(make_config()) as client:
         streamed = await stream(client, chat("m-adapter"))
 
     chunks = check_sequence(streamed, "m-adapter")
@@ -352,7 +348,7 @@ async def test_adapter_streams_the_drafts_tool_calls_with_an_index(
 
 
 async def test_unknown_model_is_a_plain_404(serve: AppFactory, upstream: ScriptedUpstream) -> None:
-    async with serve(config()) as client:
+    async with serve(make_config()) as client:
         response = await client.post("/chat/completions", json=chat("nope", stream=True))
     assert response.status_code == 404
     assert response.headers["content-type"] == "application/json"
@@ -361,7 +357,7 @@ async def test_unknown_model_is_a_plain_404(serve: AppFactory, upstream: Scripte
 
 
 async def test_invalid_stream_field_is_a_plain_400(serve: AppFactory) -> None:
-    async with serve(config()) as client:
+    async with serve(make_config()) as client:
         response = await client.post("/chat/completions", json=chat("m-direct", stream="yes"))
     assert response.status_code == 400
     assert response.json()["error"]["param"] == "stream"
@@ -372,7 +368,7 @@ async def test_upstream_5xx_before_the_first_byte_is_a_502(
     served: str, serve: AppFactory, upstream: ScriptedUpstream
 ) -> None:
     upstream.script(Reply(status=500, body='{"error": {"message": "engine crashed"}}'))
-    async with serve(config()) as client:
+    async with serve(make_config()) as client:
         response = await client.post("/chat/completions", json=chat(served, stream=True))
     assert response.status_code == 502
     assert response.headers["content-type"] == "application/json"
@@ -385,7 +381,7 @@ async def test_upstream_5xx_before_the_first_byte_is_a_502(
 async def test_upstream_4xx_on_the_first_call_is_relayed(serve: AppFactory, upstream: ScriptedUpstream) -> None:
     envelope = {"error": {"message": "bad temperature", "type": "invalid_request_error", "param": "temperature"}}
     upstream.script(Reply(status=400, body=json.dumps(envelope)))
-    async with serve(config()) as client:
+    async with serve(make_config()) as client:
         response = await client.post("/chat/completions", json=chat("m-direct", stream=True))
     assert response.status_code == 400
     assert response.json() == {"error": {**envelope["error"], "code": None}}  # the missing field filled in
@@ -393,7 +389,7 @@ async def test_upstream_4xx_on_the_first_call_is_relayed(serve: AppFactory, upst
 
 async def test_upstream_429_keeps_its_retry_after(serve: AppFactory, upstream: ScriptedUpstream) -> None:
     upstream.script(Reply(status=429, body='{"error": {"message": "slow down"}}', headers={"retry-after": "7"}))
-    async with serve(config()) as client:
+    async with serve(make_config()) as client:
         response = await client.post("/chat/completions", json=chat("m-direct", stream=True))
     assert response.status_code == 429
     assert response.headers["retry-after"] == "7"
@@ -413,7 +409,7 @@ async def test_upstream_answering_json_to_a_stream_call_is_streamed(
         upstream.script(Reply("draft", model="api-model"), Reply("critique", model="critic-model"))
     upstream.script(Reply(status=200, body=json.dumps(completion), model="api-model"))
     body = chat(served, stream_options={"include_usage": True}) if include_usage else chat(served)
-    async with serve(config()) as client:
+    async with serve(make_config()) as client:
         streamed = await stream(client, body)
     chunks = check_sequence(streamed, served, include_usage=include_usage)
     assert streamed.content() == "It is in Paris."
@@ -427,7 +423,7 @@ async def test_final_stage_failure_with_fail_policy_is_a_502_naming_it(
     serve: AppFactory, upstream: ScriptedUpstream
 ) -> None:
     critic_script(upstream, Reply(status=500, body='{"error": {"message": "gone"}}', model="api-model"))
-    async with serve(config(served_models=served_models(on_review_error="fail"))) as client:
+    async with serve(make_config(served_models=served_models(on_review_error="fail"))) as client:
         response = await client.post("/chat/completions", json=chat("m-critic", stream=True))
     assert response.status_code == 502
     assert "api_final" in response.json()["error"]["message"]
@@ -440,7 +436,7 @@ async def test_failure_after_a_keepalive_ends_with_an_error_event(
     serve: AppFactory, upstream: ScriptedUpstream
 ) -> None:
     upstream.script(Reply(status=500, body='{"error": {"message": "engine crashed"}}', delay=0.3))
-    async with serve(config(keepalive_seconds=0.05)) as client:
+    async with serve(make_config(keepalive_seconds=0.05)) as client:
         streamed = await stream(client, chat("m-direct"))
 
     assert streamed.events[0] == KEEPALIVE  # the status (200) went out with it
@@ -451,7 +447,7 @@ async def test_failure_after_a_keepalive_ends_with_an_error_event(
 
 async def test_upstream_stream_breaking_off_is_a_failure(serve: AppFactory, upstream: ScriptedUpstream) -> None:
     upstream.script(Reply(content=ANSWER, stream_break_after=3))  # role + two pieces, then the body ends
-    async with serve(config()) as client:
+    async with serve(make_config()) as client:
         streamed = await stream(client, chat("m-direct"))
 
     error = streamed.error()
@@ -464,7 +460,7 @@ async def test_upstream_stream_breaking_off_is_a_failure(serve: AppFactory, upst
 
 async def test_upstream_stream_without_done_is_a_failure(serve: AppFactory, upstream: ScriptedUpstream) -> None:
     upstream.script(Reply(content=ANSWER, stream_no_done=True))  # every chunk, finish and usage too
-    async with serve(config()) as client:
+    async with serve(make_config()) as client:
         streamed = await stream(client, chat("m-direct"))
 
     assert "[DONE]" in streamed.error()["message"]
@@ -475,7 +471,7 @@ async def test_upstream_stream_without_done_is_a_failure(serve: AppFactory, upst
 async def test_upstream_error_event_is_a_failure(serve: AppFactory, upstream: ScriptedUpstream) -> None:
     # An error event mid-stream, then [DONE] (as vLLM does): still a failure, not a finished answer.
     upstream.script(Reply(content=ANSWER, stream_break_after=2, stream_error={"message": "out of memory"}))
-    async with serve(config()) as client:
+    async with serve(make_config()) as client:
         streamed = await stream(client, chat("m-direct"))
 
     error = streamed.error()
@@ -488,7 +484,7 @@ async def test_critic_second_pass_failing_after_content_went_out_is_not_degraded
     serve: AppFactory, upstream: ScriptedUpstream
 ) -> None:
     critic_script(upstream, Reply(content=ANSWER, stream_break_after=3, model="api-model"))
-    async with serve(config()) as client:  # on_review_error = "draft" (the default)
+    async with serve(make_config()) as client:  # on_review_error = "draft" (the default)
         streamed = await stream(client, chat("m-critic"))
 
     assert "api_final" in streamed.error()["message"]
@@ -503,7 +499,7 @@ async def test_critic_failure_streams_the_draft_degraded(serve: AppFactory, upst
         Reply(content="It is in Lyon.", model="api-model"),
         Reply(status=500, body='{"error": {"message": "critic down"}}', model="critic-model"),
     )
-    async with serve(config()) as client:
+    async with serve(make_config()) as client:
         streamed = await stream(client, chat("m-critic", stream_options={"include_usage": True}))
 
     chunks = check_sequence(streamed, "m-critic", include_usage=True)
@@ -530,7 +526,7 @@ async def test_second_pass_failing_before_any_content_streams_the_draft_degraded
     final: Reply, serve: AppFactory, upstream: ScriptedUpstream
 ) -> None:
     critic_script(upstream, final)
-    async with serve(config()) as client:
+    async with serve(make_config()) as client:
         streamed = await stream(client, chat("m-critic"))
 
     chunks = check_sequence(streamed, "m-critic")
@@ -549,7 +545,7 @@ async def test_second_pass_broken_before_any_content_is_retried_cleanly(
     """Nothing of the failed attempt reached the client (its role chunk was held back), so a retry may answer."""
     critic_script(upstream, Reply(content="cut", stream_break_after=1, model="api-model"))
     upstream.script(Reply(content=ANSWER, model="api-model"))
-    async with serve(config(retries=1, retry_backoff_seconds=0)) as client:
+    async with serve(make_config(retries=1, retry_backoff_seconds=0)) as client:
         streamed = await stream(client, chat("m-critic"))
 
     chunks = check_sequence(streamed, "m-critic")
@@ -580,7 +576,7 @@ async def test_keepalives_go_out_before_the_first_chunk(
     served: str, replies: list[Reply], serve: AppFactory, upstream: ScriptedUpstream
 ) -> None:
     upstream.script(*replies)
-    async with serve(config(keepalive_seconds=0.05)) as client:
+    async with serve(make_config(keepalive_seconds=0.05)) as client:
         streamed = await stream(client, chat(served))
 
     check_sequence(streamed, served)
@@ -592,7 +588,7 @@ async def test_keepalives_go_out_before_the_first_chunk(
 
 async def test_no_keepalives_when_the_answer_is_quick(serve: AppFactory, upstream: ScriptedUpstream) -> None:
     upstream.script(Reply(content=ANSWER))
-    async with serve(config()) as client:  # keepalive_seconds = 10
+    async with serve(make_config()) as client:  # keepalive_seconds = 10
         streamed = await stream(client, chat("m-direct"))
     assert KEEPALIVE not in streamed.events
 
@@ -636,20 +632,7 @@ async def connect(app: ASGIApp, body: dict[str, Any], path: str = "/v1/chat/comp
     raw = json.dumps(body).encode()
     to_test, from_app = anyio.create_memory_object_stream[Message](math.inf)
     conn = Connection(from_app)
-    scope: Scope = {
-        "type": "http",
-        "asgi": {"version": "3.0", "spec_version": "2.3"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "root_path": "",
-        "query_string": b"",
-        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode())],
-        "client": ("127.0.0.1", 50000),
-        "server": ("testserver", 80),
-    }
+    scope = post_scope(path, raw)
     request_sent = False
 
     async def receive() -> Message:
@@ -738,7 +721,7 @@ async def test_client_disconnect_after_a_keepalive_cancels_the_upstream_call(
     upstream.script(*replies)
     aborted = upstream.aborted_signal()
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=upstream.app)) as upstream_client:
-        app = create_app(config(keepalive_seconds=0.05), http_client=upstream_client)
+        app = create_app(make_config(keepalive_seconds=0.05), http_client=upstream_client)
         body = chat(served, stream=True)
         async with LifespanManager(app) as manager, connect(manager.app, body, "/chat/completions") as conn:
             assert await conn.next_event() == KEEPALIVE
@@ -814,7 +797,7 @@ async def test_in_process_upstream_dropping_its_stream_is_a_failure(upstream: Sc
 async def test_mounted_app_streams(serve: AppFactory, upstream: ScriptedUpstream) -> None:
     upstream.script(Reply(content=ANSWER))
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=upstream.app)) as upstream_client:
-        parent = Starlette(routes=[Mount("/api/v1", app=create_app(config(), http_client=upstream_client))])
+        parent = Starlette(routes=[Mount("/api/v1", app=create_app(make_config(), http_client=upstream_client))])
         transport = httpx.ASGITransport(app=parent)
         async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
             response = await client.post("/api/v1/chat/completions", json=chat("m-direct", stream=True))
@@ -845,7 +828,7 @@ def progress_of(chunks: list[dict[str, Any]]) -> list[dict[str, Any]]:
 async def test_progress_chunks_tell_of_each_earlier_stage(serve: AppFactory, upstream: ScriptedUpstream) -> None:
     critic_script(upstream)
     body = chat("m-critic", stream=True, x_adapter_critic={"progress": True})
-    async with serve(config()) as client:
+    async with serve(make_config()) as client:
         streamed = await stream(client, body)
     chunks = streamed.chunks
     progress = progress_of(chunks)
@@ -862,7 +845,7 @@ async def test_progress_chunks_tell_of_each_earlier_stage(serve: AppFactory, ups
 async def test_progress_reports_a_failed_stage(serve: AppFactory, upstream: ScriptedUpstream) -> None:
     upstream.script(Reply("It is in Lyon.", model="api-model"), Reply(status=500, body="{}", model="critic-model"))
     body = chat("m-critic", stream=True, x_adapter_critic={"progress": True})
-    async with serve(config()) as client:
+    async with serve(make_config()) as client:
         streamed = await stream(client, body)
     assert [(p["stage"], p["status"]) for p in progress_of(streamed.chunks)] == [
         ("api_draft", "ok"),
@@ -873,7 +856,7 @@ async def test_progress_reports_a_failed_stage(serve: AppFactory, upstream: Scri
 
 async def test_without_the_flag_there_is_no_progress(serve: AppFactory, upstream: ScriptedUpstream) -> None:
     critic_script(upstream)
-    async with serve(config()) as client:
+    async with serve(make_config()) as client:
         streamed = await stream(client, chat("m-critic"))
     assert progress_of(streamed.chunks) == []
     check_sequence(streamed, "m-critic")
@@ -895,7 +878,7 @@ async def test_a_direct_stream_of_n_choices_relays_each_choice_and_its_finish(
         "data: [DONE]\n\n",
     ]
     upstream.script(Reply(body="".join(events), headers={"content-type": "text/event-stream"}))
-    async with serve(config()) as client:
+    async with serve(make_config()) as client:
         streamed = await stream(client, chat("m-direct", n=2))
     chunks = streamed.chunks
     by_choice: dict[int, str] = {}

@@ -22,19 +22,13 @@ import pytest
 from adapter_critic import Config, create_app
 
 from ..conftest import asgi_client
+from ..helpers import completion
 
 pytestmark = pytest.mark.anyio
 
 LIMIT = 1024 * 1024
 GIB = 1024**3
-COMPLETION = {
-    "id": "chatcmpl-up",
-    "object": "chat.completion",
-    "created": 1,
-    "model": "api-model",
-    "choices": [{"index": 0, "message": {"role": "assistant", "content": "inflated"}, "finish_reason": "stop"}],
-    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-}
+COMPLETION = completion("inflated", model="api-model")
 SSE = (
     b'data: {"choices": [{"index": 0, "delta": {"role": "assistant", "content": "inflated"}, "finish_reason": null}]}'
     b'\n\ndata: {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}\n\ndata: [DONE]\n\n'

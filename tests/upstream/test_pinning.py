@@ -27,18 +27,12 @@ from adapter_critic.upstream.pinning import PINNED, HostGuard, pinned_client, sy
 from adapter_critic.upstream.urlguard import IPAddress, address_problem
 
 from ..conftest import UPSTREAM_URL, asgi_client, chat, make_config
+from ..helpers import completion
 from ..scripted_upstream import ScriptedUpstream
 
 pytestmark = pytest.mark.anyio
 
-COMPLETION = {
-    "id": "chatcmpl-up",
-    "object": "chat.completion",
-    "created": 1,
-    "model": "api-model",
-    "choices": [{"index": 0, "message": {"role": "assistant", "content": "pinned"}, "finish_reason": "stop"}],
-    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-}
+COMPLETION = completion("pinned", model="api-model")
 
 
 class FakeResolver:

@@ -35,6 +35,7 @@ from adapter_critic.upstream.retry import Sleep
 from adapter_critic.upstream.transport import AiohttpTransport
 
 from ..conftest import OTHER_URL, UPSTREAM_URL, asgi_client, chat, make_config
+from ..helpers import envelope
 from ..scripted_upstream import Reply, ScriptedUpstream
 
 pytestmark = pytest.mark.anyio
@@ -147,15 +148,6 @@ def ok(response: httpx.Response) -> dict[str, Any]:
     return data
 
 
-def error_of(response: httpx.Response, status: int) -> dict[str, Any]:
-    """The §7 envelope of an error response with this status."""
-    assert response.status_code == status, response.text
-    body = response.json()
-    assert set(body) == {"error"} and set(body["error"]) == {"message", "type", "param", "code"}
-    error: dict[str, Any] = body["error"]
-    return error
-
-
 def stream_chunks(response: httpx.Response) -> list[dict[str, Any]]:
     """The JSON chunks of a complete SSE answer (asserting it ended with [DONE])."""
     assert response.status_code == 200, response.text
@@ -219,7 +211,7 @@ async def test_429_without_retry_after_exhausted_says_when_to_come_back(
     async with running(app_config, upstream.app) as (client, _):
         response = await post(client, chat("m-direct"))
 
-    error = error_of(response, 429)
+    error = envelope(response, 429)
     assert error["type"] == "rate_limit_error"
     assert len(upstream.calls) == 3 and len(waits) == 2
     # The upstream gave no Retry-After: the client gets the backoff this server would wait next (1.5 * 2**2 s).
@@ -232,7 +224,7 @@ async def test_429_asking_longer_than_the_cap_is_relayed_at_once(upstream: Scrip
     async with running(config(retry_backoff_max_seconds=5), upstream.app) as (client, _):
         response = await post(client, chat("m-direct"))
 
-    error_of(response, 429)
+    envelope(response, 429)
     assert len(upstream.calls) == 1  # not worth holding the request for a minute
     assert response.headers["retry-after"] == "60"  # ...but worth the client's wait: no x-should-retry: false
     assert "x-should-retry" not in response.headers
@@ -275,7 +267,7 @@ async def test_html_error_page_exhausted_is_a_502_the_sdk_must_not_retry(upstrea
     async with running(config(), upstream.app) as (client, _):
         response = await post(client, chat("m-direct"))
 
-    error = error_of(response, 502)
+    error = envelope(response, 502)
     assert error["type"] == "upstream_error" and "api stage" in error["message"]
     assert response.headers["x-should-retry"] == "false"
     assert len(upstream.calls) == 3
@@ -314,7 +306,7 @@ async def test_a_refused_connection_everywhere_ends_in_a_502(upstream: ScriptedU
     async with running(config(fallback_models()), faults) as (client, _):
         response = await post(client, chat("m-direct"))
 
-    error = error_of(response, 502)
+    error = envelope(response, 502)
     assert "could not be reached" in error["message"] and "fallback-model" in error["message"]
     assert response.headers["x-should-retry"] == "false"
     assert [r.url.host for r in faults.requests] == ["upstream.test"] * 3 + ["other.test"] * 3
@@ -334,7 +326,7 @@ async def test_backoff_is_exponential_with_jitter(upstream: ScriptedUpstream, wa
     upstream.script(HTTP_500, HTTP_500, HTTP_500, HTTP_500)
     app_config = config(retries=3, retry_backoff_seconds=1.0, retry_backoff_max_seconds=3.0)
     async with running(app_config, upstream.app) as (client, _):
-        error_of(await post(client, chat("m-direct")), 502)
+        envelope(await post(client, chat("m-direct")), 502)
 
     assert len(upstream.calls) == 4 and len(waits) == 3
     assert 0.5 <= waits[0] <= 1.0 and 1.0 <= waits[1] <= 2.0 and 1.5 <= waits[2] <= 3.0  # the third at the cap
@@ -433,7 +425,7 @@ async def test_request_deadline_on_the_first_call_is_a_504(upstream: ScriptedUps
     async with running(config(request_timeout_seconds=0.2), upstream.app) as (client, _):
         response = await post(client, chat("m-direct"))
 
-    error = error_of(response, 504)
+    error = envelope(response, 504)
     assert error["code"] == "upstream_timeout" and "request_timeout_seconds" in error["message"]
     assert response.headers["x-should-retry"] == "false"
     assert len(upstream.aborted) == 1  # the in-flight call was cancelled
@@ -457,7 +449,7 @@ async def test_request_deadline_on_a_reviewer_with_fail_is_a_504(upstream: Scrip
     async with running(config(models, request_timeout_seconds=0.3), upstream.app) as (client, _):
         response = await post(client, chat("m-critic"))
 
-    assert "critic stage" in error_of(response, 504)["message"]
+    assert "critic stage" in envelope(response, 504)["message"]
 
 
 async def test_request_deadline_cuts_backoff_waits_too(upstream: ScriptedUpstream) -> None:
@@ -467,7 +459,7 @@ async def test_request_deadline_cuts_backoff_waits_too(upstream: ScriptedUpstrea
     async with running(app_config, upstream.app, sleep=anyio.sleep) as (client, _):
         response = await post(client, chat("m-direct"))
 
-    error_of(response, 504)
+    envelope(response, 504)
     assert len(upstream.calls) == 1
 
 
@@ -495,7 +487,7 @@ async def test_requests_beyond_the_limit_get_503_with_retry_after(
         finally:
             gate.release()
 
-    error = error_of(refused, 503)
+    error = envelope(refused, 503)
     assert error["type"] == "server_error" and error["code"] == "overloaded"
     assert refused.headers["retry-after"] == "1"
     assert "x-should-retry" not in refused.headers  # it never ran: retrying it is safe
@@ -550,7 +542,7 @@ async def test_a_request_beyond_the_queue_length_gets_503_at_once(upstream: Scri
                 gate.release()
 
     assert queued == 2
-    error = error_of(refused, 503)
+    error = envelope(refused, 503)
     assert error["code"] == "overloaded" and "max_queued_requests" in error["message"]
     assert refused.headers["retry-after"] == "60"
     assert [r.status_code for r in responses] == [200, 200, 200]  # the queued ones ran once the slot was free
@@ -569,7 +561,7 @@ async def test_no_queue_refuses_at_once(upstream: ScriptedUpstream, queue_timeou
                 refused = await post(client, chat("m-direct"))
         finally:
             gate.release()
-    assert error_of(refused, 503)["code"] == "overloaded"
+    assert envelope(refused, 503)["code"] == "overloaded"
 
 
 async def test_upstream_pool_size_is_configurable() -> None:
@@ -625,7 +617,7 @@ async def test_shutdown_lets_requests_in_flight_finish_then_closes(upstream: Scr
         await client.aclose()
 
     assert ok(answered[0])["choices"][0]["message"]["content"] == "echo api-model: Hello"
-    assert error_of(late, 503)["message"].startswith("The server is shutting down")
+    assert envelope(late, 503)["message"].startswith("The server is shutting down")
     assert shut.is_set() and not service.upstream.is_open
 
 
@@ -834,7 +826,7 @@ async def test_deep_health_needs_the_key_when_inbound_auth_is_on(monkeypatch: py
         refused = await client.get("/health", params={"deep": "1"})
         allowed = await client.get("/health", params={"deep": "1"}, headers={"authorization": "Bearer inbound-key"})
 
-    assert error_of(refused, 401)["type"] == "authentication_error"
+    assert envelope(refused, 401)["type"] == "authentication_error"
     assert allowed.status_code == 200 and len(calls) == 4
 
 

@@ -25,17 +25,11 @@ from adapter_critic import Config, create_app
 from adapter_critic.upstream import transport as _transport
 
 from ..conftest import asgi_client
+from ..helpers import completion, usage
 
 pytestmark = pytest.mark.anyio
 
-COMPLETION = {
-    "id": "chatcmpl-up",
-    "object": "chat.completion",
-    "created": 1700000000,
-    "model": "api-model",
-    "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi there"}, "finish_reason": "stop"}],
-    "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3},
-}
+COMPLETION = completion("hi there", model="api-model", created=1700000000, tokens=usage(1, 2))
 CHUNKS = [
     {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]},
     {"choices": [{"index": 0, "delta": {"content": "hi "}, "finish_reason": None}]},

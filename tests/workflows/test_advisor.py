@@ -11,6 +11,7 @@ import pytest
 from adapter_critic.workflows.advice import DEFAULT_ADVISOR_SYSTEM_PROMPT, GUIDANCE_CLOSE, GUIDANCE_OPEN
 
 from ..conftest import UPSTREAM_URL, AppFactory, chat, make_config
+from ..helpers import post
 from ..scripted_upstream import Reply, ScriptedUpstream
 
 pytestmark = pytest.mark.anyio
@@ -22,13 +23,6 @@ TOOL = {"type": "function", "function": {"name": "lookup", "parameters": {"type"
 
 def advisor_config(**served: Any) -> Any:
     return make_config(served_models={"m": {"mode": "advisor", "api": API, "advisor": ADVISOR, **served}})
-
-
-async def post(client: Any, body: dict[str, Any], status: int = 200) -> dict[str, Any]:
-    response = await client.post("/chat/completions", json=body)
-    assert response.status_code == status, response.text
-    data: dict[str, Any] = response.json()
-    return data
 
 
 async def test_advisor_guides_the_api_call(serve: AppFactory, upstream: ScriptedUpstream) -> None:

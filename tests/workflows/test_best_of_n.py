@@ -23,7 +23,7 @@ from adapter_critic.workflows.judging import (
 )
 
 from ..conftest import UPSTREAM_URL, AppFactory, chat, make_config
-from ..http.test_disconnect import post as raw_post
+from ..helpers import post, raw_post, usage_totalling
 from ..scripted_upstream import Reply, ScriptedUpstream
 
 pytestmark = pytest.mark.anyio
@@ -37,14 +37,10 @@ def best_of(**served: Any) -> Any:
     return make_config(served_models={"m": {"mode": "best_of_n", "api": API, "judge": JUDGE, **served}})
 
 
-def usage(total: int) -> dict[str, int]:
-    return {"prompt_tokens": total - 1, "completion_tokens": 1, "total_tokens": total}
-
-
 def candidates(*texts: str) -> list[Reply]:
     """A reply per candidate, all held until every one arrived (they overlap in time)."""
     return [
-        Reply(text, model="api-model", gather=len(texts), group="candidates", usage=usage(10 + i))
+        Reply(text, model="api-model", gather=len(texts), group="candidates", usage=usage_totalling(10 + i))
         for i, text in enumerate(texts)
     ]
 
@@ -55,14 +51,7 @@ def shown(first: str, second: str) -> str:
 
 
 def judge(first: str, second: str, verdict: str) -> Reply:
-    return Reply(f"Because.\n{verdict}", model="judge-model", match=shown(first, second), usage=usage(2))
-
-
-async def post(client: Any, body: dict[str, Any], status: int = 200) -> dict[str, Any]:
-    response = await client.post("/chat/completions", json=body)
-    assert response.status_code == status, response.text
-    data: dict[str, Any] = response.json()
-    return data
+    return Reply(f"Because.\n{verdict}", model="judge-model", match=shown(first, second), usage=usage_totalling(2))
 
 
 async def test_pairwise_knockout_asks_both_orders(serve: AppFactory, upstream: ScriptedUpstream) -> None:

@@ -16,7 +16,7 @@ from adapter_critic import ConfigError, create_app
 from adapter_critic.workflows.lenses import DEFAULT_COORDINATOR_SYSTEM_PROMPT, DEFAULT_LENSES
 
 from ..conftest import OTHER_URL, UPSTREAM_URL, AppFactory, chat, make_config
-from ..http.test_disconnect import post as raw_post
+from ..helpers import post, raw_post, usage_totalling
 from ..scripted_upstream import Reply, ScriptedUpstream
 
 pytestmark = pytest.mark.anyio
@@ -34,22 +34,11 @@ def panel(**served: Any) -> dict[str, Any]:
     return {"mode": "panel", "api": API, "critic": CRITIC, "lenses": LENSES, **served}
 
 
-def usage(total: int) -> dict[str, int]:
-    return {"prompt_tokens": total - 1, "completion_tokens": 1, "total_tokens": total}
-
-
-async def post(client: Any, body: dict[str, Any], status: int = 200) -> dict[str, Any]:
-    response = await client.post("/chat/completions", json=body)
-    assert response.status_code == status, response.text
-    data: dict[str, Any] = response.json()
-    return data
-
-
 def lens_replies(**critiques: str) -> list[Reply]:
     """A reply per lens, matched by its system prompt, all held until every one arrived (they overlap in time)."""
     prompts = {lens["name"]: lens["system_prompt"] for lens in LENSES}
     return [
-        Reply(text, match=prompts[name], gather=len(critiques), group="lenses", usage=usage(10 + i))
+        Reply(text, match=prompts[name], gather=len(critiques), group="lenses", usage=usage_totalling(10 + i))
         for i, (name, text) in enumerate(critiques.items())
     ]
 
@@ -58,10 +47,10 @@ async def test_lenses_review_at_once_then_coordinator_then_second_pass(
     serve: AppFactory, upstream: ScriptedUpstream
 ) -> None:
     upstream.script(
-        Reply("Draft.", model="api-model", usage=usage(3)),
+        Reply("Draft.", model="api-model", usage=usage_totalling(3)),
         *lens_replies(facts="- wrong year", tone="- too curt", format="- wrong year, use a list"),
-        Reply("1. [facts, format] wrong year", model="coordinator-model", usage=usage(7)),
-        Reply("Revised.", model="api-model", usage=usage(5)),
+        Reply("1. [facts, format] wrong year", model="coordinator-model", usage=usage_totalling(7)),
+        Reply("Revised.", model="api-model", usage=usage_totalling(5)),
     )
     config = make_config(
         served_models={"m": panel(coordinator={"model": "coordinator-model", "base_url": UPSTREAM_URL})}

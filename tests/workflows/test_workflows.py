@@ -10,15 +10,13 @@ import re
 import time
 from typing import Any
 
-import httpx
 import pytest
 
-from adapter_critic import Config
 from adapter_critic.workflows.edits import MAX_EDIT_BLOCKS
 from adapter_critic.workflows.prompts import DEFAULT_ADAPTER_SYSTEM_PROMPT, DEFAULT_CRITIC_SYSTEM_PROMPT
 
 from ..conftest import OTHER_URL, UPSTREAM_URL, AppFactory, chat, make_config
-from ..helpers import block
+from ..helpers import block, post, usage
 from ..scripted_upstream import Call, Reply, ScriptedUpstream
 
 pytestmark = pytest.mark.anyio
@@ -69,17 +67,6 @@ def target(model: str, base_url: str = UPSTREAM_URL, **extra: Any) -> dict[str, 
     return {"model": model, "base_url": base_url, **extra}
 
 
-def config(**served: dict[str, Any]) -> Config:
-    return make_config(served_models=served)
-
-
-async def completion(client: httpx.AsyncClient, body: dict[str, Any]) -> dict[str, Any]:
-    response = await client.post("/chat/completions", json=body)
-    assert response.status_code == 200, response.text
-    data: dict[str, Any] = response.json()
-    return data
-
-
 def message(data: dict[str, Any]) -> dict[str, Any]:
     result: dict[str, Any] = data["choices"][0]["message"]
     return result
@@ -97,10 +84,6 @@ def assert_call(call: Call, *, model: str, host: str = "upstream.test", key: str
         assert call.headers.get("authorization") == f"Bearer {key}"
 
 
-def usage(prompt: int, completion: int) -> dict[str, int]:
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
-
-
 # -- direct ---------------------------------------------------------------------------------------------------------
 
 
@@ -110,7 +93,7 @@ async def test_direct_one_call_with_request_options_forwarded_unchanged(
     upstream.script(Reply(content="Hi there!", finish_reason="length", usage=usage(4, 5)))
     body = chat("m-direct", "Hello", **CLIENT_OPTIONS)
     async with serve() as client:
-        data = await completion(client, body)
+        data = await post(client, body)
 
     assert len(upstream.calls) == 1
     call = upstream.calls[0]
@@ -127,7 +110,7 @@ async def test_direct_returns_tool_calls_and_finish_reason_as_upstream_gave(
 ) -> None:
     upstream.script(Reply(content=None, tool_calls=TOOL_CALLS, finish_reason="tool_calls"))
     async with serve() as client:
-        data = await completion(client, chat("m-direct", "Weather in Paris?", tools=TOOLS))
+        data = await post(client, chat("m-direct", "Weather in Paris?", tools=TOOLS))
 
     assert message(data) == {"role": "assistant", "content": None, "tool_calls": TOOL_CALLS}
     assert data["choices"][0]["finish_reason"] == "tool_calls"
@@ -137,11 +120,13 @@ async def test_direct_returns_tool_calls_and_finish_reason_as_upstream_gave(
 async def test_request_options_are_laid_over_target_options_request_wins(
     serve: AppFactory, upstream: ScriptedUpstream
 ) -> None:
-    cfg = config(
-        **{"m-direct": {"mode": "direct", "api": target("api-model", options={"temperature": 0, "max_tokens": 100})}}
+    cfg = make_config(
+        served_models={
+            "m-direct": {"mode": "direct", "api": target("api-model", options={"temperature": 0, "max_tokens": 100})}
+        }
     )
     async with serve(cfg) as client:
-        await completion(client, chat("m-direct", temperature=0.9))
+        await post(client, chat("m-direct", temperature=0.9))
 
     assert upstream.calls[0].body == {
         "model": "api-model",
@@ -161,7 +146,7 @@ async def test_overrides_and_extra_body_are_never_forwarded_but_extra_body_keys_
         extra_body={"repetition_penalty": 1.1, "seed": 1, "x_adapter_critic": {"mode": "critic"}},
     )
     async with serve() as client:
-        data = await completion(client, body)
+        data = await post(client, body)
 
     # The top-level override wins over extra_body's, so this stays a direct run: one call.
     assert data["adapter_critic"]["mode"] == "direct"
@@ -189,7 +174,7 @@ async def test_unknown_message_fields_are_forwarded_unchanged(serve: AppFactory,
         {"role": "user", "content": "And tomorrow?", "x_vendor_flag": True},
     ]
     async with serve() as client:
-        await completion(client, {"model": "m-direct", "messages": messages, "tools": TOOLS})
+        await post(client, {"model": "m-direct", "messages": messages, "tools": TOOLS})
 
     assert upstream.calls[0].body == {"model": "api-model", "messages": messages, "tools": TOOLS}
 
@@ -211,9 +196,9 @@ async def test_key_is_read_at_call_time(
     serve: AppFactory, upstream: ScriptedUpstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with serve() as client:
-        await completion(client, chat("m-direct"))
+        await post(client, chat("m-direct"))
         monkeypatch.setenv("OPENAI_API_KEY", "sk-rotated")
-        await completion(client, chat("m-direct"))
+        await post(client, chat("m-direct"))
     assert [c.headers.get("authorization") for c in upstream.calls] == [f"Bearer {API_KEY}", "Bearer sk-rotated"]
 
 
@@ -232,7 +217,7 @@ ADAPTER_CONFIG = {
 async def test_adapter_lgtm_variants_keep_the_draft(serve: AppFactory, upstream: ScriptedUpstream, reply: str) -> None:
     upstream.script(Reply(content="The draft."), Reply(content=reply))
     async with serve() as client:
-        data = await completion(client, chat("m-adapter"))
+        data = await post(client, chat("m-adapter"))
 
     assert message(data)["content"] == "The draft."
     assert data["adapter_critic"]["intermediate"] == {
@@ -247,8 +232,8 @@ async def test_adapter_calls_and_bodies(serve: AppFactory, upstream: ScriptedUps
     draft = "The capital of Australia is Sydney."
     upstream.script(Reply(content=draft, finish_reason="length"), Reply(content="lgtm"))
     body = chat("m-adapter", "What is the capital of Australia?", **CLIENT_OPTIONS)
-    async with serve(config(**{"m-adapter": ADAPTER_CONFIG})) as client:
-        data = await completion(client, body)
+    async with serve(make_config(served_models={"m-adapter": ADAPTER_CONFIG})) as client:
+        data = await post(client, body)
 
     api, adapter = upstream.calls
     assert_call(api, model="api-model")
@@ -277,7 +262,7 @@ async def test_adapter_edits_are_applied_to_the_draft(serve: AppFactory, upstrea
     )
     upstream.script(Reply(content=draft, finish_reason="stop"), Reply(content=edit))
     async with serve() as client:
-        data = await completion(client, chat("m-adapter"))
+        data = await post(client, chat("m-adapter"))
 
     final = "Facts:\nThe capital of Australia is Canberra."
     assert message(data) == {"role": "assistant", "content": final}
@@ -295,9 +280,9 @@ async def test_adapter_retries_with_feedback_until_a_valid_reply(serve: AppFacto
         Reply(content=bad_block, usage=usage(200, 2)),
         Reply(content=good_block, usage=usage(300, 3)),
     )
-    cfg = config(**{"m-adapter": {**ADAPTER_CONFIG, "max_adapter_retries": 2}})
+    cfg = make_config(served_models={"m-adapter": {**ADAPTER_CONFIG, "max_adapter_retries": 2}})
     async with serve(cfg) as client:
-        data = await completion(client, chat("m-adapter"))
+        data = await post(client, chat("m-adapter"))
 
     assert [c.model for c in upstream.calls] == ["api-model", "adapter-model", "adapter-model", "adapter-model"]
     first, second, third = (c.messages for c in upstream.calls[1:])
@@ -326,9 +311,9 @@ async def test_adapter_retries_exhausted_return_the_draft_with_rejection_reason(
     serve: AppFactory, upstream: ScriptedUpstream
 ) -> None:
     upstream.script(Reply(content="The draft."), Reply(content="nope"), Reply(content="still nope"))
-    cfg = config(**{"m-adapter": {**ADAPTER_CONFIG, "max_adapter_retries": 1}})
+    cfg = make_config(served_models={"m-adapter": {**ADAPTER_CONFIG, "max_adapter_retries": 1}})
     async with serve(cfg) as client:
-        data = await completion(client, chat("m-adapter"))
+        data = await post(client, chat("m-adapter"))
 
     assert len(upstream.calls) == 3
     assert message(data)["content"] == "The draft."
@@ -344,7 +329,7 @@ async def test_adapter_retries_exhausted_return_the_draft_with_rejection_reason(
 async def test_adapter_no_retry_by_default(serve: AppFactory, upstream: ScriptedUpstream) -> None:
     upstream.script(Reply(content="The draft."), Reply(content="nope"))
     async with serve() as client:
-        data = await completion(client, chat("m-adapter"))
+        data = await post(client, chat("m-adapter"))
     assert len(upstream.calls) == 2
     assert message(data)["content"] == "The draft."
     assert "adapter_rejection_reason" in data["adapter_critic"]["intermediate"]
@@ -353,7 +338,7 @@ async def test_adapter_no_retry_by_default(serve: AppFactory, upstream: Scripted
 async def test_adapter_retries_can_be_set_by_request_override(serve: AppFactory, upstream: ScriptedUpstream) -> None:
     upstream.script(Reply(content="The draft."), Reply(content="nope"), Reply(content="LGTM"))
     async with serve() as client:
-        data = await completion(client, chat("m-adapter", x_adapter_critic={"max_adapter_retries": 1}))
+        data = await post(client, chat("m-adapter", x_adapter_critic={"max_adapter_retries": 1}))
     assert len(upstream.calls) == 3
     assert "adapter_rejection_reason" not in data["adapter_critic"]["intermediate"]
     assert data["adapter_critic"]["intermediate"]["adapter"] == "LGTM"
@@ -367,7 +352,7 @@ async def test_adapter_keeps_draft_tool_calls_and_shows_them_as_json(
         Reply(content="Let me look.", tool_calls=TOOL_CALLS, finish_reason="tool_calls"), Reply(content=edit)
     )
     async with serve() as client:
-        data = await completion(client, chat("m-adapter", "Weather in Paris?", tools=TOOLS, tool_choice="auto"))
+        data = await post(client, chat("m-adapter", "Weather in Paris?", tools=TOOLS, tool_choice="auto"))
 
     assert message(data) == {"role": "assistant", "content": "Let me check the weather.", "tool_calls": TOOL_CALLS}
     assert data["choices"][0]["finish_reason"] == "tool_calls"
@@ -381,16 +366,16 @@ async def test_adapter_keeps_draft_tool_calls_and_shows_them_as_json(
 
 
 async def test_adapter_custom_prompt_replaces_default(serve: AppFactory, upstream: ScriptedUpstream) -> None:
-    cfg = config(**{"m-adapter": {**ADAPTER_CONFIG, "adapter_system_prompt": "Say lgtm. Always."}})
+    cfg = make_config(served_models={"m-adapter": {**ADAPTER_CONFIG, "adapter_system_prompt": "Say lgtm. Always."}})
     upstream.script(Reply(content="d"), Reply(content="lgtm"))
     async with serve(cfg) as client:
-        await completion(client, chat("m-adapter"))
+        await post(client, chat("m-adapter"))
     assert upstream.calls[1].messages[0] == {"role": "system", "content": "Say lgtm. Always."}
 
 
 async def test_adapter_missing_target_falls_back_to_api_target(serve: AppFactory, upstream: ScriptedUpstream) -> None:
-    cfg = config(
-        **{
+    cfg = make_config(
+        served_models={
             "m-adapter": {
                 "mode": "adapter",
                 "api": target("api-model", OTHER_URL, api_key_env="ADAPTER_KEY", options={"temperature": 0.1}),
@@ -399,7 +384,7 @@ async def test_adapter_missing_target_falls_back_to_api_target(serve: AppFactory
     )
     upstream.script(Reply(content="d"), Reply(content="lgtm"))
     async with serve(cfg) as client:
-        await completion(client, chat("m-adapter", temperature=0.9, tools=TOOLS))
+        await post(client, chat("m-adapter", temperature=0.9, tools=TOOLS))
 
     api, adapter = upstream.calls
     assert_call(api, model="api-model", host="other.test", key=ADAPTER_KEY)
@@ -412,11 +397,13 @@ async def test_adapter_missing_target_falls_back_to_api_target(serve: AppFactory
 async def test_reviewer_target_wholly_from_override_gets_no_options(
     serve: AppFactory, upstream: ScriptedUpstream
 ) -> None:
-    cfg = config(**{"m-direct": {"mode": "direct", "api": target("api-model", options={"temperature": 0.1})}})
+    cfg = make_config(
+        served_models={"m-direct": {"mode": "direct", "api": target("api-model", options={"temperature": 0.1})}}
+    )
     overrides = {"mode": "adapter", "adapter_model": "override-adapter", "adapter_base_url": UPSTREAM_URL + "/"}
     upstream.script(Reply(content="d"), Reply(content="lgtm"))
     async with serve(cfg) as client:
-        data = await completion(client, chat("m-direct", temperature=0.9, x_adapter_critic=overrides))
+        data = await post(client, chat("m-direct", temperature=0.9, x_adapter_critic=overrides))
 
     assert data["adapter_critic"]["mode"] == "adapter"
     api, adapter = upstream.calls
@@ -450,8 +437,8 @@ async def test_critic_calls_and_bodies(serve: AppFactory, upstream: ScriptedUpst
         Reply(content="The capital is Canberra.", finish_reason="stop", usage=usage(3, 3)),
     )
     body = {"model": "m-critic", "messages": CONVERSATION, **CLIENT_OPTIONS}
-    async with serve(config(**{"m-critic": CRITIC_CONFIG})) as client:
-        data = await completion(client, body)
+    async with serve(make_config(served_models={"m-critic": CRITIC_CONFIG})) as client:
+        data = await post(client, body)
 
     draft_call, critic_call, second = upstream.calls
     assert_call(draft_call, model="api-model")
@@ -490,7 +477,7 @@ async def test_critic_calls_and_bodies(serve: AppFactory, upstream: ScriptedUpst
 
 async def test_critic_without_system_prompt(serve: AppFactory, upstream: ScriptedUpstream) -> None:
     async with serve() as client:
-        await completion(client, chat("m-critic", "Hi"))
+        await post(client, chat("m-critic", "Hi"))
     assert [c.model for c in upstream.calls] == ["api-model", "critic-model", "api-model"]
     assert all(m["role"] != "system" for m in upstream.calls[2].messages)
 
@@ -504,7 +491,7 @@ async def test_critic_draft_tool_calls_rendered_as_text_never_structured(
         Reply(content="Checking the weather.", finish_reason="stop"),
     )
     async with serve() as client:
-        data = await completion(client, chat("m-critic", "Weather in Paris?", tools=TOOLS))
+        data = await post(client, chat("m-critic", "Weather in Paris?", tools=TOOLS))
 
     rendered = data["adapter_critic"]["intermediate"]["api_draft_tool_calls"]
     assert json.loads(rendered) == TOOL_CALLS
@@ -529,7 +516,7 @@ async def test_critic_second_pass_tool_calls_are_returned(serve: AppFactory, ups
         Reply(content=None, tool_calls=TOOL_CALLS, finish_reason="tool_calls"),
     )
     async with serve() as client:
-        data = await completion(client, chat("m-critic", "Weather in Paris?", tools=TOOLS, tool_choice="auto"))
+        data = await post(client, chat("m-critic", "Weather in Paris?", tools=TOOLS, tool_choice="auto"))
 
     assert upstream.calls[2].body["tool_choice"] == "auto"
     assert message(data) == {"role": "assistant", "content": None, "tool_calls": TOOL_CALLS}
@@ -537,16 +524,18 @@ async def test_critic_second_pass_tool_calls_are_returned(serve: AppFactory, ups
 
 
 async def test_critic_custom_prompt_replaces_default(serve: AppFactory, upstream: ScriptedUpstream) -> None:
-    cfg = config(**{"m-critic": {**CRITIC_CONFIG, "critic_system_prompt": "Be harsh."}})
+    cfg = make_config(served_models={"m-critic": {**CRITIC_CONFIG, "critic_system_prompt": "Be harsh."}})
     async with serve(cfg) as client:
-        await completion(client, chat("m-critic"))
+        await post(client, chat("m-critic"))
     assert upstream.calls[1].messages[0] == {"role": "system", "content": "Be harsh."}
 
 
 async def test_critic_missing_target_falls_back_to_api_target(serve: AppFactory, upstream: ScriptedUpstream) -> None:
-    cfg = config(**{"m-critic": {"mode": "critic", "api": target("api-model", OTHER_URL, options={"top_p": 0.5})}})
+    cfg = make_config(
+        served_models={"m-critic": {"mode": "critic", "api": target("api-model", OTHER_URL, options={"top_p": 0.5})}}
+    )
     async with serve(cfg) as client:
-        await completion(client, chat("m-critic", tools=TOOLS))
+        await post(client, chat("m-critic", tools=TOOLS))
 
     for call in upstream.calls:
         assert_call(call, model="api-model", host="other.test")
@@ -588,7 +577,7 @@ async def test_response_shape(serve: AppFactory, upstream: ScriptedUpstream, mod
     )
     before = int(time.time())
     async with serve() as client:
-        data = await completion(client, chat(f"m-{mode}"))
+        data = await post(client, chat(f"m-{mode}"))
     after = int(time.time())
 
     stages = STAGES[mode]
@@ -633,7 +622,7 @@ async def test_stage_without_usage_counts_zeros(serve: AppFactory, upstream: Scr
         Reply(content="d", usage=usage(1, 2)), Reply(content="c", usage=None), Reply(content="f", usage=usage(10, 20))
     )
     async with serve() as client:
-        data = await completion(client, chat("m-critic"))
+        data = await post(client, chat("m-critic"))
     tokens = data["adapter_critic"]["tokens"]
     assert tokens["stages"]["critic"] == usage(0, 0)
     assert tokens["total"] == usage(11, 22) == data["usage"]
@@ -642,7 +631,7 @@ async def test_stage_without_usage_counts_zeros(serve: AppFactory, upstream: Scr
 async def test_timings_reflect_wall_clock(serve: AppFactory, upstream: ScriptedUpstream) -> None:
     upstream.script(Reply(content="d", delay=0.05), Reply(content="lgtm"))
     async with serve() as client:
-        data = await completion(client, chat("m-adapter"))
+        data = await post(client, chat("m-adapter"))
     timings = data["adapter_critic"]["timings_ms"]
     assert timings["api"] >= 50
     assert timings["total"] >= timings["api"] + timings["adapter"]
@@ -650,8 +639,8 @@ async def test_timings_reflect_wall_clock(serve: AppFactory, upstream: ScriptedU
 
 async def test_ids_are_unique(serve: AppFactory, upstream: ScriptedUpstream) -> None:
     async with serve() as client:
-        first = await completion(client, chat("m-direct"))
-        second = await completion(client, chat("m-direct"))
+        first = await post(client, chat("m-direct"))
+        second = await post(client, chat("m-direct"))
     assert first["id"] != second["id"]
     assert first["id"] != "chatcmpl-upstream"
 
