@@ -191,6 +191,13 @@ def run_server(args: list[str], env: dict[str, str] | None = None) -> Iterator[t
             proc.stderr.close()
 
 
+@pytest.fixture(scope="module")
+def upstream_url() -> Iterator[str]:
+    """The scripted upstream as a real server on loopback, one per test module (`RemoteUpstream` scripts it)."""
+    with run_server(["-m", "tests.scripted_upstream"]) as (url, _):
+        yield url
+
+
 def stop_server(proc: subprocess.Popen[bytes]) -> str:
     """Stop a `run_server` process (if still running) and return its stderr; the context's own exit is then a no-op."""
     proc.terminate()

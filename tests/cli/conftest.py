@@ -7,7 +7,7 @@ import queue
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -16,7 +16,7 @@ from click.testing import CliRunner, Result
 
 from adapter_critic.cli import cli
 
-from ..conftest import RemoteUpstream, run_server
+from ..conftest import RemoteUpstream
 
 SCRIPT = Path(sys.executable).with_name("adapter-critic")  # the console script pip installed
 EXAMPLES = Path(__file__).parents[2] / "examples"
@@ -58,10 +58,9 @@ def write_jsonl(path: Path, *items: dict[str, Any]) -> Path:
 
 
 @pytest.fixture(scope="module")
-def remote() -> Iterator[RemoteUpstream]:
+def remote(upstream_url: str) -> RemoteUpstream:
     """The scripted upstream as a real server on loopback (reset before each use)."""
-    with run_server(["-m", "tests.scripted_upstream"]) as (url, _):
-        yield RemoteUpstream(url)
+    return RemoteUpstream(upstream_url)
 
 
 def config_file(tmp_path: Path, upstream_url: str, **served: dict[str, Any]) -> Path:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from ..conftest import RemoteUpstream
+from ..helpers import direct_toml
 from .conftest import config_file, invoke, one_error_line
 from .test_process import closed_port
 
@@ -106,7 +107,7 @@ def test_invalid_config_is_one_line_for_check_and_serve(tmp_path: Path) -> None:
         result = invoke(command, "-c", str(bad))
         assert "served_models.x.api.base_ur: unknown key" in one_error_line(result)
     relative = tmp_path / "relative.toml"
-    relative.write_text('[served_models.x]\nmode = "direct"\napi = { model = "m", base_url = "/v1" }\n')
+    relative.write_text(direct_toml("/v1", name="x", model="m"))
     assert "relative URL" in one_error_line(invoke("check", "-c", str(relative)))
     # The config may also come from the environment, as for the standalone server.
     assert "base_ur" in one_error_line(invoke("check", env={"ADAPTER_CRITIC_CONFIG": str(bad)}))

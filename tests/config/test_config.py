@@ -14,6 +14,7 @@ from adapter_critic import Config, ConfigError, create_app, load_config
 from adapter_critic.config import require_absolute_urls
 
 from ..conftest import KEYS_ENV, make_config
+from ..helpers import direct_toml
 
 SPEC_EXAMPLE_TOML = """\
 default_api_key_env = "OPENAI_API_KEY"   # env var read for a stage that names none
@@ -228,7 +229,7 @@ def test_defaults(tmp_path: Path) -> None:
     path = write(
         tmp_path,
         "config.toml",
-        '[served_models.m]\nmode = "direct"\napi = { model = "x", base_url = "http://127.0.0.1:8000/v1" }\n',
+        direct_toml("http://127.0.0.1:8000/v1"),
     )
     config = load_config(path)
     assert config.default_api_key_env == "OPENAI_API_KEY"

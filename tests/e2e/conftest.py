@@ -1,4 +1,5 @@
-"""The built-in demo served by real uvicorn, and the official SDKs' clients of it (`demo_sdk` reads their answers)."""
+"""The built-in demo served by real uvicorn, and the official SDKs' clients of it (`demo_sdk` reads their answers);
+the scripted upstream server, reset for each test (`up`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import anthropic
 import openai
 import pytest
 
-from ..conftest import run_server, sdk
+from ..conftest import RemoteUpstream, run_server, sdk
 
 UVICORN = ["-m", "uvicorn", "adapter_critic.asgi:app", "--log-level", "warning"]
 
@@ -29,3 +30,9 @@ def oai(demo_url: str) -> openai.OpenAI:
 @pytest.fixture
 def claude(demo_url: str) -> anthropic.Anthropic:
     return sdk(anthropic.Anthropic(base_url=demo_url, api_key="demo", max_retries=0))
+
+
+@pytest.fixture
+def up(upstream_url: str) -> RemoteUpstream:
+    """The module's scripted upstream server (conftest's `upstream_url`), reset for this test."""
+    return RemoteUpstream(upstream_url).reset()

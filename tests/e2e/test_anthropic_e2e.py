@@ -66,12 +66,6 @@ api = {{ {api} }}
 
 
 @pytest.fixture(scope="module")
-def upstream_url() -> Iterator[str]:
-    with run_server(["-m", "tests.scripted_upstream"]) as (url, _):
-        yield url
-
-
-@pytest.fixture(scope="module")
 def back_url(upstream_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     path = tmp_path_factory.mktemp("anthropic") / "back.toml"
     path.write_text(back_config(upstream_url))
@@ -86,11 +80,6 @@ def front_url(upstream_url: str, back_url: str, tmp_path_factory: pytest.TempPat
     path.write_text(front_config(upstream_url, back_url))
     with run_server(UVICORN, env={"ADAPTER_CRITIC_CONFIG": str(path), "BACK_KEY": INBOUND_KEY}) as (url, _):
         yield url
-
-
-@pytest.fixture
-def up(upstream_url: str) -> Upstream:
-    return Upstream(upstream_url).reset()
 
 
 @pytest.fixture

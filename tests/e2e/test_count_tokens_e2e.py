@@ -53,23 +53,12 @@ api = {{ model = "gpt-model", base_url = "{upstream_url}/v1" }}
 
 
 @pytest.fixture(scope="module")
-def upstream_url() -> Iterator[str]:
-    with run_server(["-m", "tests.scripted_upstream"]) as (url, _):
-        yield url
-
-
-@pytest.fixture(scope="module")
 def app_url(upstream_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     path = tmp_path_factory.mktemp("count") / "count.toml"
     path.write_text(config_toml(upstream_url))
     env = {"ADAPTER_CRITIC_CONFIG": str(path), "INBOUND_KEYS": INBOUND_KEY, "CLAUDE_KEY": CLAUDE_KEY}
     with run_server(UVICORN, env=env) as (url, _):
         yield url
-
-
-@pytest.fixture
-def up(upstream_url: str) -> Upstream:
-    return Upstream(upstream_url).reset()
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from adapter_critic.version import USER_AGENT
 
 from ..conftest import RemoteUpstream as Upstream
 from ..conftest import run_server, sdk, stop_server
+from ..helpers import direct_toml
 
 KEY = "sk-test-e2e"
 UVICORN = ["-m", "uvicorn", "adapter_critic.asgi:app", "--log-level", "warning"]
@@ -56,12 +57,6 @@ api = {{ model = "local-model", base_url = "{local}", api_key_env = "E2E_LOCAL_K
 
 
 @pytest.fixture(scope="module")
-def upstream_url() -> Iterator[str]:
-    with run_server(["-m", "tests.scripted_upstream"]) as (url, _):
-        yield url
-
-
-@pytest.fixture(scope="module")
 def config_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("e2e")
 
@@ -85,11 +80,6 @@ def impatient_app_url(upstream_url: str, config_dir: Path) -> Iterator[str]:
     """A second app whose upstream timeout is tiny, so only the timeout test waits on it."""
     with start_app(upstream_url, config_dir, "impatient", timeout_seconds=0.2) as (url, _):
         yield url
-
-
-@pytest.fixture
-def up(upstream_url: str) -> Upstream:
-    return Upstream(upstream_url).reset()
 
 
 @pytest.fixture
@@ -378,13 +368,7 @@ def test_without_config_the_demo_is_served(monkeypatch: pytest.MonkeyPatch) -> N
 
 def test_relative_base_url_refuses_to_start(tmp_path: Path) -> None:
     path = tmp_path / "relative.toml"
-    path.write_text(
-        """
-[served_models.x]
-mode = "direct"
-api = { model = "m", base_url = "/v1" }
-"""
-    )
+    path.write_text(direct_toml("/v1", name="x", model="m"))
     with run_server(UVICORN, env={"ADAPTER_CRITIC_CONFIG": str(path)}) as (_, proc):
         returncode = proc.wait(timeout=10)
         stderr = stop_server(proc)

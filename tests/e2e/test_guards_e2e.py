@@ -17,6 +17,7 @@ import openai
 import pytest
 
 from ..conftest import run_server
+from ..helpers import direct_toml
 from ..upstream.test_encoding import LIMIT, RawUpstream, nested_gzip_bomb
 
 pytestmark = pytest.mark.anyio
@@ -40,10 +41,7 @@ retries = 0
 max_upstream_response_bytes = {LIMIT}
 allowed_override_base_urls = ["*"]
 {settings}
-[served_models.m]
-mode = "direct"
-api = {{ model = "api-model", base_url = "{upstream_url}" }}
-"""
+{direct_toml(upstream_url, model="api-model")}"""
     )
     async with listener, anyio.create_task_group() as tg:
         tg.start_soon(listener.serve, upstream.handle)

@@ -35,20 +35,9 @@ CALL = {"id": "call_w1", "type": "function", "function": {"name": "get_weather",
 
 
 @pytest.fixture(scope="module")
-def upstream_url() -> Iterator[str]:
-    with run_server(["-m", "tests.scripted_upstream"]) as (url, _):
-        yield url
-
-
-@pytest.fixture(scope="module")
 def app_url(upstream_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with start_app(upstream_url, tmp_path_factory.mktemp("responses"), "responses") as (url, _):
         yield url
-
-
-@pytest.fixture
-def up(upstream_url: str) -> Upstream:
-    return Upstream(upstream_url).reset()
 
 
 @pytest.fixture

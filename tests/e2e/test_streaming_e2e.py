@@ -19,6 +19,7 @@ from openai.types.chat import ChatCompletionChunk
 
 from ..conftest import RemoteUpstream as Upstream
 from ..conftest import run_server, sdk
+from ..helpers import served_toml
 
 UVICORN = ["-m", "uvicorn", "adapter_critic.asgi:app", "--log-level", "warning"]
 MESSAGES: list[Any] = [{"role": "user", "content": "Where is the Eiffel Tower?"}]
@@ -49,26 +50,7 @@ timeout_seconds = 10
 keepalive_seconds = {KEEPALIVE_SECONDS}
 retries = 0  # a failure scripted here is meant to reach the client
 
-[served_models.s-direct]
-mode = "direct"
-api = {{ model = "api-model", base_url = "{up}" }}
-
-[served_models.s-adapter]
-mode = "adapter"
-api = {{ model = "api-model", base_url = "{up}" }}
-adapter = {{ model = "adapter-model", base_url = "{up}" }}
-
-[served_models.s-critic]
-mode = "critic"
-api = {{ model = "api-model", base_url = "{up}" }}
-critic = {{ model = "critic-model", base_url = "{up}" }}
-"""
-
-
-@pytest.fixture(scope="module")
-def upstream_url() -> Iterator[str]:
-    with run_server(["-m", "tests.scripted_upstream"]) as (url, _):
-        yield url
+{served_toml(up, "s")}"""
 
 
 @pytest.fixture(scope="module")
@@ -77,11 +59,6 @@ def app_url(upstream_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
     path.write_text(config_toml(upstream_url))
     with run_server(UVICORN, env={"ADAPTER_CRITIC_CONFIG": str(path)}) as (url, _):
         yield url
-
-
-@pytest.fixture
-def up(upstream_url: str) -> Upstream:
-    return Upstream(upstream_url).reset()
 
 
 @pytest.fixture

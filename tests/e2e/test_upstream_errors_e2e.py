@@ -15,7 +15,7 @@ import pytest
 from openai import OpenAI
 
 from ..conftest import RemoteUpstream as Upstream
-from ..conftest import run_server, sdk
+from ..conftest import sdk
 from .test_e2e import start_app
 
 QUESTION: list[Any] = [{"role": "user", "content": "Where is the Eiffel Tower?"}]
@@ -27,20 +27,9 @@ Call = Callable[[str, bool], None]
 
 
 @pytest.fixture(scope="module")
-def upstream_url() -> Iterator[str]:
-    with run_server(["-m", "tests.scripted_upstream"]) as (url, _):
-        yield url
-
-
-@pytest.fixture(scope="module")
 def app_url(upstream_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with start_app(upstream_url, tmp_path_factory.mktemp("errors"), "errors") as (url, _):
         yield url
-
-
-@pytest.fixture
-def up(upstream_url: str) -> Upstream:
-    return Upstream(upstream_url).reset()
 
 
 def chat(app_url: str) -> Call:

@@ -52,13 +52,12 @@ candidate_options = {{ temperature = 0.8 }}
 
 
 @pytest.fixture(scope="module")
-def urls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    with run_server(["-m", "tests.scripted_upstream"]) as (upstream_url, _):
-        path: Path = tmp_path_factory.mktemp("workflows") / "config.toml"
-        path.write_text(config_toml(upstream_url))
-        env = {"ADAPTER_CRITIC_CONFIG": str(path), "UP_KEY": "sk-e2e-workflows"}
-        with run_server(UVICORN, env=env) as (app_url, _):
-            yield upstream_url, app_url
+def urls(tmp_path_factory: pytest.TempPathFactory, upstream_url: str) -> Iterator[tuple[str, str]]:
+    path: Path = tmp_path_factory.mktemp("workflows") / "config.toml"
+    path.write_text(config_toml(upstream_url))
+    env = {"ADAPTER_CRITIC_CONFIG": str(path), "UP_KEY": "sk-e2e-workflows"}
+    with run_server(UVICORN, env=env) as (app_url, _):
+        yield upstream_url, app_url
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from adapter_critic import ConfigError, create_app
 from adapter_critic.http.app import create_standalone_app
 
 from ..conftest import UPSTREAM_URL, AppFactory, asgi_client, chat, make_config
-from ..helpers import envelope
+from ..helpers import direct_toml, envelope
 from ..scripted_upstream import Reply, ScriptedUpstream
 
 pytestmark = pytest.mark.anyio
@@ -193,7 +193,7 @@ async def test_create_app_with_a_config_file_path(
 
 def test_create_app_refuses_relative_base_url(tmp_path: Path) -> None:
     path = tmp_path / "relative.toml"
-    path.write_text('[served_models.x]\nmode = "direct"\napi = { model = "m", base_url = "/v1" }\n')
+    path.write_text(direct_toml("/v1", name="x", model="m"))
     with pytest.raises(ConfigError) as info:
         create_app(path)
     message = str(info.value)
@@ -230,7 +230,7 @@ async def test_only_the_standalone_server_tunes_the_garbage_collector(
     async with asgi_client(create_standalone_app(make_config())):
         assert gc.get_threshold() == (700, 10, 10) and gc.get_freeze_count() == 0  # the app alone: still a host's
     path = tmp_path / "standalone.toml"
-    path.write_text(f'[served_models.m]\nmode = "direct"\napi = {{ model = "x", base_url = "{UPSTREAM_URL}" }}\n')
+    path.write_text(direct_toml(UPSTREAM_URL))
     monkeypatch.setenv("ADAPTER_CRITIC_CONFIG", str(path))
     async with asgi_client(standalone_app()):  # `uvicorn adapter_critic.asgi:app`
         assert gc.get_threshold()[0] == 10_000

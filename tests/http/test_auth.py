@@ -16,8 +16,8 @@ from starlette.routing import Mount
 from adapter_critic import AdapterCriticMiddleware, Config, create_app
 from adapter_critic.http.auth import InboundAuth
 
-from ..conftest import INBOUND, KEYS_ENV, ROTATED, SERVER_KEY, AppFactory, asgi_client, chat, make_config
-from ..helpers import envelope
+from ..conftest import INBOUND, KEYS_ENV, ROTATED, SERVER_KEY, UPSTREAM_URL, AppFactory, asgi_client, chat, make_config
+from ..helpers import direct_toml, envelope
 from ..middleware_app import LocalModel, local_config
 from ..scripted_upstream import ScriptedUpstream
 
@@ -138,10 +138,7 @@ async def test_standalone_app_needs_the_key_outside_v1_too(tmp_path: Path, monke
     from adapter_critic.asgi import standalone_app
 
     path = tmp_path / "auth.toml"
-    path.write_text(
-        f'auth_api_keys_env = "{KEYS_ENV}"\n'
-        '[served_models.m]\nmode = "direct"\napi = { model = "x", base_url = "http://upstream.test/v1" }\n'
-    )
+    path.write_text(f'auth_api_keys_env = "{KEYS_ENV}"\n' + direct_toml(UPSTREAM_URL))
     monkeypatch.setenv("ADAPTER_CRITIC_CONFIG", str(path))
     key = {"authorization": f"Bearer {INBOUND}"}
     async with asgi_client(standalone_app()) as client:

@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from ..conftest import run_server
+from ..helpers import direct_toml
 
 UVICORN = ["-m", "uvicorn", "adapter_critic.asgi:app", "--log-level", "warning"]
 
@@ -19,10 +20,7 @@ UVICORN = ["-m", "uvicorn", "adapter_critic.asgi:app", "--log-level", "warning"]
 @pytest.fixture(scope="module")
 def small_limit_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     path = tmp_path_factory.mktemp("limits") / "limits.toml"
-    path.write_text(
-        "max_body_bytes = 4096\n"
-        '[served_models.m]\nmode = "direct"\napi = { model = "x", base_url = "http://127.0.0.1:9/v1" }\n'
-    )
+    path.write_text("max_body_bytes = 4096\n" + direct_toml("http://127.0.0.1:9/v1"))
     with run_server(UVICORN, env={"ADAPTER_CRITIC_CONFIG": str(path)}) as (url, _):
         yield url
 

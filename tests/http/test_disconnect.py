@@ -13,7 +13,7 @@ import json
 import logging
 import re
 import socket
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ from adapter_critic import create_app
 from adapter_critic.http import disconnect as _disconnect
 
 from ..conftest import RemoteUpstream, chat, make_config, run_server, sdk, stop_server
-from ..helpers import raw_post
+from ..helpers import raw_post, served_toml
 from ..scripted_upstream import Reply, ScriptedUpstream
 
 pytestmark = pytest.mark.anyio
@@ -174,21 +174,7 @@ def config_toml(upstream_url: str) -> str:
     return f"""
 retries = 0
 
-[served_models.hc-direct]
-mode = "direct"
-api = {{ model = "api-model", base_url = "{up}" }}
-
-[served_models.hc-critic]
-mode = "critic"
-api = {{ model = "api-model", base_url = "{up}" }}
-critic = {{ model = "critic-model", base_url = "{up}" }}
-"""
-
-
-@pytest.fixture(scope="module")
-def upstream_url() -> Iterator[str]:
-    with run_server(["-m", "tests.scripted_upstream"]) as (url, _):
-        yield url
+{served_toml(up, "hc", ("direct", "critic"))}"""
 
 
 def half_close(url: str, body: dict[str, Any]) -> None:

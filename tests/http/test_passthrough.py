@@ -121,17 +121,16 @@ async def test_an_unreachable_passthrough_is_a_502_envelope() -> None:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, RemoteUpstream]]:
-    with run_server(["-m", "tests.scripted_upstream"]) as (upstream_url, _):
-        path: Path = tmp_path_factory.mktemp("passthrough") / "config.toml"
-        api = f'{{ model = "api-model", base_url = "{upstream_url}/v1" }}'
-        path.write_text(
-            f'[passthrough]\nmodel = "-"\nbase_url = "{upstream_url}/v1"\napi_key_env = "PASS_KEY"\n'
-            f'[served_models.sidecar-critic]\nmode = "critic"\napi = {api}\n'
-        )
-        env = {"ADAPTER_CRITIC_CONFIG": str(path), "PASS_KEY": PASS_KEY}
-        with run_server(["-m", "uvicorn", "adapter_critic.asgi:app", "--log-level", "warning"], env) as (url, _):
-            yield url, RemoteUpstream(upstream_url)
+def served(tmp_path_factory: pytest.TempPathFactory, upstream_url: str) -> Iterator[tuple[str, RemoteUpstream]]:
+    path: Path = tmp_path_factory.mktemp("passthrough") / "config.toml"
+    api = f'{{ model = "api-model", base_url = "{upstream_url}/v1" }}'
+    path.write_text(
+        f'[passthrough]\nmodel = "-"\nbase_url = "{upstream_url}/v1"\napi_key_env = "PASS_KEY"\n'
+        f'[served_models.sidecar-critic]\nmode = "critic"\napi = {api}\n'
+    )
+    env = {"ADAPTER_CRITIC_CONFIG": str(path), "PASS_KEY": PASS_KEY}
+    with run_server(["-m", "uvicorn", "adapter_critic.asgi:app", "--log-level", "warning"], env) as (url, _):
+        yield url, RemoteUpstream(upstream_url)
 
 
 def test_the_sdk_uses_the_sidecar_as_its_only_base_url(served: tuple[str, RemoteUpstream]) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from adapter_critic.observe.targets import TargetName, target_name
 from adapter_critic.store import open_store
 
 from ..conftest import AppFactory, RemoteUpstream, asgi_client, chat, make_config, run_server, sdk
+from ..helpers import served_toml
 from ..scripted_upstream import ScriptedUpstream
 
 UVICORN = ["-m", "uvicorn", "adapter_critic.asgi:app", "--log-level", "warning"]
@@ -59,26 +59,12 @@ def config_toml(upstream_url: str, extra: str = "") -> str:
 retries = 1
 retry_backoff_seconds = 0
 {extra}
-[served_models.m-direct]
-mode = "direct"
-api = {{ model = "api-model", base_url = "{up}" }}
-
-[served_models.m-adapter]
-mode = "adapter"
-api = {{ model = "api-model", base_url = "{up}" }}
-adapter = {{ model = "adapter-model", base_url = "{up}" }}
-
-[served_models.m-critic]
-mode = "critic"
-api = {{ model = "api-model", base_url = "{up}" }}
-critic = {{ model = "critic-model", base_url = "{up}" }}
-"""
+{served_toml(up, "m")}"""
 
 
 @pytest.fixture(scope="module")
-def remote_upstream() -> Iterator[RemoteUpstream]:
-    with run_server(["-m", "tests.scripted_upstream"]) as (url, _):
-        yield RemoteUpstream(url)
+def remote_upstream(upstream_url: str) -> RemoteUpstream:
+    return RemoteUpstream(upstream_url)
 
 
 def start(upstream: RemoteUpstream, directory: Path, *args: str, extra: str = "") -> Any:

@@ -21,9 +21,8 @@ KEY = "viewer-browser-key"
 
 
 @pytest.fixture(scope="module")
-def scripted() -> Iterator[str]:
-    with run_server(["-m", "tests.scripted_upstream"]) as (url, _):
-        yield url
+def scripted(upstream_url: str) -> str:
+    return upstream_url
 
 
 @pytest.fixture(scope="module")

@@ -67,22 +67,23 @@ def plugin_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def served(plugin_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, RemoteUpstream]]:
-    with run_server(["-m", "tests.scripted_upstream"]) as (upstream_url, _):
-        config = tmp_path_factory.mktemp("config") / "rewrite.toml"
-        config.write_text(
-            textwrap.dedent(f"""\
-                retries = 0
-                [served_models.tidy]
-                mode = "rewrite"
-                tone = "plain"
-                api = {{ model = "api-model", base_url = "{upstream_url}/v1" }}
-                rewriter = {{ model = "rewriter-model", base_url = "{upstream_url}/v1" }}
-            """)
-        )
-        env = {"ADAPTER_CRITIC_CONFIG": str(config), "PYTHONPATH": str(plugin_path)}
-        with run_server(["-m", "uvicorn", "adapter_critic.asgi:app", "--log-level", "warning"], env) as (url, _):
-            yield url, RemoteUpstream(upstream_url)
+def served(
+    plugin_path: Path, tmp_path_factory: pytest.TempPathFactory, upstream_url: str
+) -> Iterator[tuple[str, RemoteUpstream]]:
+    config = tmp_path_factory.mktemp("config") / "rewrite.toml"
+    config.write_text(
+        textwrap.dedent(f"""\
+            retries = 0
+            [served_models.tidy]
+            mode = "rewrite"
+            tone = "plain"
+            api = {{ model = "api-model", base_url = "{upstream_url}/v1" }}
+            rewriter = {{ model = "rewriter-model", base_url = "{upstream_url}/v1" }}
+        """)
+    )
+    env = {"ADAPTER_CRITIC_CONFIG": str(config), "PYTHONPATH": str(plugin_path)}
+    with run_server(["-m", "uvicorn", "adapter_critic.asgi:app", "--log-level", "warning"], env) as (url, _):
+        yield url, RemoteUpstream(upstream_url)
 
 
 @pytest.fixture

@@ -55,17 +55,18 @@ def test_the_installed_plugin_is_listed_with_the_built_in_modes(plugin_path: Pat
 
 
 @pytest.fixture(scope="module")
-def served(plugin_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, RemoteUpstream]]:
-    with run_server(["-m", "tests.scripted_upstream"]) as (upstream_url, _):
-        config = tmp_path_factory.mktemp("config") / "plugin.toml"
-        api = f'{{ model = "api-model", base_url = "{upstream_url}/v1" }}'
-        config.write_text(
-            f'retries = 0\n[served_models.shouty]\nmode = "uppercase"\napi = {api}\n'
-            f'[served_models.plain]\nmode = "direct"\napi = {api}\n'
-        )
-        env = {"ADAPTER_CRITIC_CONFIG": str(config), "PYTHONPATH": str(plugin_path)}
-        with run_server(["-m", "uvicorn", "adapter_critic.asgi:app", "--log-level", "warning"], env) as (url, _):
-            yield url, RemoteUpstream(upstream_url)
+def served(
+    plugin_path: Path, tmp_path_factory: pytest.TempPathFactory, upstream_url: str
+) -> Iterator[tuple[str, RemoteUpstream]]:
+    config = tmp_path_factory.mktemp("config") / "plugin.toml"
+    api = f'{{ model = "api-model", base_url = "{upstream_url}/v1" }}'
+    config.write_text(
+        f'retries = 0\n[served_models.shouty]\nmode = "uppercase"\napi = {api}\n'
+        f'[served_models.plain]\nmode = "direct"\napi = {api}\n'
+    )
+    env = {"ADAPTER_CRITIC_CONFIG": str(config), "PYTHONPATH": str(plugin_path)}
+    with run_server(["-m", "uvicorn", "adapter_critic.asgi:app", "--log-level", "warning"], env) as (url, _):
+        yield url, RemoteUpstream(upstream_url)
 
 
 @pytest.fixture
