@@ -1,7 +1,8 @@
 """Builders the test files share instead of each keeping a copy: what an upstream answers (`completion`, `usage`,
 `sse`), the error envelope a client reads (`envelope`), deeply nested JSON (`nested`), an adapter's edit blocks
 (`block`), configs (`forwarding_config`; as TOML files, `direct_toml` and `served_toml`), ASGI requests made by
-hand (`post_scope`, `raw_post`), and the app under test against a hand-written upstream (`hostile`).
+hand (`post_scope`, `raw_post`), a request read off a raw socket (`read_request`), and the app under test against
+a hand-written upstream (`hostile`).
 
 `make_config`, the scripted upstream's config, stays in tests/conftest.py with the fixtures; this module holds none.
 """
@@ -14,6 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
 import anyio
+import anyio.abc
 import httpx
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -130,6 +132,20 @@ async def raw_post(app: ASGIApp, body: dict[str, Any], receive_after: Receive, s
 
     with anyio.fail_after(5):  # a hang guard: the app must return
         await app(scope, receive, send)
+
+
+async def read_request(stream: anyio.abc.ByteStream) -> tuple[dict[str, str], bytes]:
+    """One HTTP/1.1 request read off `stream` by a hand-written loopback upstream: its headers (names lower-cased)
+    and its body (as long as its content-length says)."""
+    buffer = b""
+    while b"\r\n\r\n" not in buffer:
+        buffer += await stream.receive()
+    head, _, body = buffer.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+    while len(body) < int(headers.get("content-length", "0")):
+        body += await stream.receive()
+    return headers, body
 
 
 @contextlib.asynccontextmanager

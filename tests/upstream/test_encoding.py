@@ -22,7 +22,7 @@ import pytest
 from adapter_critic import Config, create_app
 
 from ..conftest import asgi_client
-from ..helpers import completion
+from ..helpers import completion, read_request
 
 pytestmark = pytest.mark.anyio
 
@@ -77,16 +77,9 @@ class RawUpstream:
         self.heads: list[dict[str, str]] = []
 
     async def handle(self, stream: anyio.abc.SocketStream) -> None:
-        buffer = b""
         with contextlib.suppress(anyio.EndOfStream, anyio.BrokenResourceError, OSError):
             async with stream:
-                while b"\r\n\r\n" not in buffer:
-                    buffer += await stream.receive()
-                head, _, body = buffer.partition(b"\r\n\r\n")
-                lines = head.decode("latin-1").split("\r\n")
-                headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
-                while len(body) < int(headers.get("content-length", "0")):
-                    body += await stream.receive()
+                headers, body = await read_request(stream)
                 self.heads.append(headers)
                 answer_headers, payload = self.answer(bool(json.loads(body).get("stream")))
                 # No content-length: the body ends when the connection closes, so only its decoded size can stop it.

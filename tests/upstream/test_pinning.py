@@ -27,7 +27,7 @@ from adapter_critic.upstream.pinning import PINNED, HostGuard, pinned_client, sy
 from adapter_critic.upstream.urlguard import IPAddress, address_problem
 
 from ..conftest import UPSTREAM_URL, asgi_client, chat, make_config
-from ..helpers import completion
+from ..helpers import completion, read_request
 from ..scripted_upstream import ScriptedUpstream
 
 pytestmark = pytest.mark.anyio
@@ -159,16 +159,9 @@ class Upstream:
         self.server_names: list[str | None] = []
 
     async def handle(self, stream: anyio.abc.ByteStream) -> None:
-        buffer = b""
         with contextlib.suppress(anyio.EndOfStream, anyio.BrokenResourceError, OSError, ssl.SSLError):
             async with stream:
-                while b"\r\n\r\n" not in buffer:
-                    buffer += await stream.receive()
-                head, _, rest = buffer.partition(b"\r\n\r\n")
-                lines = head.decode("latin-1").split("\r\n")
-                headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
-                while len(rest) < int(headers.get("content-length", "0")):
-                    rest += await stream.receive()
+                headers, _ = await read_request(stream)
                 self.heads.append(headers)
                 payload = json.dumps(COMPLETION).encode()
                 await stream.send(
