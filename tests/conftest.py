@@ -151,6 +151,15 @@ def _close_sdk_clients() -> Iterator[None]:
 # -- real servers in subprocesses ---------------------------------------------------------------
 
 
+UVICORN = [
+    "-m",
+    "uvicorn",
+    "adapter_critic.asgi:app",
+    "--log-level",
+    "warning",
+]  # `run_server(UVICORN)`: the standalone app
+
+
 def listening_socket() -> socket.socket:
     """A socket already listening on loopback: clients may connect before the server process accepts."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

@@ -1,5 +1,5 @@
 """Builders the test files share instead of each keeping a copy: what an upstream answers (`completion`, `usage`,
-`sse`), the error envelope a client reads (`envelope`), deeply nested JSON (`nested`), an adapter's edit blocks
+`sse`), what a client reads (`envelope`, `extension`), deeply nested JSON (`nested`), an adapter's edit blocks
 (`block`), configs (`forwarding_config`; as TOML files, `direct_toml` and `served_toml`), ASGI requests made by
 hand (`post_scope`, `raw_post`), a request read off a raw socket (`read_request`), and the app under test against
 a hand-written upstream (`hostile`).
@@ -88,6 +88,13 @@ def envelope(response: httpx.Response, status: int) -> dict[str, Any]:
     assert set(body) == {"error"} and set(body["error"]) == {"message", "type", "param", "code"}
     error: dict[str, Any] = body["error"]
     return error
+
+
+def extension(response: Any) -> dict[str, Any]:
+    """The `adapter_critic` extension of an answer read with an official SDK (a field the SDK's types do not know)."""
+    assert response.model_extra is not None
+    ext: dict[str, Any] = response.model_extra["adapter_critic"]
+    return ext
 
 
 async def post(client: Any, body: dict[str, Any], status: int = 200) -> dict[str, Any]:

@@ -28,7 +28,6 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp
 
 from adapter_critic import AdapterCriticMiddleware, Config, create_app
 from adapter_critic.config import normalize_url
@@ -415,16 +414,10 @@ FUZZ_CONFIG = make_config(allowed_override_base_urls=["*"], max_messages=4, time
 
 
 @contextlib.asynccontextmanager
-async def app_client(app: ASGIApp) -> AsyncIterator[httpx.AsyncClient]:
-    async with asgi_client(app) as client:
-        yield client
-
-
-@contextlib.asynccontextmanager
 async def fuzzed_app(upstream: Any) -> AsyncIterator[httpx.AsyncClient]:
     async with (
         httpx.AsyncClient(transport=httpx.MockTransport(upstream)) as network,
-        app_client(create_app(FUZZ_CONFIG, http_client=network)) as client,
+        asgi_client(create_app(FUZZ_CONFIG, http_client=network)) as client,
     ):
         yield client
 
@@ -535,7 +528,7 @@ MIDDLEWARE_CONFIG = Config.from_dict(
 
 @given(body=bodies)
 async def test_middleware_never_answers_500_or_hangs(body: bytes) -> None:
-    async with app_client(AdapterCriticMiddleware(local_model(), config=MIDDLEWARE_CONFIG)) as client:
+    async with asgi_client(AdapterCriticMiddleware(local_model(), config=MIDDLEWARE_CONFIG)) as client:
         with anyio.fail_after(20):
             response = await client.post("/v1/chat/completions", content=body)
     if response.headers["content-type"] == "application/json" and response.json() == {"wrapped": True}:

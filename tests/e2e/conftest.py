@@ -10,9 +10,7 @@ import anthropic
 import openai
 import pytest
 
-from ..conftest import RemoteUpstream, run_server, sdk
-
-UVICORN = ["-m", "uvicorn", "adapter_critic.asgi:app", "--log-level", "warning"]
+from ..conftest import UVICORN, RemoteUpstream, run_server, sdk
 
 
 @pytest.fixture(scope="module")

@@ -20,10 +20,9 @@ import httpx
 import openai
 import pytest
 
+from ..conftest import UVICORN, run_server, sdk
 from ..conftest import RemoteUpstream as Upstream
-from ..conftest import run_server, sdk
 
-UVICORN = ["-m", "uvicorn", "adapter_critic.asgi:app", "--log-level", "warning"]
 INBOUND_KEY = "in-key-e2e"
 CLAUDE_KEY = "sk-ant-e2e"
 QUESTION = [{"role": "user", "content": "Where is the Eiffel Tower?"}]

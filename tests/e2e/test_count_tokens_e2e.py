@@ -13,10 +13,9 @@ import anthropic
 import httpx
 import pytest
 
+from ..conftest import UVICORN, run_server, sdk
 from ..conftest import RemoteUpstream as Upstream
-from ..conftest import run_server, sdk
 
-UVICORN = ["-m", "uvicorn", "adapter_critic.asgi:app", "--log-level", "warning"]
 CLAUDE_KEY = "sk-ant-count"
 INBOUND_KEY = "in-key-count"
 QUESTION: list[Any] = [{"role": "user", "content": "Where is the Eiffel Tower?"}]

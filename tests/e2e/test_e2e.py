@@ -18,12 +18,11 @@ from openai import OpenAI
 
 from adapter_critic.version import USER_AGENT
 
+from ..conftest import UVICORN, run_server, sdk, stop_server
 from ..conftest import RemoteUpstream as Upstream
-from ..conftest import run_server, sdk, stop_server
-from ..helpers import direct_toml
+from ..helpers import direct_toml, extension
 
 KEY = "sk-test-e2e"
-UVICORN = ["-m", "uvicorn", "adapter_critic.asgi:app", "--log-level", "warning"]
 MESSAGES: list[Any] = [{"role": "user", "content": "Where is the Eiffel Tower?"}]
 
 
@@ -85,12 +84,6 @@ def impatient_app_url(upstream_url: str, config_dir: Path) -> Iterator[str]:
 @pytest.fixture
 def client(app_url: str) -> OpenAI:
     return sdk(OpenAI(base_url=f"{app_url}/v1", api_key="x", max_retries=0))
-
-
-def extension(response: Any) -> dict[str, Any]:
-    assert response.model_extra is not None
-    ext: dict[str, Any] = response.model_extra["adapter_critic"]
-    return ext
 
 
 # -- the three modes -------------------------------------------------------------------------------

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
-import httpx
 import openai
 import pytest
-from starlette.types import ASGIApp
 
 from adapter_critic import load_config
 
@@ -69,18 +66,12 @@ def load_example(name: str) -> ModuleType:
     return module
 
 
-@contextlib.asynccontextmanager
-async def serving(app: ASGIApp) -> AsyncIterator[httpx.AsyncClient]:
-    async with asgi_client(app) as client:
-        yield client
-
-
 @pytest.mark.anyio
 async def test_fastapi_example_serves_the_api_under_v1(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ADAPTER_CRITIC_CONFIG", raising=False)  # the default: vllm.toml next to the example
     module = load_example("fastapi_mount")
     service = module.chat.state.adapter_critic
-    async with serving(module.app) as client:
+    async with asgi_client(module.app) as client:
         assert service.upstream.is_open  # the parent's lifespan entered the mounted app's
         health = await client.get("/v1/health")
         models = await client.get("/v1/models")
@@ -96,7 +87,7 @@ async def test_fastapi_example_serves_the_api_under_v1(monkeypatch: pytest.Monke
 async def test_fastapi_example_reads_its_config_from_the_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ADAPTER_CRITIC_CONFIG", str(EXAMPLES / "ollama.toml"))
     module = load_example("fastapi_mount")
-    async with serving(module.app) as client:
+    async with asgi_client(module.app) as client:
         models = await client.get("/v1/models")
     assert [m["id"] for m in models.json()["data"]] == ["llama", "llama-adapter", "llama-critic"]
 
@@ -108,7 +99,7 @@ def chat(model: str, content: str = "hi") -> dict[str, object]:
 @pytest.mark.anyio
 async def test_middleware_example_runs_every_mode_in_process() -> None:
     module = load_example("middleware_wrap")
-    async with serving(module.app) as client:
+    async with asgi_client(module.app) as client:
         direct = await client.post("/v1/chat/completions", json=chat("toy-direct"))
         adapter = await client.post("/v1/chat/completions", json=chat("toy-adapter"))
         critic = await client.post("/v1/chat/completions", json=chat("toy-critic-loop"))
@@ -134,7 +125,7 @@ async def test_middleware_example_runs_every_mode_in_process() -> None:
 @pytest.mark.anyio
 async def test_middleware_example_passes_other_models_to_the_wrapped_server() -> None:
     module = load_example("middleware_wrap")
-    async with serving(module.app) as client:
+    async with asgi_client(module.app) as client:
         echo = await client.post("/v1/chat/completions", json=chat("echo", "straight through"))
     assert echo.status_code == 200, echo.text
     assert echo.json()["model"] == "echo"

@@ -16,13 +16,11 @@ import anyio.abc
 import openai
 import pytest
 
-from ..conftest import run_server
+from ..conftest import UVICORN, run_server
 from ..helpers import direct_toml
 from ..upstream.test_encoding import LIMIT, RawUpstream, nested_gzip_bomb
 
 pytestmark = pytest.mark.anyio
-
-UVICORN = ["-m", "uvicorn", "adapter_critic.asgi:app", "--log-level", "warning"]
 
 
 def bomb(streamed: bool) -> tuple[dict[str, str], bytes]:

@@ -20,8 +20,9 @@ from openai.types.responses import (
     ResponseTextDeltaEvent,
 )
 
+from ..conftest import UVICORN, run_server, sdk
 from ..conftest import RemoteUpstream as Upstream
-from ..conftest import run_server, sdk
+from ..helpers import extension
 from .test_e2e import start_app
 
 MODELS = ["e2e-direct", "e2e-critic"]
@@ -54,12 +55,6 @@ def script(up: Upstream, model: str, *final: dict[str, Any]) -> None:
             replies.append({"content": "Be exact.", "model": "critic-model"})
         replies.append({**reply, "model": "api-model"})
     up.script(*replies)
-
-
-def extension(response: Any) -> dict[str, Any]:
-    extra = response.model_extra or {}
-    ext: dict[str, Any] = extra["adapter_critic"]
-    return ext
 
 
 @pytest.mark.parametrize("model", MODELS)
@@ -149,7 +144,7 @@ def test_the_standalone_server_serves_it_under_v1_only(app_url: str, up: Upstrea
 
 def test_the_readme_example_against_the_demo() -> None:
     env = {"ADAPTER_CRITIC_CONFIG": ""}
-    with run_server(["-m", "uvicorn", "adapter_critic.asgi:app", "--log-level", "warning"], env) as (url, _):
+    with run_server(UVICORN, env) as (url, _):
         client = sdk(OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0))
         response = client.responses.create(model="demo-critic", input="Hello!", instructions="Answer briefly.")
         assert "revised after the demo critic's review" in response.output_text

@@ -17,11 +17,10 @@ import pytest
 from openai import OpenAI
 from openai.types.chat import ChatCompletionChunk
 
+from ..conftest import UVICORN, run_server, sdk
 from ..conftest import RemoteUpstream as Upstream
-from ..conftest import run_server, sdk
 from ..helpers import served_toml
 
-UVICORN = ["-m", "uvicorn", "adapter_critic.asgi:app", "--log-level", "warning"]
 MESSAGES: list[Any] = [{"role": "user", "content": "Where is the Eiffel Tower?"}]
 ANSWER = "The Eiffel Tower is in Paris, France."
 EDIT = "<<<<<<< SEARCH\nin Lyon\n=======\nin Paris\n>>>>>>> REPLACE"

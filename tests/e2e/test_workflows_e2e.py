@@ -14,9 +14,9 @@ import httpx
 import pytest
 from openai import OpenAI
 
-from ..conftest import RemoteUpstream, run_server, sdk
+from ..conftest import UVICORN, RemoteUpstream, run_server, sdk
+from ..helpers import extension
 
-UVICORN = ["-m", "uvicorn", "adapter_critic.asgi:app", "--log-level", "warning"]
 MESSAGES: list[Any] = [{"role": "user", "content": "Name a prime."}]
 
 
@@ -68,12 +68,6 @@ def up(urls: tuple[str, str]) -> RemoteUpstream:
 @pytest.fixture
 def client(urls: tuple[str, str]) -> OpenAI:
     return sdk(OpenAI(base_url=f"{urls[1]}/v1", api_key="x", max_retries=0))
-
-
-def extension(response: Any) -> dict[str, Any]:
-    assert response.model_extra is not None
-    ext: dict[str, Any] = response.model_extra["adapter_critic"]
-    return ext
 
 
 def streamed(client: OpenAI, model: str) -> tuple[str, dict[str, Any]]:

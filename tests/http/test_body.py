@@ -11,10 +11,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from ..conftest import run_server
+from ..conftest import UVICORN, run_server
 from ..helpers import direct_toml
-
-UVICORN = ["-m", "uvicorn", "adapter_critic.asgi:app", "--log-level", "warning"]
 
 
 @pytest.fixture(scope="module")

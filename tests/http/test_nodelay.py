@@ -19,7 +19,7 @@ import pytest
 
 from adapter_critic.http.nodelay import install
 
-from ..conftest import run_server
+from ..conftest import UVICORN, run_server
 
 SYS_PIDFD_OPEN = 434
 SYS_PIDFD_GETFD = 438
@@ -52,7 +52,7 @@ def server_end(pid: int, client: socket.socket) -> socket.socket:
 @contextlib.contextmanager
 def connected(extra: list[str]) -> Iterator[tuple[socket.socket, socket.socket]]:
     """A standalone server (`--fd`), and a connection to it that has been answered: (client end, server end)."""
-    with run_server(["-m", "uvicorn", "adapter_critic.asgi:app", "--log-level", "warning", *extra]) as (url, proc):
+    with run_server([*UVICORN, *extra]) as (url, proc):
         host, port = url.removeprefix("http://").split(":")
         connection = http.client.HTTPConnection(host, int(port), timeout=30)
         try:

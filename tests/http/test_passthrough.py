@@ -12,7 +12,7 @@ import pytest
 
 from adapter_critic import create_app
 
-from ..conftest import UPSTREAM_URL, AppFactory, RemoteUpstream, asgi_client, make_config, run_server, sdk
+from ..conftest import UPSTREAM_URL, UVICORN, AppFactory, RemoteUpstream, asgi_client, make_config, run_server, sdk
 from ..scripted_upstream import ScriptedUpstream
 
 pytestmark = pytest.mark.anyio
@@ -129,7 +129,7 @@ def served(tmp_path_factory: pytest.TempPathFactory, upstream_url: str) -> Itera
         f'[served_models.sidecar-critic]\nmode = "critic"\napi = {api}\n'
     )
     env = {"ADAPTER_CRITIC_CONFIG": str(path), "PASS_KEY": PASS_KEY}
-    with run_server(["-m", "uvicorn", "adapter_critic.asgi:app", "--log-level", "warning"], env) as (url, _):
+    with run_server(UVICORN, env) as (url, _):
         yield url, RemoteUpstream(upstream_url)
 
 

@@ -24,11 +24,10 @@ from adapter_critic.observe.metrics import MAX_TARGET_MODELS, Metrics
 from adapter_critic.observe.targets import TargetName, target_name
 from adapter_critic.store import open_store
 
-from ..conftest import AppFactory, RemoteUpstream, asgi_client, chat, make_config, run_server, sdk
+from ..conftest import UVICORN, AppFactory, RemoteUpstream, asgi_client, chat, make_config, run_server, sdk
 from ..helpers import served_toml
 from ..scripted_upstream import ScriptedUpstream
 
-UVICORN = ["-m", "uvicorn", "adapter_critic.asgi:app", "--log-level", "warning"]
 MESSAGES: list[Any] = [{"role": "user", "content": "Where is the Eiffel Tower?"}]
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]

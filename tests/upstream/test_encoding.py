@@ -12,7 +12,6 @@ import json
 import tracemalloc
 import zlib
 from collections.abc import AsyncIterator, Callable
-from typing import Any
 
 import anyio
 import anyio.abc
@@ -21,7 +20,7 @@ import pytest
 
 from adapter_critic import Config, create_app
 
-from ..conftest import asgi_client
+from ..conftest import asgi_client, chat
 from ..helpers import completion, read_request
 
 pytestmark = pytest.mark.anyio
@@ -60,10 +59,6 @@ def config_for(url: str) -> Config:
             "served_models": {"m": {"mode": "direct", "api": {"model": "api-model", "base_url": url}}},
         }
     )
-
-
-def chat(**extra: Any) -> dict[str, Any]:
-    return {"model": "m", "messages": [{"role": "user", "content": "Hello"}], **extra}
 
 
 # -- a loopback upstream answering fixed bytes ------------------------------------------------------------------------
@@ -120,7 +115,7 @@ async def test_upstreams_are_asked_for_gzip_or_identity_only_and_gzip_is_decoded
     transport_kind: str, stream: bool
 ) -> None:
     async with app_over(gzipped) as (client, upstream):
-        response = await client.post("/chat/completions", json=chat(stream=stream))
+        response = await client.post("/chat/completions", json=chat("m", stream=stream))
     assert response.status_code == 200, response.text
     assert text_of(response) == "inflated"
     assert [head["accept-encoding"] for head in upstream.heads] == ["gzip, identity"]
@@ -153,7 +148,7 @@ async def test_a_gzip_bomb_stops_at_the_limit_with_memory_flat(transport_kind: s
     async with app_over(bomb) as (client, _):
         tracemalloc.start()
         try:
-            response = await client.post("/chat/completions", json=chat(stream=stream))
+            response = await client.post("/chat/completions", json=chat("m", stream=stream))
             _, peak = tracemalloc.get_traced_memory()
         finally:
             tracemalloc.stop()
@@ -195,7 +190,7 @@ _raw = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
 )
 async def test_codings_are_decoded(transport_kind: str, coding: str, body: bytes) -> None:
     async with app_over(answering({"content-encoding": coding}, body)) as (client, _):
-        response = await client.post("/chat/completions", json=chat())
+        response = await client.post("/chat/completions", json=chat("m"))
     assert response.status_code == 200, response.text
     assert text_of(response) == "inflated"
 
@@ -210,7 +205,7 @@ async def test_codings_are_decoded(transport_kind: str, coding: str, body: bytes
 )
 async def test_unasked_or_corrupt_codings_are_a_502(transport_kind: str, coding: str, body: bytes, said: str) -> None:
     async with app_over(answering({"content-encoding": coding}, body)) as (client, _):
-        response = await client.post("/chat/completions", json=chat())
+        response = await client.post("/chat/completions", json=chat("m"))
     assert response.status_code == 502, response.text
     error = response.json()["error"]
     assert error["type"] == "upstream_error" and said in error["message"]

@@ -13,7 +13,6 @@ import json
 import socket
 import struct
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from typing import Any
 
 import anyio
 import anyio.abc
@@ -24,7 +23,7 @@ from asgi_lifespan import LifespanManager
 from adapter_critic import Config, create_app
 from adapter_critic.upstream import transport as _transport
 
-from ..conftest import asgi_client
+from ..conftest import asgi_client, chat
 from ..helpers import completion, usage
 
 pytestmark = pytest.mark.anyio
@@ -398,7 +397,7 @@ async def test_app_decodes_a_gzip_answer_on_either_path(transport_kind: str) -> 
         return True
 
     async with serve(gzipped) as server, app_client(server.url) as client:
-        response = await client.post("/chat/completions", json=chat())
+        response = await client.post("/chat/completions", json=chat("m"))
     assert response.status_code == 200, response.text
     assert response.json()["choices"][0]["message"]["content"] == "hi there"
 
@@ -425,10 +424,6 @@ async def app_client(url: str) -> AsyncIterator[httpx.AsyncClient]:
         yield client
 
 
-def chat(**extra: Any) -> dict[str, Any]:
-    return {"model": "m", "messages": [{"role": "user", "content": "Hello"}], **extra}
-
-
 def assert_error(response: httpx.Response, status: int, code: str | None = None) -> str:
     assert response.status_code == status, response.text
     error = response.json()["error"]
@@ -447,7 +442,7 @@ async def test_app_uses_the_chosen_transport(transport_kind: str) -> None:
 
 async def test_app_answers_through_the_transport(transport_kind: str) -> None:
     async with serve(complete) as server, app_client(server.url) as client:
-        response = await client.post("/chat/completions", json=chat())
+        response = await client.post("/chat/completions", json=chat("m"))
     assert response.status_code == 200, response.text
     assert response.json()["choices"][0]["message"]["content"] == "hi there"
     assert response.json()["usage"]["total_tokens"] == 3
@@ -455,7 +450,7 @@ async def test_app_answers_through_the_transport(transport_kind: str) -> None:
 
 async def test_app_streams_through_the_transport(transport_kind: str) -> None:
     async with serve(complete) as server, app_client(server.url) as client:
-        response = await client.post("/chat/completions", json=chat(stream=True))
+        response = await client.post("/chat/completions", json=chat("m", stream=True))
     assert response.status_code == 200, response.text
     payloads = [line[6:] for line in response.text.splitlines() if line.startswith("data: ")]
     assert payloads[-1] == "[DONE]"
@@ -468,7 +463,7 @@ async def test_app_streams_through_the_transport(transport_kind: str) -> None:
 async def test_app_refused_is_502_in_the_projects_words(transport_kind: str) -> None:
     url = refused_url()
     async with app_client(url) as client:
-        response = await client.post("/chat/completions", json=chat())
+        response = await client.post("/chat/completions", json=chat("m"))
     message = assert_error(response, 502)
     where = httpx.URL(url)
     # The same words over either transport, never the transport library's own (`ssl:default`, `ClientConnectorError`).
@@ -479,26 +474,26 @@ async def test_app_refused_is_502_in_the_projects_words(transport_kind: str) -> 
 async def test_app_connect_timeout_is_504(transport_kind: str) -> None:
     with unaccepted_url() as url:
         async with app_client(url) as client:
-            response = await client.post("/chat/completions", json=chat())
+            response = await client.post("/chat/completions", json=chat("m"))
     assert_error(response, 504, "upstream_timeout")
 
 
 async def test_app_read_timeout_is_504(transport_kind: str) -> None:
     async with serve(wait_for_disconnect) as server, app_client(server.url) as client:
-        response = await client.post("/chat/completions", json=chat())
+        response = await client.post("/chat/completions", json=chat("m"))
     assert_error(response, 504, "upstream_timeout")
 
 
 @pytest.mark.parametrize("behaviour", [hang_up, garbage, reset_mid_body])
 async def test_app_broken_upstream_is_502(transport_kind: str, behaviour: Behaviour) -> None:
     async with serve(behaviour) as server, app_client(server.url) as client:
-        response = await client.post("/chat/completions", json=chat())
+        response = await client.post("/chat/completions", json=chat("m"))
     assert_error(response, 502)
 
 
 async def test_app_reset_mid_stream_ends_the_stream_with_an_error(transport_kind: str) -> None:
     async with serve(reset_mid_stream) as server, app_client(server.url) as client:
-        response = await client.post("/chat/completions", json=chat(stream=True))
+        response = await client.post("/chat/completions", json=chat("m", stream=True))
     assert response.status_code == 200
     payloads = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: {")]
     assert "[DONE]" not in response.text
@@ -509,7 +504,7 @@ async def test_app_reset_mid_stream_ends_the_stream_with_an_error(transport_kind
 async def test_app_cancelled_request_closes_the_upstream_connection(transport_kind: str) -> None:
     async with serve(wait_for_disconnect) as server, app_client(server.url) as client:
         with anyio.move_on_after(0.2) as scope:
-            await client.post("/chat/completions", json=chat())
+            await client.post("/chat/completions", json=chat("m"))
         assert scope.cancelled_caught
         with anyio.fail_after(2):
             await server.disconnected.wait()

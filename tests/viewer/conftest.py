@@ -19,14 +19,13 @@ import pytest
 from openai import OpenAI
 from playwright.sync_api import Browser, ConsoleMessage, Locator, Page, expect, sync_playwright
 
-from ..conftest import run_server, sdk
+from ..conftest import UVICORN, run_server, sdk
 
 ROOT = Path(__file__).parents[2]
 # Screenshots of every browser test, for a person (or a CI job's artifacts) to look at; ignored by git.
 ARTIFACTS = Path(os.environ.get("ADAPTER_CRITIC_TEST_ARTIFACTS", ROOT / "test-artifacts")) / "viewer"
 # How long a wait on the page may take before it fails: generous, for a loaded machine (a bound, not a sleep).
 expect.set_options(timeout=20_000)
-UVICORN = ["-m", "uvicorn", "adapter_critic.asgi:app", "--log-level", "warning"]
 CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 
 

@@ -14,8 +14,8 @@ import pytest
 from openai import OpenAI
 from playwright.sync_api import Page, expect
 
-from ..conftest import RemoteUpstream, run_server, sdk
-from .conftest import UVICORN, ask, row, screenshot, wait_ready
+from ..conftest import UVICORN, RemoteUpstream, run_server, sdk
+from .conftest import ask, row, screenshot, wait_ready
 
 KEY = "viewer-browser-key"
 

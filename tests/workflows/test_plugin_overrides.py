@@ -15,7 +15,7 @@ from typing import Any
 import openai
 import pytest
 
-from ..conftest import RemoteUpstream, run_server, sdk
+from ..conftest import UVICORN, RemoteUpstream, run_server, sdk
 
 PLUGIN = '''
 from typing import Annotated
@@ -82,7 +82,7 @@ def served(
         """)
     )
     env = {"ADAPTER_CRITIC_CONFIG": str(config), "PYTHONPATH": str(plugin_path)}
-    with run_server(["-m", "uvicorn", "adapter_critic.asgi:app", "--log-level", "warning"], env) as (url, _):
+    with run_server(UVICORN, env) as (url, _):
         yield url, RemoteUpstream(upstream_url)
 
 

@@ -16,7 +16,7 @@ import pytest
 from adapter_critic import Config, ConfigError
 from adapter_critic.workflows import registry
 
-from ..conftest import RemoteUpstream, run_server, sdk
+from ..conftest import UVICORN, RemoteUpstream, run_server, sdk
 
 PLUGIN = Path(__file__).parents[2] / "examples" / "workflow_plugin"
 
@@ -65,7 +65,7 @@ def served(
         f'[served_models.plain]\nmode = "direct"\napi = {api}\n'
     )
     env = {"ADAPTER_CRITIC_CONFIG": str(config), "PYTHONPATH": str(plugin_path)}
-    with run_server(["-m", "uvicorn", "adapter_critic.asgi:app", "--log-level", "warning"], env) as (url, _):
+    with run_server(UVICORN, env) as (url, _):
         yield url, RemoteUpstream(upstream_url)
 
 
