@@ -1,8 +1,8 @@
 """Builders the test files share instead of each keeping a copy: what an upstream answers (`completion`, `usage`,
 `sse`), what a client reads (`envelope`, `extension`), deeply nested JSON (`nested`), an adapter's edit blocks
-(`block`), configs (`forwarding_config`; as TOML files, `direct_toml` and `served_toml`), ASGI requests made by
-hand (`post_scope`, `raw_post`), a request read off a raw socket (`read_request`), and the app under test against
-a hand-written upstream (`hostile`).
+(`block`), configs (`target`, `forwarding_config`; as TOML files, `direct_toml` and `served_toml`), ASGI requests
+made by hand (`post_scope`, `raw_post`), a request read off a raw socket (`read_request`), and the app under test
+against a hand-written upstream (`hostile`).
 
 `make_config`, the scripted upstream's config, stays in tests/conftest.py with the fixtures; this module holds none.
 """
@@ -167,6 +167,11 @@ async def hostile(config: Config, handler: Handler) -> AsyncIterator[httpx.Async
 
 
 # -- configs -----------------------------------------------------------------------------------------------------------
+
+
+def target(model: str, base_url: str = UPSTREAM_URL, **extra: Any) -> dict[str, Any]:
+    """A stage's target in a config: `model` at `base_url` (the scripted upstream unless given)."""
+    return {"model": model, "base_url": base_url, **extra}
 
 
 def forwarding_config(**api: Any) -> Config:

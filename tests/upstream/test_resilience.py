@@ -35,7 +35,7 @@ from adapter_critic.upstream.retry import Sleep
 from adapter_critic.upstream.transport import AiohttpTransport
 
 from ..conftest import OTHER_URL, UPSTREAM_URL, asgi_client, chat, make_config
-from ..helpers import envelope
+from ..helpers import envelope, target
 from ..scripted_upstream import Reply, ScriptedUpstream
 
 pytestmark = pytest.mark.anyio
@@ -59,10 +59,6 @@ def config(served_models: dict[str, Any] | None = None, **top: Any) -> Config:
     if served_models is not None:
         settings["served_models"] = served_models
     return make_config(**settings)
-
-
-def target(model: str, base_url: str = UPSTREAM_URL, **extra: Any) -> dict[str, Any]:
-    return {"model": model, "base_url": base_url, **extra}
 
 
 def fallback_models(**api_extra: Any) -> dict[str, Any]:

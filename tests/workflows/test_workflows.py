@@ -16,7 +16,7 @@ from adapter_critic.workflows.edits import MAX_EDIT_BLOCKS
 from adapter_critic.workflows.prompts import DEFAULT_ADAPTER_SYSTEM_PROMPT, DEFAULT_CRITIC_SYSTEM_PROMPT
 
 from ..conftest import OTHER_URL, UPSTREAM_URL, AppFactory, chat, make_config
-from ..helpers import block, post, usage
+from ..helpers import block, post, target, usage
 from ..scripted_upstream import Call, Reply, ScriptedUpstream
 
 pytestmark = pytest.mark.anyio
@@ -61,10 +61,6 @@ def _keys(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
     monkeypatch.setenv("ADAPTER_KEY", ADAPTER_KEY)
     monkeypatch.setenv("CRITIC_KEY", CRITIC_KEY)
-
-
-def target(model: str, base_url: str = UPSTREAM_URL, **extra: Any) -> dict[str, Any]:
-    return {"model": model, "base_url": base_url, **extra}
 
 
 def message(data: dict[str, Any]) -> dict[str, Any]:
