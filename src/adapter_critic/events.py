@@ -21,6 +21,7 @@ import msgspec
 
 from .core import Answer, Usage
 from .errors import APIError, UpstreamError
+from .pricing import CallCost, rounded
 
 Status = Literal["running", "ok", "degraded", "error", "cancelled"]
 # A value in the extension's `intermediate`: mostly text (a draft, a critique), or JSON data a workflow reports
@@ -62,6 +63,7 @@ class StageFinished:
     error: UpstreamError | None = None
     reported: bool = True  # False: no attempt's upstream reported usage (the counts are zeros, not measurements)
     finish_reason: str | None = None  # why the answering model stopped (`stop`, `length`, `tool_calls`, …)
+    cost: CallCost | None = None  # what the call cost (`pricing`); None when no prices are configured
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +111,7 @@ class StageRecord:
     attempts: int = 0  # attempts over every call: `attempts - calls` were retries or fallbacks
     answered: bool = False
     reported: bool = False
+    cost: float | None = 0.0  # over every call, when the run is priced; None: unknown (`pricing`)
 
 
 @dataclass(slots=True)
@@ -125,6 +128,7 @@ class RunRecord:
     degraded: bool = False
     status: Status = "running"
     streamed: bool = False  # an `AnswerChunks` went to the client
+    currency: str | None = None  # the prices' currency; None: no prices are configured, no cost is reported
 
     def apply(self, event: Event) -> None:
         kind = type(event)
@@ -140,6 +144,9 @@ class RunRecord:
             stage.attempts += len(event.attempts)
             stage.answered = event.error is None
             stage.reported = stage.reported or event.reported
+            cost = event.cost
+            if cost is not None and stage.cost is not None:
+                stage.cost = None if cost.amount is None else stage.cost + cost.amount
             if event.error is not None:
                 self.intermediate.pop(event.stage, None)  # a failed stage's own output key is absent
         elif kind is Noted:
@@ -161,6 +168,15 @@ class RunRecord:
             total.add(stage.usage)
         return total
 
+    def cost(self) -> Cost | None:
+        """What the run cost so far, per stage and in total; None when no prices are configured."""
+        if self.currency is None:
+            return None
+        stages = {name: None if s.cost is None else rounded(s.cost) for name, s in self.stages.items()}
+        unknown = [name for name, amount in stages.items() if amount is None]
+        known = rounded(sum(amount for amount in stages.values() if amount is not None))
+        return Cost(self.currency, stages, None if unknown else known, known, unknown)
+
 
 class Tokens(msgspec.Struct, omit_defaults=True):
     """Usage per stage and in total. `unreported` names the stages whose upstream reported no usage (they count
@@ -170,6 +186,18 @@ class Tokens(msgspec.Struct, omit_defaults=True):
     total: Usage
     unreported: list[str] = []
     lower_bound: bool = False
+
+
+class Cost(msgspec.Struct):
+    """What a run cost, in `currency` (docs/guides/cost.md): per stage (`null`: unknown — its model has no price, or
+    its upstream did not say what it used) and in `total` (`null` when any stage's is unknown). `total_known` is the
+    sum of the known stages' costs, a lower bound of the real total when `unknown_stages` names any."""
+
+    currency: str
+    stages: dict[str, float | None]
+    total: float | None
+    total_known: float
+    unknown_stages: list[str]
 
 
 class Extension(msgspec.Struct, omit_defaults=True):
@@ -182,6 +210,7 @@ class Extension(msgspec.Struct, omit_defaults=True):
     degraded: bool = False
     targets: dict[str, str] = {}  # stage -> `model@base_url` that answered it (a fallback, after a failure)
     run_id: str = ""  # the run's id: its record in the run store, `GET /runs/{run_id}`
+    cost: Cost | None = None  # what the run cost; left out when no prices are configured
 
 
 def _tokens(record: RunRecord, stages: dict[str, Usage]) -> Tokens:
@@ -202,4 +231,5 @@ def extension(record: RunRecord) -> Extension:
         degraded=record.degraded,
         targets={name: stage.target for name, stage in record.stages.items() if stage.answered},
         run_id=record.run_id,
+        cost=record.cost(),
     )

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from ..errors import ConfigError
+from ..pricing import Price, PricingConfig
 from ..protocols import registry as protocols
 from ..store.settings import StoreConfig
 from ..workflows import registry
@@ -174,6 +175,13 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
     """Prometheus metrics and OpenTelemetry tracing."""
     ui: UIConfig = UIConfig()
     """The trace viewer at `/ui` under the mount."""
+    prices: dict[Annotated[str, msgspec.Meta(min_length=1)], Price] = {}
+    """What the upstream models cost, as `[prices."<model or glob>"]` tables: a model's price is the entry named
+    exactly as the target's `model`, else the first entry in file order whose name matches it as a glob
+    (`"gpt-4o-mini*"` before `"gpt-4o*"`). A model with no price costs unknown, never 0; no prices: no cost is
+    computed (docs/guides/cost.md)."""
+    pricing: PricingConfig = PricingConfig()
+    """The currency of `[prices]`."""
 
     def __post_init__(self) -> None:
         for name, given in self.protocols.items():
@@ -223,6 +231,9 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
             data["served_models"] = {
                 key: _served_model(value, source, f"served_models.{key}") for key, value in served.items()
             }
+        prices = data.get("prices")
+        if isinstance(prices, Mapping):
+            data["prices"] = _prices(prices, source)
         config = convert(data, cls, source, "")
         config.__dict__["source"] = source
         return config
@@ -304,3 +315,13 @@ def _served_model(data: Any, source: str, where: str) -> ServedModel:
         given = base["targets"]
         base["targets"] = {key: given[key] for key in (*target_keys, *given) if key in given}
     return convert(base, ServedModel, source, where)
+
+
+def _prices(prices: Mapping[Any, Any], source: str) -> dict[str, Price]:
+    """`[prices]`, each entry converted on its own so that an error names it (`prices."gpt-4o".input`)."""
+    found: dict[str, Price] = {}
+    for key, value in prices.items():
+        if not isinstance(key, str) or not key:
+            raise ConfigError(f'{source}: prices: {key!r} is not a model name or glob; name a model, e.g. "gpt-4o*"')
+        found[key] = convert(value, Price, source, f'prices."{key}"')
+    return found

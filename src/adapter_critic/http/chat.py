@@ -25,6 +25,7 @@ from ..events import Subscriber
 from ..observe.logs import request_scope
 from ..pipeline.resolve import check_overrides, resolve
 from ..pipeline.run import Run
+from ..pricing import price_table
 from ..protocols.base import Inbound
 from ..protocols.openai import INBOUND as OPENAI
 from ..protocols.openai.render import JSON
@@ -78,6 +79,7 @@ class ChatHandler:
         self.store = store  # None: not recording (also once a store that could not be opened is given up)
         self.subscribers = tuple(subscribers)
         self.tracing = tracing
+        self.prices = price_table(config.prices, config.pricing)  # None: no prices, no cost work
         self._plans: dict[str, Plan] = {}
         self._per_request_plans: set[str] = set()
 
@@ -144,6 +146,7 @@ class ChatHandler:
                 request_timeout=self.config.request_timeout_seconds,
                 max_concurrent_calls=self.config.max_concurrent_calls_per_run,
                 subscribers=self._subscribers(request_id, request, plan, client_token),
+                prices=self.prices,
             )
             if request.stream:
                 return StreamResponse(

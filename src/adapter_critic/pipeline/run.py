@@ -32,6 +32,7 @@ from ..events import (
     Subscriber,
     Value,
 )
+from ..pricing import PriceTable
 from ..upstream.client import Upstream
 from ..upstream.retry import RetryPolicy
 from ..workflows.base import StageCall, StageFailed, Workflow
@@ -62,10 +63,13 @@ class Run:
         request_timeout: float | None = None,
         max_concurrent_calls: int | None = None,
         subscribers: Sequence[Subscriber] = (),
+        prices: PriceTable | None = None,
     ) -> None:
         self.workflow, self.plan, self.request = workflow, plan, request
         self.upstream = upstream
         self.record = RunRecord(run_id, plan.served_id, plan.mode)
+        if prices is not None:
+            self.record.currency = prices.currency
         self.subscribers = subscribers
         self._degraded = False
         self._progress: ProgressSink | None = None
@@ -80,6 +84,7 @@ class Run:
             request_options=request.options,
             request_timeout=request_timeout,
             max_concurrent_calls=max_concurrent_calls,
+            prices=prices,
         )
 
     # -- what a workflow sees (`workflows.base.RunContext`) ----------------------------------------

@@ -2,7 +2,7 @@
 
 `StageCalls`: every upstream call of a run, as a stage — retried and fallen back within the request deadline
 (`upstream.retry`), reported as `StageStarted`/`StageFinished` with every attempt, its error and the usage of
-every attempt that reported any."""
+every attempt that reported any, and, when the run is priced, what the call cost (`pricing`)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import anyio
 from ..core import Completion, StageTarget, Usage
 from ..errors import UpstreamError
 from ..events import Attempt, Event, StageFinished, StageStarted
+from ..pricing import CostTally, PriceTable
 from ..upstream.client import Upstream
 from ..upstream.retry import RetryPolicy, call_with_retries
 
@@ -36,8 +37,10 @@ class StageCalls:
         request_options: dict[str, Any],
         request_timeout: float | None,
         max_concurrent_calls: int | None = None,
+        prices: PriceTable | None = None,
     ) -> None:
         self.upstream, self.policy, self.publish = upstream, policy, publish
+        self.prices = prices  # None: no prices configured, no cost counted
         # `max_concurrent_calls_per_run`: stage calls made at once (a panel's lenses, best-of-n's candidates) wait
         # for a slot; a wait before a retry holds none. Made by the first such calls (`at_once`): a run whose calls
         # all come one after another pays nothing for it.
@@ -89,9 +92,12 @@ class StageCalls:
         finish: str | None = None
         error: UpstreamError | None = None
         answered = target
+        tally = CostTally(self.prices) if self.prices is not None else None
 
         async def counted(to: StageTarget) -> _T:
             nonlocal reported
+            if tally is not None:
+                tally.pending = True
             try:
                 if self.limiter is None:
                     result = await attempt(to)
@@ -103,6 +109,10 @@ class StageCalls:
                 if exc.usage is not None:
                     usage.add(exc.usage)
                     reported = True
+                if tally is not None and exc.usage is None and exc.kind == "status":
+                    tally.refused()
+                elif tally is not None:
+                    tally.spent(to.model, exc.usage)
                 raise
             attempts.append(Attempt(to.label))
             return result
@@ -130,6 +140,8 @@ class StageCalls:
             if spent is not None:
                 usage.add(spent)
                 reported = True
+            if tally is not None:
+                tally.spent(answered.model, spent)
             content = getattr(result, "content", None)  # a completion's or a relayed stream's answer text
             output = content if isinstance(content, str) and content else None
             reason = getattr(result, "finish_reason", None)
@@ -141,8 +153,9 @@ class StageCalls:
         finally:
             label = answered.label if error is None else (attempts[-1].target if attempts else target.label)
             elapsed = (time.perf_counter() - began) * 1000
+            cost = tally.result() if tally is not None else None
             self.finished[stage] = StageFinished(
-                stage, label, tuple(attempts), usage, elapsed, output, error, reported, finish
+                stage, label, tuple(attempts), usage, elapsed, output, error, reported, finish, cost
             )
             self.publish(self.finished[stage])
 
