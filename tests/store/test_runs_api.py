@@ -25,12 +25,12 @@ pytestmark = pytest.mark.anyio
 
 SUMMARY_FIELDS = {
     "id", "object", "request_id", "served_model", "mode", "stream", "status", "degraded",
-    "started_at", "finished_at", "duration_ms", "usage", "error",
+    "started_at", "finished_at", "duration_ms", "usage", "error", "cost",
 }  # fmt: skip
 DETAIL_FIELDS = SUMMARY_FIELDS | {"capture", "request", "intermediate", "answer", "stages"}
 STAGE_FIELDS = {
     "index", "stage", "status", "target_model", "target_host", "started_offset_ms", "elapsed_ms", "attempts",
-    "usage", "usage_reported", "messages", "output", "error",
+    "usage", "usage_reported", "messages", "output", "error", "cost",
 }  # fmt: skip
 
 

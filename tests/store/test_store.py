@@ -425,6 +425,13 @@ async def test_schema_is_versioned_and_a_newer_one_is_refused(store_url: str) ->
         await open_store(store_url)
 
 
+VERSION_5_COLUMNS = [
+    *(("runs", name) for name in ("cost_currency", "cost_total", "cost_known", "cost_unknown")),
+    ("stages", "cost"),
+    ("stages", "cost_currency"),
+]
+
+
 async def test_a_version_1_store_is_upgraded_and_its_runs_read_as_before(store_url: str) -> None:
     async with await open_store(store_url) as store:
         end = record_run(store, "old", stages=("api_draft", "critic"), finish=False)
@@ -442,6 +449,8 @@ async def test_a_version_1_store_is_upgraded_and_its_runs_read_as_before(store_u
             await conn.execute(sqlalchemy.text("ALTER TABLE stages DROP COLUMN request_messages"))
             await conn.execute(sqlalchemy.text("ALTER TABLE runs DROP COLUMN from_stages"))
             await conn.execute(sqlalchemy.text("ALTER TABLE runs DROP COLUMN record"))
+            for table, column in VERSION_5_COLUMNS:
+                await conn.execute(sqlalchemy.text(f"ALTER TABLE {table} DROP COLUMN {column}"))
             await conn.execute(sqlalchemy.text("UPDATE schema_version SET version = 1"))
     finally:
         await engine.dispose()
@@ -456,7 +465,7 @@ async def test_a_version_1_store_is_upgraded_and_its_runs_read_as_before(store_u
     engine = create_async_engine(engine_url(store_url))
     try:
         async with engine.connect() as conn:
-            assert (await conn.execute(sqlalchemy.text("SELECT version FROM schema_version"))).scalar() == VERSION == 4
+            assert (await conn.execute(sqlalchemy.text("SELECT version FROM schema_version"))).scalar() == VERSION == 5
             flags = (await conn.execute(sqlalchemy.text("SELECT request_messages FROM stages"))).scalars().all()
     finally:
         await engine.dispose()

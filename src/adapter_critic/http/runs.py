@@ -9,6 +9,7 @@ run id is a 400 and an unknown run a 404, in the OpenAI error envelope.
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 import urllib.parse
 from collections.abc import Callable
@@ -28,7 +29,9 @@ if TYPE_CHECKING:
 
 _encoder = msgspec.json.Encoder()
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+=-]{0,127}")
-_FILTERS = ("served_model", "mode", "status", "degraded", "since", "until", "request_id", "limit", "cursor")
+_FILTERS = (
+    "served_model", "mode", "status", "degraded", "since", "until", "request_id", "min_cost", "limit", "cursor"
+)  # fmt: skip
 MAX_LIMIT = 1000
 KEEPALIVE_SECONDS = 15.0
 _SSE_HEADERS = [
@@ -172,6 +175,8 @@ def _query(scope: Scope) -> tuple[RunQuery, int, str | None]:
                 raise RequestError(
                     f"`{name}` must be an ISO 8601 time (2026-01-31T12:00:00Z) or Unix seconds.", param=name
                 ) from None
+    if "min_cost" in params:
+        fields["min_cost"] = _min_cost(params["min_cost"])
     limit = 50
     if "limit" in params:
         text = params["limit"]
@@ -179,3 +184,14 @@ def _query(scope: Scope) -> tuple[RunQuery, int, str | None]:
             raise RequestError(f"`limit` must be a whole number from 1 to {MAX_LIMIT}.", param="limit")
         limit = int(text)
     return RunQuery(**fields), limit, params.get("cursor") or None
+
+
+def _min_cost(text: str) -> float:
+    """`min_cost`: a number, 0 or more (in the currency of the server's prices)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise RequestError("`min_cost` must be a number, 0 or more (in the currency of the prices).", param="min_cost")
+    return value

@@ -92,7 +92,7 @@ def compose(
     secrets = Secrets(config.key_env_names())
     with masked_logs(secrets):  # what the parts log as they are made is masked as the service's own logs are
         sides = protocols.sides(config.protocols)
-        telemetry = telemetry_for(config.telemetry, standalone=standalone)
+        telemetry = telemetry_for(config.telemetry, standalone=standalone, priced=bool(config.prices))
         upstream = Upstream(
             wires=sides.upstream,
             timeout=config.timeout_seconds,

@@ -72,8 +72,9 @@ class Telemetry:
         return MetricsEndpoint(self.metrics) if self.metrics is not None else None
 
 
-def telemetry_for(settings: TelemetryConfig, *, standalone: bool) -> Telemetry:
-    """Metrics and tracing as `settings` ask; metrics are on by default only for the standalone server."""
+def telemetry_for(settings: TelemetryConfig, *, standalone: bool, priced: bool = False) -> Telemetry:
+    """Metrics and tracing as `settings` ask; metrics are on by default only for the standalone server. `priced`:
+    the config has prices, so runs have costs to count."""
     tracing: Tracing | None = None
     if settings.tracing:
         if importlib.util.find_spec("opentelemetry") is None:
@@ -97,7 +98,7 @@ def telemetry_for(settings: TelemetryConfig, *, standalone: bool) -> Telemetry:
             settings.metrics_path,
         )
         return Telemetry(tracing=tracing)
-    return Telemetry(metrics=Metrics(), tracing=tracing)
+    return Telemetry(metrics=Metrics(priced=priced), tracing=tracing)
 
 
 class MetricsEndpoint:

@@ -11,6 +11,10 @@ the sum over all of them; `observe.workers` sets that directory up for the stand
 
 The subscriber's work per event is a type check, a dict lookup of the series' labelled children and an add:
 nothing waits, nothing is allocated per event on the hot path.
+
+`adapter_critic_cost_total` counts what stage calls cost (`pricing`), known costs only (a call whose cost is unknown
+adds nothing), by served model, stage, target model and currency; it exists only when prices are configured
+(`priced`), and only then is a run's served model kept for its stage calls.
 """
 
 from __future__ import annotations
@@ -62,6 +66,9 @@ class _Stage:
 
 
 _stream: contextvars.ContextVar[_Stream | None] = contextvars.ContextVar("adapter_critic_metrics_stream", default=None)
+# The served model of the run whose events these are (set at its start, seen by its stage calls' tasks): only when
+# priced, for the cost series' label.
+_served: contextvars.ContextVar[str] = contextvars.ContextVar("adapter_critic_metrics_served", default="")
 
 
 class Metrics:
@@ -70,7 +77,7 @@ class Metrics:
     A run store's queue depth and drops are read from `watch_store`'s source at every scrape, and in multiprocess
     mode as runs finish too (a scrape of another worker reads this one's file)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, priced: bool = False) -> None:
         import prometheus_client as prom
 
         self.multiprocess = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
@@ -121,11 +128,22 @@ class Metrics:
             f"{PREFIX}_store_dropped_records", "Run-store records dropped because the write queue was full.",
             registry=r,
         )  # fmt: skip
+        self.priced = priced
+        self.cost = (
+            prom.Counter(
+                f"{PREFIX}_cost", "What stage calls cost, in the currency of the config's prices: known costs only, by "
+                "served model, stage, target model and currency.",
+                ["served_model", "stage", "target_model", "currency"], registry=r,
+            )
+            if priced
+            else None
+        )  # fmt: skip
         self.store_source: StoreSource | None = None
         self._store: object | None = None
         self._store_dropped_seen = 0
         self._runs: dict[tuple[str, str, str], tuple[Any, Any, Any]] = {}
         self._stages: dict[tuple[str, str], _Stage] = {}
+        self._costs: dict[tuple[str, str, str, str], Any] = {}
         self._ttft: dict[tuple[str, str], Any] = {}
         self._models: set[str] = set()
         if self.multiprocess:
@@ -149,6 +167,8 @@ class Metrics:
             assert isinstance(event, RunStarted)
             if event.stream:
                 _stream.set(_Stream(_now(), event.served_model, event.mode))
+            if self.priced:
+                _served.set(event.served_model)
         elif kind is RunFinished:
             assert isinstance(event, RunFinished)
             self._run_finished(event)
@@ -169,13 +189,27 @@ class Metrics:
         for attempt in event.attempts:
             if attempt.error is not None:
                 self.upstream_errors.labels(event.stage, attempt.error.kind).inc()
+        cost = event.cost
+        if cost is not None and cost.amount and self.cost is not None:
+            served = _served.get()
+            labels = (served, event.stage, event.target, cost.currency)
+            child = self._costs.get(labels)
+            if child is None:
+                model = self._model(event.target)
+                child = self._costs[labels] = self.cost.labels(served, event.stage, model, cost.currency)
+            child.inc(cost.amount)
 
-    def _stage_children(self, stage: str, label: str) -> _Stage:
+    def _model(self, label: str) -> str:
+        """The `target_model` label of a target: its model, or `other` past `MAX_TARGET_MODELS` of them."""
         model = target_name(label).model
         if model not in self._models:
             if len(self._models) >= MAX_TARGET_MODELS:
-                model = "other"
+                return "other"
             self._models.add(model)
+        return model
+
+    def _stage_children(self, stage: str, label: str) -> _Stage:
+        model = self._model(label)
         return _Stage(
             self.stage_duration.labels(stage, model),
             self.tokens.labels(stage, "input"),

@@ -9,6 +9,10 @@ caller's trace continued (inbound `traceparent`) and carried on to the upstreams
   `gen_ai.provider.name = openai` (the protocol every upstream speaks), `gen_ai.request.model`, `server.address`,
   `server.port`, `gen_ai.usage.input_tokens` / `output_tokens`, `gen_ai.response.finish_reasons`, the stage and its
   attempts; each failed attempt is a span event, a failed stage an error status with `error.type`.
+- When prices are configured (docs/guides/cost.md), what it cost: a stage span's `adapter_critic.cost.amount`
+  (left out when unknown, and `adapter_critic.cost.unknown = true` said instead), a run span's
+  `adapter_critic.cost.total` (left out when unknown), `adapter_critic.cost.total_known` and
+  `adapter_critic.cost.unknown_stages`; both with `adapter_critic.cost.currency`.
 
 Spans never carry message text, answers, error bodies or keys. Spans go to the global tracer provider: the
 host's (or `opentelemetry-instrument`'s) SDK set-up decides where they are exported; without one they cost
@@ -124,6 +128,13 @@ class Tracing:
                 attributes["gen_ai.usage.output_tokens"] = event.usage.completion_tokens
             if event.finish_reason is not None:
                 attributes["gen_ai.response.finish_reasons"] = [event.finish_reason]
+            cost = event.cost
+            if cost is not None:
+                attributes["adapter_critic.cost.currency"] = cost.currency
+                if cost.amount is None:
+                    attributes["adapter_critic.cost.unknown"] = True
+                else:
+                    attributes["adapter_critic.cost.amount"] = cost.amount
             if event.attempts and event.target != event.attempts[0].target:
                 attributes["adapter_critic.answered_by"] = target_name(event.target).model
             for attempt in event.attempts:
@@ -154,6 +165,14 @@ class Tracing:
             }
             if record.answer.finish_reason is not None:
                 attributes["gen_ai.response.finish_reasons"] = [record.answer.finish_reason]
+            cost = record.cost()
+            if cost is not None:
+                attributes["adapter_critic.cost.currency"] = cost.currency
+                attributes["adapter_critic.cost.total_known"] = cost.total_known
+                if cost.total is not None:
+                    attributes["adapter_critic.cost.total"] = cost.total
+                if cost.unknown_stages:
+                    attributes["adapter_critic.cost.unknown_stages"] = cost.unknown_stages
             if event.error is not None:
                 error = event.error
                 error_type = _kind(error) if isinstance(error, UpstreamError) else error.error_type

@@ -214,6 +214,8 @@ class Database:
             conditions.append(runs.c.started_at >= query.since)
         if query.until is not None:
             conditions.append(runs.c.started_at < query.until)
+        if query.min_cost is not None:
+            conditions.append(runs.c.cost_known >= query.min_cost)
         if cursor is not None:
             started_at, run_id = decode_cursor(cursor)
             conditions.append(

@@ -19,9 +19,11 @@ import msgspec
 from .records import (
     AttemptError,
     FromStages,
+    RunCost,
     RunDetail,
     RunEnd,
     RunSummary,
+    StageCost,
     StoredAnswer,
     StoredAttempt,
     StoredError,
@@ -41,6 +43,7 @@ _attempts = msgspec.json.Decoder(list[StoredAttempt])
 _attempt_error_decoder = msgspec.json.Decoder(AttemptError)
 _any = msgspec.json.Decoder()
 _end = msgspec.json.Decoder(RunEnd)
+_names = msgspec.json.Decoder(list[str])
 
 
 def _maybe(decoder: msgspec.json.Decoder[Any], text: str | None) -> Any:
@@ -62,7 +65,18 @@ def summary_fields(row: Mapping[Any, Any]) -> dict[str, Any]:
         "duration_ms": row["duration_ms"],
         "usage": _maybe(_tokens, row["usage"]),
         "error": _maybe(_error, row["error"]),
+        "cost": _run_cost(row),
     }
+
+
+def _run_cost(row: Mapping[Any, Any]) -> RunCost | None:
+    """A run's cost from its columns (None: the server had no prices, the run is going, or it ended before version
+    5)."""
+    currency = row["cost_currency"]
+    if currency is None or row["cost_known"] is None:
+        return None
+    unknown = _maybe(_names, row["cost_unknown"]) or []
+    return RunCost(currency, row["cost_total"], row["cost_known"], unknown)
 
 
 def summary(row: Mapping[Any, Any]) -> RunSummary:
@@ -141,4 +155,5 @@ def stage(row: Mapping[Any, Any], client_messages: list[Any] | None) -> StoredSt
         messages=client_messages if row["request_messages"] else _maybe(_any, row["messages"]),
         output=row["output"],
         error=_maybe(_attempt_error_decoder, row["error"]),
+        cost=None if row["cost_currency"] is None else StageCost(row["cost_currency"], row["cost"]),
     )

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..core import Answer, ChatRequest, Usage
 from ..errors import APIError
-from ..events import Event, RunFinished, RunStarted, StageFinished, StageStarted
+from ..events import Cost, Event, RunFinished, RunStarted, StageFinished, StageStarted
 from .records import Capture
 
 
@@ -58,6 +58,7 @@ class RunClosed:
     answer: Answer
     capture: Capture
     secret: str | None = None
+    cost: Cost | None = None  # None: the server has no prices
 
 
 Record = RunOpened | StageDone | RunClosed
@@ -125,5 +126,6 @@ class RunRecorder:
                     record.answer,
                     self.capture,
                     self.secret,
+                    record.cost(),
                 )
             )

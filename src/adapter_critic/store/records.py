@@ -59,6 +59,24 @@ class StoredAttempt(msgspec.Struct):
     error: AttemptError | None = None
 
 
+class StageCost(msgspec.Struct):
+    """What one stage call cost, in `currency`; `amount` is null when it is unknown (its model has no price, or its
+    upstream did not say what it used: docs/guides/cost.md)."""
+
+    currency: str
+    amount: float | None
+
+
+class RunCost(msgspec.Struct):
+    """What a run cost, in `currency`: `total` (null when any stage's cost is unknown), `total_known` (the sum of the
+    stages whose cost is known: a lower bound of the real total when `unknown_stages` names any)."""
+
+    currency: str
+    total: float | None
+    total_known: float
+    unknown_stages: list[str] = []
+
+
 class StoredStage(msgspec.Struct):
     """One finished stage call, in the order the run made them (`index` from 0).
 
@@ -79,11 +97,13 @@ class StoredStage(msgspec.Struct):
     messages: list[Any] | None = None
     output: str | None = None
     error: AttemptError | None = None
+    cost: StageCost | None = None  # null when the server had no prices
 
 
 class RunSummary(msgspec.Struct):
-    """A run as `GET /runs` lists it. Times are ISO 8601 in UTC; `finished_at`, `duration_ms`, `usage` are null
-    while the run is `running` (and for an `interrupted` one)."""
+    """A run as `GET /runs` lists it. Times are ISO 8601 in UTC; `finished_at`, `duration_ms`, `usage`, `cost` are
+    null while the run is `running` (and for an `interrupted` one); `cost` is null too when the server had no
+    prices."""
 
     id: str  # the run id: `adapter_critic.run_id` of its response
     request_id: str  # the response's `x-request-id` (the client's own, when it sent one; else the run id)
@@ -97,6 +117,7 @@ class RunSummary(msgspec.Struct):
     duration_ms: float | None = None
     usage: Tokens | None = None
     error: StoredError | None = None
+    cost: RunCost | None = None
     object: str = "run"
 
 
@@ -160,7 +181,9 @@ class RunPage(msgspec.Struct):
 
 
 class RunQuery(msgspec.Struct, kw_only=True):
-    """The filters of a list of runs (every one optional; `since`/`until` are Unix seconds, `until` exclusive)."""
+    """The filters of a list of runs (every one optional; `since`/`until` are Unix seconds, `until` exclusive;
+    `min_cost`: runs whose known cost is at least this, in the store's currency — a run with stages of unknown cost
+    counts the known part, so it is listed once that alone reaches `min_cost`)."""
 
     served_model: str | None = None
     mode: str | None = None
@@ -169,6 +192,7 @@ class RunQuery(msgspec.Struct, kw_only=True):
     since: float | None = None
     until: float | None = None
     request_id: str | None = None
+    min_cost: float | None = None
 
 
 # -- cursors and times ----------------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from ..errors import APIError, render_error
 from ..events import StageFinished
 from .cleaning import Cleaner, attempt_error, target_parts
 from .recorder import RunClosed, RunOpened, StageDone
-from .records import FromStages, RunEnd, StoredAnswer, StoredError, StoredStage, Tokens
+from .records import FromStages, RunEnd, StageCost, StoredAnswer, StoredError, StoredStage, Tokens
 
 
 def _usage(usage: Usage) -> Tokens:
@@ -56,11 +56,14 @@ def stored_error(error: APIError, clean: Cleaner) -> StoredError:
 OPEN_COLUMNS = (
     "run_id", "request_id", "served_model", "mode", "stream", "started_at", "capture", "instance", "request"
 )  # fmt: skip
-CLOSED_COLUMNS = ("status", "degraded", "finished_at", "duration_ms", "usage", "error", "record")
-RUNNING: tuple[Any, ...] = ("running", False, None, None, None, None, None)  # `CLOSED_COLUMNS` of a run still going
+CLOSED_COLUMNS = (
+    "status", "degraded", "finished_at", "duration_ms", "usage", "error", "record",
+    "cost_currency", "cost_total", "cost_known", "cost_unknown",
+)  # fmt: skip
+RUNNING: tuple[Any, ...] = ("running", False, *[None] * (len(CLOSED_COLUMNS) - 2))  # the end of a run still going
 STAGE_COLUMNS = (
     "run_id", "idx", "stage", "status", "target_model", "target_host", "started_offset_ms", "elapsed_ms", "attempts",
-    "usage", "usage_reported", "messages", "output", "error", "request_messages",
+    "usage", "usage_reported", "messages", "output", "error", "request_messages", "cost", "cost_currency",
 )  # fmt: skip
 Row = tuple[Any, ...]
 
@@ -115,6 +118,7 @@ def _stored_stage(record: StageDone, clean: Cleaner) -> StoredStage:
         messages=record.messages if full else None,
         output=finished.output if full else None,
         error=attempt_error(finished.error),
+        cost=None if finished.cost is None else StageCost(finished.cost.currency, finished.cost.amount),
     )
 
 
@@ -137,6 +141,8 @@ def stage_row(record: StageDone, clean: Cleaner) -> Row:
         clean.text(stage.output),
         clean.json(stage.error),
         record.capture == "full" and record.request_messages,
+        None if stage.cost is None else stage.cost.amount,
+        None if stage.cost is None else stage.cost.currency,
     )
 
 
@@ -167,6 +173,7 @@ def closed_values(record: RunClosed, stages: Sequence[StageDone], clean: Cleaner
     )
     error = clean.json(stored_error(record.error, clean)) if record.error is not None else None
     usage = clean.json(_usage(record.usage))
+    cost = record.cost
     return (
         record.status,
         record.status == "degraded",
@@ -175,6 +182,11 @@ def closed_values(record: RunClosed, stages: Sequence[StageDone], clean: Cleaner
         usage,
         error,
         clean.json(end),
+        *(
+            (None, None, None, None)
+            if cost is None
+            else (cost.currency, cost.total, cost.total_known, clean.json(cost.unknown_stages or None))
+        ),
     )
 
 

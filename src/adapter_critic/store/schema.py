@@ -61,6 +61,13 @@ runs = Table(
     # JSON: RunEnd — what the run's end recorded besides the columns a list shows: its intermediate values, answer
     # and the stages written with it (schema version 4); NULL while the run is going, and in runs ended before.
     Column("record", Text),
+    # What the run cost (schema version 5), all NULL when the server had no prices: the currency, the total (NULL
+    # when a stage's cost is unknown), the known stages' sum (what `min_cost` filters on) and, JSON, the stages
+    # whose cost is unknown (NULL: none).
+    Column("cost_currency", String(16)),
+    Column("cost_total", Double),
+    Column("cost_known", Double),
+    Column("cost_unknown", Text),
     Index("runs_started", "started_at", "run_id"),
     Index("runs_request_id", "request_id"),
     Index("runs_status", "status"),
@@ -86,6 +93,10 @@ stages = Table(
     # The stage sent the client's own messages (a run's first stage): they are kept once, in `runs.request`, and
     # `messages` is NULL (schema version 2).
     Column("request_messages", Boolean, nullable=False, server_default=false()),
+    # What the call cost (schema version 5): NULL with a currency when unknown, both NULL when the server had no
+    # prices.
+    Column("cost", Double),
+    Column("cost_currency", String(16)),
 )
 
 # The server processes writing to the store: a run left `running` by a process that is gone is `interrupted`.
@@ -121,13 +132,26 @@ def _v4(conn: Connection) -> None:
     _add_column(conn, "runs", "record", "TEXT")
 
 
+def _v5(conn: Connection) -> None:
+    """What runs and stage calls cost: `runs.cost_*`, `stages.cost` and `stages.cost_currency`."""
+    for column, definition in (
+        ("cost_currency", "VARCHAR(16)"),
+        ("cost_total", "DOUBLE PRECISION"),
+        ("cost_known", "DOUBLE PRECISION"),
+        ("cost_unknown", "TEXT"),
+    ):
+        _add_column(conn, "runs", column, definition)
+    _add_column(conn, "stages", "cost", "DOUBLE PRECISION")
+    _add_column(conn, "stages", "cost_currency", "VARCHAR(16)")
+
+
 def _add_column(conn: Connection, table: str, column: str, definition: str) -> None:
     """Add `column` to `table` unless it is there (`_v1` makes a new store with today's columns already)."""
     if column not in {found["name"] for found in inspect(conn).get_columns(table)}:
         conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {definition}"))
 
 
-STEPS: tuple[Callable[[Connection], None], ...] = (_v1, _v2, _v3, _v4)
+STEPS: tuple[Callable[[Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5)
 VERSION = len(STEPS)
 
 
