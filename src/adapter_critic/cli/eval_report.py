@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..evals.results import Result
+from .costs import bounded
 
 
 class Progress:
@@ -69,11 +70,18 @@ class Progress:
 
 
 def model_table(summary: dict[str, Any]) -> Table:
+    """Each model's score and CI, what it cost (when the endpoint reported costs), tokens, latency and errors."""
     table = Table(title=f"eval: {summary['items']} items", title_justify="left")
     table.add_column("model")
     table.add_column("n", justify="right")
     table.add_column("score", justify="right")
     table.add_column("95% CI", justify="right")
+    costs = [stats.get("cost") for stats in summary["per_model"].values()]
+    currencies = {cost["currency"] for cost in costs if cost is not None}
+    currency = f" ({next(iter(currencies))})" if len(currencies) == 1 else ""
+    if currencies:
+        table.add_column(f"cost/item{currency}", justify="right")
+        table.add_column(f"cost/correct{currency}", justify="right")
     table.add_column("tokens/item by stage")
     table.add_column("p50 ms", justify="right")
     table.add_column("p95 ms", justify="right")
@@ -82,11 +90,13 @@ def model_table(summary: dict[str, Any]) -> Table:
     for model, stats in summary["per_model"].items():
         stages = ", ".join(f"{stage} {tokens:.0f}" for stage, tokens in stats["tokens_per_item"].items())
         total = stats["total_tokens_per_item"]
+        cost_cells = _cost_cells(stats.get("cost"), stats["items"], single=len(currencies) == 1) if currencies else []
         table.add_row(
             model,
             str(stats["items"]),
             _number(stats["mean_score"]),
             f"[{_number(stats['ci95'][0])}, {_number(stats['ci95'][1])}]",
+            *cost_cells,
             f"{stages} (= {total:.0f})" if len(stats["tokens_per_item"]) > 1 else stages or "-",
             _number(stats["latency_ms"]["p50"], 0),
             _number(stats["latency_ms"]["p95"], 0),
@@ -111,6 +121,24 @@ def paired_table(summary: dict[str, Any]) -> Table:
             _number(comparison["p_sign"], 3),
         )
     return table
+
+
+def _cost_cells(cost: dict[str, Any] | None, items: int, *, single: bool) -> list[str]:
+    """Cost per item and per correct answer; `≥ x` where some item's cost is unknown (the known part's share), `-`
+    where there is nothing to divide by, or no cost at all."""
+    if cost is None:
+        return ["-", "-"]
+    unknown = bool(cost["unknown_items"])
+    known = cost["total_known"]
+    suffix = "" if single else f" {cost['currency']}"
+    cells = []
+    for count in (items, cost["correct"]):
+        if not count:
+            cells.append("-")
+            continue
+        exact = None if unknown else known / count
+        cells.append(bounded(exact, known / count, unknown) + suffix)
+    return cells
 
 
 def _number(value: float, digits: int = 2, *, signed: bool = False) -> str:

@@ -1,7 +1,7 @@
 """Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
 
 `adapter-critic runs list|show ID|export`: the recorded runs, read from the run store with the runs API's
-filters (`--served-model`, `--mode`, `--status`, `--degraded`, `--since`, `--until`, `--request-id`)."""
+filters (`--served-model`, `--mode`, `--status`, `--degraded`, `--since`, `--until`, `--request-id`, `--min-cost`)."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ import anyio
 import click
 import msgspec
 from click.core import ParameterSource
-from rich.table import Table
 
-from ..store.records import STATUSES, BadCursor, RunDetail, RunQuery, RunSummary, parse_time
+from ..store.records import STATUSES, BadCursor, RunCost, RunQuery, RunSummary, parse_time
 from .console import stdout
 from .errors import CliError
+from .run_views import runs_table, show
 from .store import reading, store_options
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -40,6 +40,10 @@ CSV_FIELDS = (
     "total_tokens",
     "error_status",
     "error_message",
+    "cost_currency",
+    "cost_total",
+    "cost_known",
+    "cost_unknown_stages",
 )
 
 
@@ -56,6 +60,12 @@ def filter_options(function: _F) -> _F:
             ),
             click.option("--until", metavar="TIME", help="started before: ISO 8601 or Unix seconds"),
             click.option("--request-id", help="only the run answering this x-request-id"),
+            click.option(
+                "--min-cost",
+                type=click.FloatRange(min=0),
+                metavar="AMOUNT",
+                help="only runs that cost at least this (their known part, in the prices' currency)",
+            ),
         ]
     ):
         function = option(function)
@@ -78,6 +88,7 @@ def query_of(options: dict[str, Any]) -> RunQuery:
         status=options.get("status"),
         degraded=options.get("degraded"),
         request_id=options.get("request_id"),
+        min_cost=options.get("min_cost"),
         **times,
     )
 
@@ -140,25 +151,6 @@ def _long(opts: list[str]) -> str:
     return next((opt for opt in opts if opt.startswith("--")), opts[0])
 
 
-def runs_table(summaries: list[RunSummary]) -> Table:
-    table = Table(title=f"{len(summaries)} runs, newest first", title_justify="left")
-    for column in ("id", "started (UTC)", "served model", "mode", "status", "ms", "tokens", "error"):
-        table.add_column(column, justify="right" if column in ("ms", "tokens") else "left", overflow="fold")
-    for run in summaries:
-        status = f"{run.status} (degraded)" if run.degraded and run.status != "degraded" else run.status
-        table.add_row(
-            run.id,
-            run.started_at.replace("T", " ").removesuffix("Z"),
-            run.served_model,
-            run.mode,
-            status,
-            f"{run.duration_ms:.0f}" if run.duration_ms is not None else "",
-            str(run.usage.total_tokens) if run.usage is not None else "",
-            run.error.message[:80] if run.error is not None else "",
-        )
-    return table
-
-
 @runs.command("show")
 @click.argument("run_id", metavar="ID")
 @store_options
@@ -177,42 +169,6 @@ def show_command(run_id: str, store_url: str | None, config_path: str | None, as
         show(detail)
 
     anyio.run(run)
-
-
-def show(run: RunDetail) -> None:
-    console = stdout()
-    said = [f"run {run.id} ({run.served_model}, {run.mode}): {run.status}" + (", degraded" if run.degraded else "")]
-    said.append(f"started {run.started_at}, {run.duration_ms or 0:.0f} ms, request id {run.request_id}")
-    if run.usage is not None:
-        said.append(f"tokens: {run.usage.prompt_tokens} in, {run.usage.completion_tokens} out")
-    if run.error is not None:
-        said.append(f"error: HTTP {run.error.status} {run.error.type}: {run.error.message}")
-    for line in said:
-        console.print(line, soft_wrap=True, markup=False, highlight=False)
-    stages = Table(title="stages", title_justify="left")
-    for column in ("#", "stage", "status", "target", "at ms", "ms", "tokens", "attempts"):
-        stages.add_column(column, justify="right" if column in ("#", "at ms", "ms", "tokens", "attempts") else "left")
-    for stage in run.stages:
-        status = stage.status if stage.error is None else f"{stage.status}: {stage.error.message[:60]}"
-        tokens = stage.usage.get("total_tokens", "") if stage.usage_reported else "?"
-        row = (str(stage.index), stage.stage, status, f"{stage.target_model}@{stage.target_host}")
-        stages.add_row(
-            *row, f"{stage.started_offset_ms:.0f}", f"{stage.elapsed_ms:.0f}", str(tokens), str(len(stage.attempts))
-        )
-    console.print(stages)
-    if run.request is not None and run.request.messages is not None:
-        for message in run.request.messages:
-            role = message.get("role", "?") if isinstance(message, dict) else "?"
-            console.print(f"[bold]{role}[/]: ", end="")
-            console.print(str(message.get("content") if isinstance(message, dict) else message), markup=False)
-    if run.answer is not None:
-        answer = (
-            run.answer.content
-            if run.answer.content is not None
-            else msgspec.json.encode(run.answer.tool_calls).decode()
-        )
-        console.print(f"[bold]answer[/] ({run.answer.finish_reason}): ", end="")
-        console.print(answer if run.capture == "full" else "(not captured: capture = metadata)", markup=False)
 
 
 @runs.command("export")
@@ -267,8 +223,7 @@ async def _all(store: Any, query: RunQuery, limit: int | None) -> AsyncIterator[
 
 
 def csv_row(run: RunSummary) -> list[Any]:
-    usage = run.usage
-    error = run.error
+    usage, error, cost = run.usage, run.error, run.cost
     return [
         run.id,
         run.request_id,
@@ -282,7 +237,22 @@ def csv_row(run: RunSummary) -> list[Any]:
         "" if run.duration_ms is None else run.duration_ms,
         *(("", "", "") if usage is None else (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens)),
         *(("", "") if error is None else (error.status, error.message)),
+        *(
+            ("", "", "", "")
+            if cost is None
+            else (
+                cost.currency,
+                "" if cost.total is None else cost.total,
+                cost.total_known,
+                " ".join(cost.unknown_stages),
+            )
+        ),
     ]
+
+
+def _cost_cells(cost: RunCost) -> tuple[Any, ...]:
+    """`cost_currency`, `cost_total` (empty when unknown), `cost_known`, `cost_unknown_stages` (space-separated)."""
+    return (cost.currency, "" if cost.total is None else cost.total, cost.total_known, " ".join(cost.unknown_stages))
 
 
 class _opened:

@@ -6,6 +6,11 @@ keeps what it did) and `summary.json` (the per-model statistics and the paired c
 A request that failed scores 0 in the statistics (a failed answer is a wrong one) and is counted under errors;
 `--resume` keeps every earlier line without an error and runs the rest again. A later line for the same item
 and model replaces an earlier one.
+
+Cost, when the endpoint reports it (an adapter_critic server with prices: docs/guides/cost.md), is summed per model
+over every item it was asked, with the cost per item and per correct answer (the total over the sum of scores: with
+scores of 0 or 1, the number of right answers). An item whose cost is unknown (a stage without a price, a failed
+request) makes the total unknown; `total_known` keeps the sum of the rest, a lower bound.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ class Result(msgspec.Struct, kw_only=True):
     degraded: bool = False
     usage: dict[str, dict[str, Any]] = {}  # per stage, as the `adapter_critic` extension reports it
     total_usage: dict[str, Any] = {}
+    cost: dict[str, Any] | None = None  # as the `adapter_critic` extension reports it (None: not reported)
     metadata: dict[str, Any] = {}
 
     @property
@@ -118,6 +124,7 @@ def summarize(results: dict[Key, Result], item_ids: list[str], models: list[str]
             "tokens_per_item": {stage: mean(values) for stage, values in stages.items()},
             "total_tokens_per_item": mean([int(result.total_usage.get("total_tokens") or 0) for result in ok]),
             "latency_ms": {"p50": percentile(latencies, 50), "p95": percentile(latencies, 95)},
+            "cost": cost_summary(answered),
         }
     comparisons: dict[str, Any] = {}
     baseline = models[0]
@@ -132,6 +139,37 @@ def summarize(results: dict[Key, Result], item_ids: list[str], models: list[str]
         "per_model": per_model,
         "paired": comparisons,
     }
+
+
+def cost_summary(answered: list[Result]) -> dict[str, Any] | None:
+    """What a model's answers cost (see the module's docstring); None when none of them reported a cost."""
+    currency = next((r.cost.get("currency") for r in answered if r.cost is not None), None)
+    if not isinstance(currency, str):
+        return None
+    known = 0.0
+    unknown = 0
+    for result in answered:
+        cost = result.cost or {}
+        total, part = cost.get("total"), cost.get("total_known")
+        if cost.get("currency") != currency or result.error is not None or not _amount(total):
+            unknown += 1
+        if cost.get("currency") == currency and part is not None and _amount(part):
+            known += part
+    correct = sum(result.value for result in answered)
+    total = None if unknown else known
+    return {
+        "currency": currency,
+        "total": total,
+        "total_known": known,
+        "unknown_items": unknown,
+        "per_item": None if total is None or not answered else total / len(answered),
+        "per_correct": None if total is None or not correct else total / correct,
+        "correct": correct,
+    }
+
+
+def _amount(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def write_summary(directory: Path, summary: dict[str, Any]) -> Path:

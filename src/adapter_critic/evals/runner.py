@@ -62,6 +62,8 @@ async def run_one(endpoint: Endpoint, item: Item, model: str, scorer: Scorer) ->
     base.degraded = bool(extension.get("degraded"))
     base.usage = tokens.get("stages") or ({"total": total} if total else {})
     base.total_usage = total
+    cost = extension.get("cost")
+    base.cost = cost if isinstance(cost, dict) else None
     try:
         base.score, base.note = await scorer.grade(base.answer, item)
     except ScoreError as exc:
