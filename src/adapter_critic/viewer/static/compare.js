@@ -2,7 +2,7 @@
 
 import { get } from "./api.js";
 import { renderDiff } from "./diff.js";
-import { count, h, ms, replace, statusBadge, textBlock, when } from "./dom.js";
+import { costNote, count, h, ms, replace, runCost, statusBadge, textBlock, when } from "./dom.js";
 import { marked } from "./list.js";
 import { runView } from "./model.js";
 import { span, timeline } from "./timeline.js";
@@ -89,6 +89,7 @@ function side(label, run, scale) {
       h("div", {}, h("dt", {}, "Started"), h("dd", {}, when(run.startedAt))),
       h("div", {}, h("dt", {}, "Latency"), h("dd", {}, ms(run.durationMs))),
       h("div", {}, h("dt", {}, "Tokens"), h("dd", {}, count(run.tokens.total))),
+      run.cost ? h("div", {}, h("dt", {}, "Cost"), h("dd", { class: "cost", title: costNote(run.cost) }, runCost(run.cost))) : null,
     ),
     timeline(run, true, scale),
     h("h3", {}, "Final answer"),

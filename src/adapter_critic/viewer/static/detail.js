@@ -1,8 +1,8 @@
 // One run: its summary, the stage waterfall, what its workflow did, each stage's target, messages and output,
-// tokens per stage and in total, and its error envelope. A run still going is re-read until it ends.
+// tokens (and, when the server has prices, cost) per stage and in total, and its error envelope. A run still going is re-read until it ends.
 
 import { ApiError, get } from "./api.js";
-import { count, h, jsonBlock, ms, replace, statusBadge, textBlock, when } from "./dom.js";
+import { costNote, count, h, jsonBlock, ms, replace, runCost, stageCost, statusBadge, textBlock, when } from "./dom.js";
 import { marked } from "./list.js";
 import { contentText, runView } from "./model.js";
 import { timeline } from "./timeline.js";
@@ -90,6 +90,7 @@ function page(run, navigate) {
       fact("Started", h("time", { datetime: run.startedAt, title: run.startedAt }, when(run.startedAt))),
       fact("Latency", run.status === "running" ? "running…" : ms(run.durationMs)),
       fact("Tokens", `${count(run.tokens.total)} (${count(run.tokens.prompt)} prompt, ${count(run.tokens.completion)} completion)`),
+      run.cost ? fact("Cost", h("span", { id: "run-cost", title: costNote(run.cost) }, runCost(run.cost))) : null,
       fact("Streamed", run.stream ? "yes" : "no"),
     ),
     h("p", {}, h("button", { type: "button", id: "compare-this", onclick: markForCompare }, "Compare with another run")),
@@ -149,6 +150,7 @@ function stageBox(stage, index) {
       {},
       h("strong", {}, stage.label),
       ` · ${stage.target} · ${ms(stage.durationMs)} · ${count(stage.tokens.total)} tokens`,
+      stage.cost ? ` · ${stageCost(stage.cost)}` : null,
       stage.error ? h("span", { class: "status status-error" }, "failed") : null,
     ),
     h(
@@ -191,18 +193,30 @@ function messageList(messages) {
   );
 }
 
+// Tokens per stage call and in total, with a Cost column when the run has a cost.
 function tokenTable(run) {
-  const row = (name, tokens, note) =>
-    h("tr", {}, h("th", { scope: "row" }, name), h("td", { class: "num" }, count(tokens.prompt)), h("td", { class: "num" }, count(tokens.completion)), h("td", { class: "num" }, count(tokens.total)), h("td", { class: "muted" }, note || ""));
+  const priced = run.cost !== null || run.stages.some((stage) => stage.cost !== null);
+  const row = (name, tokens, note, cost) =>
+    h(
+      "tr",
+      {},
+      h("th", { scope: "row" }, name),
+      h("td", { class: "num" }, count(tokens.prompt)),
+      h("td", { class: "num" }, count(tokens.completion)),
+      h("td", { class: "num" }, count(tokens.total)),
+      priced ? h("td", { class: "num cost" }, cost) : null,
+      h("td", { class: "muted" }, note || ""),
+    );
+  const columns = ["Stage", "Prompt", "Completion", "Total", ...(priced ? ["Cost"] : []), ""];
   return h(
     "table",
     { class: "tokens" },
-    h("thead", {}, h("tr", {}, ["Stage", "Prompt", "Completion", "Total", ""].map((name, at) => h("th", { scope: "col", class: at && at < 4 ? "num" : null }, name)))),
+    h("thead", {}, h("tr", {}, columns.map((name, at) => h("th", { scope: "col", class: at && at < columns.length - 1 ? "num" : null }, name)))),
     h(
       "tbody",
       {},
-      run.stages.map((stage) => row(stage.label, stage.tokens, stage.reported ? "" : "not reported by the upstream")),
-      row("Total", run.tokens),
+      run.stages.map((stage) => row(stage.label, stage.tokens, stage.reported ? "" : "not reported by the upstream", stageCost(stage.cost))),
+      row("Total", run.tokens, costNote(run.cost), runCost(run.cost)),
     ),
   );
 }

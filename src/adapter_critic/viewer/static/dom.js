@@ -64,3 +64,31 @@ export function statusBadge(status) {
 export function jsonBlock(value) {
   return h("pre", { class: "text json" }, JSON.stringify(value, null, 2));
 }
+
+// An amount of money without float noise: cents from 1 up, below that every digit down to a millionth.
+export function money(amount) {
+  if (amount >= 1) return amount.toLocaleString("en", { minimumFractionDigits: 2, maximumFractionDigits: 2 });
+  if (amount === 0) return "0.00";
+  if (amount < 0.000001) return "<0.000001";
+  const text = amount.toFixed(6).replace(/0+$/, "");
+  return text.split(".")[1].length >= 2 ? text : amount.toFixed(2);
+}
+
+// A run's cost (`model.js` runView's `cost`): the total, or "≥ known part" when some stage's cost is unknown
+// ("unknown" when nothing of it is known); "–" without a cost.
+export function runCost(cost) {
+  if (!cost) return "–";
+  if (cost.total !== null && cost.unknownStages.length === 0) return `${money(cost.total)} ${cost.currency}`;
+  return cost.totalKnown > 0 ? `≥ ${money(cost.totalKnown)} ${cost.currency}` : `unknown (${cost.currency})`;
+}
+
+// Why a run's cost is a lower bound, for a tooltip (null when it is not).
+export function costNote(cost) {
+  return cost && cost.unknownStages.length ? `Unknown for ${cost.unknownStages.join(", ")}: no price for the model, or no usage reported` : null;
+}
+
+// A stage call's cost: its amount, "unknown", or "–" without a cost.
+export function stageCost(cost) {
+  if (!cost) return "–";
+  return cost.amount === null ? "unknown" : `${money(cost.amount)} ${cost.currency}`;
+}

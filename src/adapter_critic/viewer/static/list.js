@@ -2,7 +2,7 @@
 // live by polling the first page, searchable by request id, and driven from the keyboard.
 
 import { ApiError, get } from "./api.js";
-import { count, h, ms, replace, statusBadge, when } from "./dom.js";
+import { costNote, count, h, ms, replace, runCost, statusBadge, when } from "./dom.js";
 import { listKeys } from "./keys.js";
 import { listPage, runView } from "./model.js";
 
@@ -125,8 +125,8 @@ export async function showList(main, params, navigate) {
             "tr",
             {},
             h("th", { class: "mark", title: "Mark two runs to compare" }, "⇄"),
-            ["Time", "Request id", "Served model", "Mode", "Status", "Tokens", "Latency"].map((name, at) =>
-              h("th", { scope: "col", class: at >= 5 ? "num" : null }, name),
+            ["Time", "Request id", "Served model", "Mode", "Status", "Tokens", "Latency", "Cost"].map((name, at) =>
+              h("th", { scope: "col", class: at >= 7 ? "num cost" : at >= 5 ? "num" : null }, name),
             ),
           ),
         ),
@@ -197,10 +197,13 @@ export async function showList(main, params, navigate) {
         h("td", { class: "status-cell" }, statusBadge(run.status), run.errorType ? h("span", { class: "muted" }, ` ${run.errorType}`) : null),
         h("td", { class: "num" }, count(run.tokens.total)),
         h("td", { class: "num" }, run.status === "running" ? "…" : ms(run.durationMs)),
+        h("td", { class: "num cost", title: costNote(run.cost) }, runCost(run.cost)),
       );
       return row;
     });
     replace(table, rows);
+    // The cost column shows only when a run on the page has a cost (the server has prices).
+    table.closest("table").classList.toggle("priced", runs.some((run) => run.cost !== null));
     seen = new Set(runs.map((run) => run.id));
     if (focusedId) {
       const again = table.querySelector(`tr[data-id="${CSS.escape(focusedId)}"]`);

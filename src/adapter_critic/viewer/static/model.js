@@ -9,6 +9,13 @@ function usageOf(usage) {
   return { prompt: u.prompt_tokens ?? null, completion: u.completion_tokens ?? null, total: u.total_tokens ?? null };
 }
 
+// What a run cost (null: the server had no prices, or the run is going): the total (null when a stage's cost is
+// unknown), the known stages' sum and the stages whose cost is unknown.
+function runCostOf(cost) {
+  if (!cost) return null;
+  return { currency: cost.currency, total: cost.total ?? null, totalKnown: cost.total_known ?? 0, unknownStages: cost.unknown_stages || [] };
+}
+
 // The OpenAI error envelope the client got, from the stored error (its HTTP status beside it).
 function envelopeOf(error) {
   if (!error) return null;
@@ -31,6 +38,7 @@ export function runView(run) {
     finishedAt: run.finished_at || null,
     durationMs: run.duration_ms ?? null,
     tokens: usageOf(run.usage),
+    cost: runCostOf(run.cost),
     error,
     errorType: run.error ? run.error.type : null,
     capture: run.capture || "full",
@@ -73,6 +81,7 @@ export function stageView(stage) {
     })),
     tokens: usageOf(stage.usage),
     reported: stage.usage_reported !== false,
+    cost: stage.cost ? { currency: stage.cost.currency, amount: stage.cost.amount ?? null } : null,
     messages: stage.messages ?? null,
     output: stage.output ?? null,
     error: stage.error || null,
