@@ -141,6 +141,45 @@ def test_metrics_count_every_kind_of_run_through_uvicorn(remote_upstream: Remote
     # The standalone server records its runs (the default store): its queue is exported, nothing was dropped.
     assert ("adapter_critic_store_queue_depth", frozenset()) in got
     assert value(got, "adapter_critic_store_dropped_records_total") == 0
+    assert not [name for name, _ in got if name.startswith("adapter_critic_cost")]  # no prices: no cost series
+
+
+PRICES = """
+[pricing]
+currency = "EUR"
+[prices."api-model"]
+input = 2.0
+output = 8.0
+[prices."critic-*"]
+input = 1.0
+output = 4.0
+"""
+
+
+def test_cost_is_counted_by_served_model_stage_target_model_and_currency(
+    remote_upstream: RemoteUpstream, tmp_path: Path
+) -> None:
+    upstream = remote_upstream.reset()
+    with start(upstream, tmp_path, extra=PRICES) as (url, _):
+        client = sdk(OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0))
+        upstream.script({"model": "adapter-model", "content": "lgtm"})
+        for model in ("m-direct", "m-direct", "m-critic", "m-adapter"):
+            client.chat.completions.create(model=model, messages=MESSAGES)
+        got = scrape(url)
+
+    def cost(served_model: str, stage: str, target_model: str) -> float:
+        labels = {"served_model": served_model, "stage": stage, "target_model": target_model, "currency": "EUR"}
+        return value(got, "adapter_critic_cost_total", **labels)
+
+    # Every answered call reports 1 input and 2 output tokens: 18 millionths at api-model's prices, 9 at critic-*'s.
+    assert cost("m-direct", "api", "api-model") == pytest.approx(2 * 18e-6)
+    assert cost("m-critic", "api_draft", "api-model") == pytest.approx(18e-6)
+    assert cost("m-critic", "critic", "critic-model") == pytest.approx(9e-6)
+    assert cost("m-critic", "api_final", "api-model") == pytest.approx(18e-6)
+    assert cost("m-adapter", "api", "api-model") == pytest.approx(18e-6)
+    # adapter-model has no price: its cost is unknown, and an unknown cost is never counted (not even as 0).
+    costed = {dict(labels)["stage"] for name, labels in got if name == "adapter_critic_cost_total"}
+    assert costed == {"api", "api_draft", "critic", "api_final"}
 
 
 def test_in_flight_counts_a_request_being_answered(remote_upstream: RemoteUpstream, tmp_path: Path) -> None:

@@ -175,6 +175,38 @@ async def test_a_streamed_run_is_traced_like_a_plain_one(
     assert "traceparent" in upstream.calls[0].headers
 
 
+async def test_stage_and_run_spans_say_what_they_cost(
+    serve: AppFactory, upstream: ScriptedUpstream, spans: InMemorySpanExporter
+) -> None:
+    prices = {"pricing": {"currency": "EUR"}, "prices": {"api-*": {"input": 2, "output": 8}}}  # critic-model: none
+    upstream.script(Reply(ANSWERS[0]), Reply(ANSWERS[1]), Reply(ANSWERS[2]))
+    async with serve(traced(**prices)) as client:
+        assert (await client.post("/chat/completions", json=chat("m-critic", TEXT))).status_code == 200
+        upstream.script(Reply(ANSWERS[0]))
+        assert (await client.post("/chat/completions", json=chat("m-direct", TEXT))).status_code == 200
+    named = by_name(spans)
+    api_stages = sorted(named["chat api-model"], key=lambda span: span.start_time or 0)
+    [critic] = named["chat critic-model"]
+    for stage in api_stages:  # 1 input and 2 output tokens each
+        assert stage.attributes is not None
+        assert stage.attributes["adapter_critic.cost.amount"] == pytest.approx(18e-6)
+        assert stage.attributes["adapter_critic.cost.currency"] == "EUR"
+        assert "adapter_critic.cost.unknown" not in stage.attributes
+    assert critic.attributes is not None
+    assert critic.attributes["adapter_critic.cost.unknown"] is True
+    assert "adapter_critic.cost.amount" not in critic.attributes
+    [critic_run] = named["invoke_workflow m-critic"]
+    assert critic_run.attributes is not None
+    assert "adapter_critic.cost.total" not in critic_run.attributes  # unknown: a stage has no price
+    assert critic_run.attributes["adapter_critic.cost.total_known"] == pytest.approx(36e-6)
+    assert critic_run.attributes["adapter_critic.cost.unknown_stages"] == ("critic",)
+    assert critic_run.attributes["adapter_critic.cost.currency"] == "EUR"
+    [direct_run] = named["invoke_workflow m-direct"]
+    assert direct_run.attributes is not None
+    assert direct_run.attributes["adapter_critic.cost.total"] == pytest.approx(18e-6)
+    assert "adapter_critic.cost.unknown_stages" not in direct_run.attributes
+
+
 async def test_tracing_is_off_by_default(
     serve: AppFactory, upstream: ScriptedUpstream, spans: InMemorySpanExporter
 ) -> None:
@@ -182,6 +214,13 @@ async def test_tracing_is_off_by_default(
         assert (await client.post("/chat/completions", json=chat("m-direct"))).status_code == 200
     assert spans.get_finished_spans() == ()
     assert "traceparent" not in upstream.calls[0].headers
+
+
+async def test_without_prices_spans_carry_no_cost(serve: AppFactory, spans: InMemorySpanExporter) -> None:
+    async with serve(traced()) as client:
+        assert (await client.post("/chat/completions", json=chat("m-direct"))).status_code == 200
+    for span in spans.get_finished_spans():
+        assert span.attributes is not None and not [k for k in span.attributes if k.startswith("adapter_critic.cost")]
 
 
 def assert_nothing_private(exporter: InMemorySpanExporter) -> None:
