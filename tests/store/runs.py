@@ -13,6 +13,7 @@ from adapter_critic import create_app
 from adapter_critic.core import Answer, Usage
 from adapter_critic.errors import APIError, UpstreamError
 from adapter_critic.events import Attempt, Noted, RunFinished, RunRecord, RunStarted, StageFinished, StageStarted
+from adapter_critic.pricing import CallCost
 from adapter_critic.request.decode import decode_request
 from adapter_critic.store.recorder import RunOpened, RunRecorder
 from adapter_critic.store.runstore import RunStore
@@ -59,9 +60,11 @@ def record_run(
     error: APIError | None = None,
     stage_error: UpstreamError | None = None,
     started_at: float | None = None,
+    costs: tuple[float | None, ...] | None = None,
 ) -> Callable[[], None]:
     """Publish a run's events to a recorder on `store` (stages answering `answer`, or failing with `stage_error`);
-    `finish=False` leaves it running, and the function returned ends it."""
+    `finish=False` leaves it running, and the function returned ends it. `costs`: each stage's cost in EUR (None:
+    unknown), as a server with prices reports them."""
 
     def enqueue(record: Any) -> None:
         if started_at is not None and isinstance(record, RunOpened):
@@ -70,8 +73,10 @@ def record_run(
 
     recorder = RunRecorder(enqueue, request_id or run_id, request(content), capture)  # type: ignore[arg-type]
     record = RunRecord(run_id, served_model, mode)
+    if costs is not None:
+        record.currency = "EUR"
     events: list[Any] = [RunStarted(run_id, served_model, mode, False)]
-    for stage in stages:
+    for index, stage in enumerate(stages):
         messages = [{"role": "user", "content": content}]
         usage = Usage(1, 2, 3)
         failed = stage_error if stage == stages[-1] else None
@@ -79,7 +84,7 @@ def record_run(
         output = None if failed else answer
         events += [
             StageStarted(stage, TARGET, messages),
-            StageFinished(stage, TARGET, attempts, usage, 5.0, output, failed),
+            StageFinished(stage, TARGET, attempts, usage, 5.0, output, failed, cost=cost(costs, index)),
         ]
         if failed is None:
             events.append(Noted(stage, answer))
@@ -96,3 +101,7 @@ def record_run(
     if finish:
         end()
     return end
+
+
+def cost(costs: tuple[float | None, ...] | None, index: int) -> CallCost | None:
+    return None if costs is None else CallCost("EUR", costs[index])
