@@ -109,6 +109,53 @@ def test_tokens_per_stage_degraded_and_failed_requests(tmp_path: Path, upstream:
     assert len(read_results(out)) == 6
 
 
+def test_cost_per_item_and_per_correct_answer_beside_the_score(tmp_path: Path, upstream: RemoteUpstream) -> None:
+    config = config_file(
+        tmp_path,
+        upstream.url,
+        a={"mode": "direct", "model": "model-a"},
+        b={"mode": "critic", "model": "model-b", "critic": "critic-model"},
+    )
+    # Every call: 1 input and 2 output tokens, 0.0005 EUR at these prices; critic-model has no price.
+    prices = '[pricing]\ncurrency = "EUR"\n[prices."model-*"]\ninput = 100.0\noutput = 200.0\n'
+    config.write_text(config.read_text(encoding="utf-8") + prices, encoding="utf-8")
+    out = tmp_path / "out"
+    result = invoke("eval", str(four_items(tmp_path)), "--models", "a,b", "-c", str(config), "-o", str(out))
+    assert result.exit_code == 0, result.stderr
+    rows = read_results(out)
+    assert rows[("q1", "a")]["cost"]["total"] == pytest.approx(0.0005)
+    assert rows[("q1", "b")]["cost"]["unknown_stages"] == ["critic"]
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    a, b = summary["per_model"]["a"]["cost"], summary["per_model"]["b"]["cost"]
+    assert a == {
+        "currency": "EUR",
+        "total": pytest.approx(0.002),
+        "total_known": pytest.approx(0.002),
+        "unknown_items": 0,
+        "per_item": pytest.approx(0.0005),
+        "per_correct": pytest.approx(0.002 / 3),  # model-a is right on three of the four items
+        "correct": 3,
+    }
+    # Each of b's runs has a stage without a price: its totals are unknown, the API calls' cost (2 a run) known.
+    assert (b["total"], b["per_item"], b["per_correct"], b["unknown_items"]) == (None, None, None, 4)
+    assert b["total_known"] == pytest.approx(0.004) and b["correct"] == 0
+    table = [line for line in result.stdout.splitlines() if "│" in line or "┃" in line]
+    assert "cost/item (EUR)" in table[0] and "cost/correct (EUR)" in table[0]
+    a_row = next(line for line in table if line.startswith("│ a "))
+    b_row = next(line for line in table if line.startswith("│ b "))
+    assert [cell.strip() for cell in a_row.split("│")[5:7]] == ["0.0005", "0.000667"]
+    assert [cell.strip() for cell in b_row.split("│")[5:7]] == ["≥ 0.001", "-"]  # a lower bound; nothing right
+
+
+def test_without_prices_the_table_has_no_cost_columns(tmp_path: Path, upstream: RemoteUpstream) -> None:
+    config = config_file(tmp_path, upstream.url, a={"mode": "direct", "model": "model-a"})
+    out = tmp_path / "out"
+    result = invoke("eval", str(four_items(tmp_path)), "--models", "a", "-c", str(config), "-o", str(out))
+    assert result.exit_code == 0, result.stderr
+    assert "cost/" not in result.stdout
+    assert json.loads((out / "summary.json").read_text(encoding="utf-8"))["per_model"]["a"]["cost"] is None
+
+
 def test_judge_scorer_reads_the_judges_reply_tolerantly(tmp_path: Path, upstream: RemoteUpstream) -> None:
     config = config_file(
         tmp_path, upstream.url, a={"mode": "direct", "model": "model-a"}, judge={"mode": "direct", "model": "judge"}

@@ -19,8 +19,8 @@ from adapter_critic.cli.errors import CliError
 from adapter_critic.cli.replay import request_of
 from adapter_critic.store.records import RunDetail, StoredRequest
 
-from ..conftest import listening_socket, sdk
-from .conftest import EXAMPLES, SCRIPT, invoke, one_error_line, script_env
+from ..conftest import RemoteUpstream, listening_socket, sdk
+from .conftest import EXAMPLES, SCRIPT, config_file, invoke, one_error_line, script_env
 
 
 @pytest.fixture(scope="module")
@@ -28,21 +28,95 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A store with three runs of a real server (demo-critic, demo-direct, demo-adapter, in that order), stopped
     gracefully so that every run is written."""
     url = f"sqlite:///{tmp_path_factory.mktemp('store') / 'runs.db'}"
+    serve_and_ask(url, None, [("demo-critic", "Hello!"), ("demo-direct", "Bye"), ("demo-adapter", "Hi again")])
+    yield url
+
+
+def serve_and_ask(url: str, config: Path | None, asked: list[tuple[str, str]]) -> None:
+    """A real `adapter-critic serve` (the demo, or `config`) recording to `url`: asked each (model, text) with the
+    openai SDK, then stopped gracefully so that every run is written."""
     sock = listening_socket()
     base = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
     args = [str(SCRIPT), "serve", "--fd", str(sock.fileno()), "--log-level", "warning"]
+    if config is not None:
+        args += ["--config", str(config)]
     env = {**script_env(), "ADAPTER_CRITIC_STORE": url}
     server = subprocess.Popen(args, pass_fds=(sock.fileno(),), env=env, stderr=subprocess.PIPE, text=True)
     sock.close()
     try:
         client = sdk(openai.OpenAI(base_url=base, api_key="unused", max_retries=0))
-        for model, text in (("demo-critic", "Hello!"), ("demo-direct", "Bye"), ("demo-adapter", "Hi again")):
+        for model, text in asked:
             client.chat.completions.create(model=model, messages=[{"role": "user", "content": text}], temperature=0.3)
     finally:
         server.send_signal(signal.SIGINT)  # a graceful stop writes what is queued
         _, err = server.communicate(timeout=30)
     assert server.returncode == 0, err
-    yield url
+
+
+PRICES = '[pricing]\ncurrency = "EUR"\n[prices."api-model"]\ninput = 2.0\noutput = 8.0\n'
+
+
+@pytest.fixture(scope="module")
+def priced(tmp_path_factory: pytest.TempPathFactory, remote: RemoteUpstream) -> str:
+    """A store with two runs of a server with prices: `p-direct` (every stage priced: 0.0028 EUR), then `p-critic`
+    (its critic's model has no price: 0.0056 EUR known, the total unknown)."""
+    directory = tmp_path_factory.mktemp("priced")
+    url = f"sqlite:///{directory / 'runs.db'}"
+    upstream = remote.reset()
+    config = config_file(
+        directory,
+        upstream.url,
+        **{
+            "p-direct": {"mode": "direct", "model": "api-model"},
+            "p-critic": {"mode": "critic", "model": "api-model", "critic": "unpriced-model"},
+        },
+    )
+    config.write_text(config.read_text(encoding="utf-8") + PRICES, encoding="utf-8")
+    usage = {"prompt_tokens": 1000, "completion_tokens": 100, "total_tokens": 1100}
+    upstream.script(*({"model": "api-model", "usage": usage} for _ in range(3)))
+    serve_and_ask(url, config, [("p-direct", "Hello"), ("p-critic", "Hello")])
+    return url
+
+
+def test_list_shows_and_filters_by_cost(priced: str) -> None:
+    table = invoke("runs", "list", "--store", priced)
+    assert table.exit_code == 0, table.stderr
+    rows = {row["served model"]: row for row in table_rows(table.stdout)}
+    assert (rows["p-direct"]["cost (EUR)"], rows["p-critic"]["cost (EUR)"]) == ("0.0028", "≥ 0.0056")
+    assert [run["served_model"] for run in listed(priced, "--min-cost", "0.003")] == ["p-critic"]
+    assert [run["served_model"] for run in listed(priced, "--min-cost", "0")] == ["p-critic", "p-direct"]
+    assert listed(priced, "--min-cost", "0.01") == []
+    refused = invoke("runs", "list", "--store", priced, "--min-cost", "-1")
+    assert refused.exit_code == 2 and "--min-cost" in refused.stderr
+
+
+def test_show_and_export_say_what_a_run_cost(priced: str, tmp_path: Path) -> None:
+    run_id = str(listed(priced, "--served-model", "p-critic")[0]["id"])
+    shown = invoke("runs", "show", run_id, "--store", priced)
+    assert shown.exit_code == 0, shown.stderr
+    assert "cost: ≥ 0.0056 EUR (unknown for critic)" in shown.stdout
+    costs = [(row["stage"], row["cost (EUR)"]) for row in table_rows(shown.stdout)]
+    assert costs == [("api_draft", "0.0028"), ("critic", "?"), ("api_final", "0.0028")]
+    out = tmp_path / "runs.csv"
+    assert invoke("runs", "export", "--store", priced, "-o", str(out)).exit_code == 0
+    rows = {row["served_model"]: row for row in csv.DictReader(io.StringIO(out.read_text(encoding="utf-8")))}
+    assert {k: rows["p-direct"][k] for k in ("cost_currency", "cost_total", "cost_known", "cost_unknown_stages")} == {
+        "cost_currency": "EUR", "cost_total": "0.0028", "cost_known": "0.0028", "cost_unknown_stages": ""
+    }  # fmt: skip
+    assert (rows["p-critic"]["cost_total"], rows["p-critic"]["cost_unknown_stages"]) == ("", "critic")
+
+
+def test_runs_of_a_server_without_prices_have_no_cost_column(recorded: str) -> None:
+    table = invoke("runs", "list", "--store", recorded)
+    assert table.exit_code == 0 and "demo-critic" in table.stdout and "cost" not in table.stdout
+
+
+def table_rows(text: str) -> list[dict[str, str]]:
+    """The rows of the first Rich table in `text`, by its column headers."""
+    lines = text.splitlines()
+    header = [cell.strip() for cell in next(line for line in lines if "┃" in line).split("┃")[1:-1]]
+    rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in lines if line.startswith("│")]
+    return [dict(zip(header, row, strict=True)) for row in rows]
 
 
 def listed(url: str, *args: str) -> list[dict[str, object]]:

@@ -74,8 +74,11 @@ def show(run: RunDetail) -> None:
 
 def stages_table(stages: list[StoredStage]) -> Table:
     table = Table(title="stages", title_justify="left")
-    priced = any(stage.cost is not None for stage in stages)
-    columns = ["#", "stage", "status", "target", "at ms", "ms", "tokens", "attempts", *(["cost"] if priced else [])]
+    currencies = {stage.cost.currency for stage in stages if stage.cost is not None}
+    currency = next(iter(currencies)) if len(currencies) == 1 else None
+    columns = ["#", "stage", "status", "target", "at ms", "ms", "tokens", "attempts"]
+    if currencies:
+        columns.append(f"cost ({currency})" if currency else "cost")
     for column in columns:
         table.add_column(column, justify="left" if column in ("stage", "status", "target") else "right")
     for stage in stages:
@@ -83,10 +86,16 @@ def stages_table(stages: list[StoredStage]) -> Table:
         tokens = stage.usage.get("total_tokens", "") if stage.usage_reported else "?"
         cells = [str(stage.index), stage.stage, status, f"{stage.target_model}@{stage.target_host}"]
         cells += [f"{stage.started_offset_ms:.0f}", f"{stage.elapsed_ms:.0f}", str(tokens), str(len(stage.attempts))]
-        if priced:
-            cost = stage.cost
-            cells.append(
-                "" if cost is None else "?" if cost.amount is None else f"{money(cost.amount)} {cost.currency}"
-            )
+        if currencies:
+            cells.append(_stage_cost(stage, currency))
         table.add_row(*cells)
     return table
+
+
+def _stage_cost(stage: StoredStage, currency: str | None) -> str:
+    """A stage call's cost: its amount, `?` when unknown; its currency unless the column names it."""
+    cost = stage.cost
+    if cost is None:
+        return ""
+    amount = "?" if cost.amount is None else money(cost.amount)
+    return amount if currency == cost.currency else f"{amount} {cost.currency}"
