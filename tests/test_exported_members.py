@@ -59,11 +59,13 @@ PUBLIC: dict[str, set[str]] = {
     },
     "adapter_critic.store": {
         "BadCursor",
+        "RunCost",
         "RunDetail",
         "RunPage",
         "RunQuery",
         "RunStore",
         "RunSummary",
+        "StageCost",
         "StoredAnswer",
         "StoredAttempt",
         "StoredError",

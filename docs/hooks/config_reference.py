@@ -221,6 +221,8 @@ def sections() -> list[Section]:
         "store": ("`[store]`", "store"),
         "telemetry": ("`[telemetry]`", "telemetry"),
         "ui": ("`[ui]`", "ui"),
+        "prices": ('`[prices."<model or glob>"]`', "prices"),
+        "pricing": ("`[pricing]`", "pricing"),
     }
     # Struct-typed top-level keys get a section of their own, linked from the top table.
     nested: list[tuple[str, type[msgspec.Struct]]] = []

@@ -52,6 +52,7 @@ GUIDES = (
     "security",
     "store",
     "metrics",
+    "cost",
     "tracing",
     "viewer",
     "cli",

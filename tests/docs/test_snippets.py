@@ -42,6 +42,7 @@ from adapter_critic import Config, Workflow, create_app
 from adapter_critic.cli import cli
 from adapter_critic.evals.dataset import parse_item
 from adapter_critic.events import Extension
+from adapter_critic.observe.metrics import Metrics
 from adapter_critic.store import RunDetail, RunSummary
 from adapter_critic.workflows import registry
 
@@ -423,6 +424,7 @@ def check_uvicorn(snippet: Snippet, args: list[str]) -> None:
 def test_promql(snippet: Snippet, request: pytest.FixtureRequest) -> None:
     demo: Demo = request.getfixturevalue("demo")
     exposed = httpx.get(f"{demo.url}/metrics", timeout=30).text
+    exposed += Metrics(priced=True).render()[0].decode()  # the cost counter: only a server with prices has it
     series = set()
     for match in re.finditer(r"^# TYPE (\S+) (\w+)$", exposed, re.MULTILINE):
         name, kind = match.groups()

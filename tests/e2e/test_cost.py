@@ -5,6 +5,8 @@ Prices are per million tokens; the scripted usage makes every expected amount a 
 
 from __future__ import annotations
 
+import json
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,8 +14,11 @@ from typing import Any
 import pytest
 from openai import OpenAI
 
+from adapter_critic import Config
+
 from ..conftest import AppFactory, RemoteUpstream, chat, make_config, run_server, sdk
-from ..scripted_upstream import ScriptedUpstream
+from ..docs.snippets import ROOT, collect
+from ..scripted_upstream import Reply, ScriptedUpstream
 
 UVICORN = ["-m", "uvicorn", "adapter_critic.asgi:app", "--log-level", "warning"]
 MESSAGES: list[Any] = [{"role": "user", "content": "What does a stage cost?"}]
@@ -247,3 +252,31 @@ async def test_the_cost_rides_on_every_protocols_answer(serve: AppFactory, upstr
     for answer in answers:
         assert answer.status_code == 200
         assert answer.json()["adapter_critic"]["cost"] == expected
+
+
+@pytest.mark.anyio
+async def test_the_cost_guides_worked_example_is_what_the_server_computes(
+    serve: AppFactory, upstream: ScriptedUpstream
+) -> None:
+    """docs/guides/cost.md: its config, asked once with its usage, answers its extension's `cost`."""
+    blocks = [snippet for snippet in collect(ROOT / "docs" / "guides" / "cost.md") if snippet.lang in ("toml", "json")]
+    config = Config.from_dict(tomllib.loads(blocks[0].code))
+    documented = json.loads(blocks[1].code)["adapter_critic"]
+    stages = documented["tokens"]["stages"]
+    upstream.script(
+        Reply("Draft.", model="gpt-4.1-mini", usage=stages["api_draft"]),
+        Reply(
+            "Critique.",
+            model="claude-sonnet-4",
+            anthropic_usage={
+                "input_tokens": stages["critic"]["prompt_tokens"],
+                "cache_read_input_tokens": 0,
+                "output_tokens": stages["critic"]["completion_tokens"],
+            },
+        ),
+        Reply("Final.", model="gpt-4.1-mini", usage=stages["api_final"]),
+    )
+    async with serve(config) as client:
+        answer = (await client.post("/chat/completions", json=chat("reviewed"))).json()["adapter_critic"]
+    assert answer["tokens"] == documented["tokens"]
+    assert answer["cost"] == documented["cost"]

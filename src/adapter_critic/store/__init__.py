@@ -20,9 +20,10 @@ did not hand out. The shapes are msgspec Structs in `store.records` (`msgspec.js
 
 The runs API (under the mount: `/v1/runs` standalone; the same inbound auth as the chat endpoint):
 
-- `GET /runs?served_model=&mode=&status=&degraded=true|false&since=&until=&request_id=&limit=50&cursor=` →
+- `GET /runs?served_model=&mode=&status=&degraded=true|false&since=&until=&request_id=&min_cost=&limit=50&cursor=` →
   `{"object": "list", "data": [RunSummary…], "next_cursor": str | null, "has_more": bool}`, newest first.
-  `since`/`until`: ISO 8601 (UTC unless it says) or Unix seconds; `limit` 1 to 1000 (default 50).
+  `since`/`until`: ISO 8601 (UTC unless it says) or Unix seconds; `min_cost`: runs whose known cost is at least
+  this (docs/guides/cost.md); `limit` 1 to 1000 (default 50).
 - `GET /runs/{id}` → `RunDetail`: every `RunSummary` field plus `capture`, `request`, `intermediate`, `answer`,
   `stages` (in order).
 - `GET /runs/{id}/events` → `text/event-stream`: `event: run` (the run as it is now), then `event: stage` for each
@@ -35,14 +36,16 @@ RunSummary: `id` (the run id, `adapter_critic.run_id`), `object: "run"`, `reques
 `x-request-id`), `served_model`, `mode`, `stream`, `status` (`running | ok | degraded | error | cancelled |
 interrupted`), `degraded`, `started_at`, `finished_at` (ISO 8601 UTC), `duration_ms`, `usage` (`prompt_tokens`,
 `completion_tokens`, `total_tokens`), `error` (`status`, `type`, `message`, `param`, `code`: the error envelope the
-client got) — null where not known yet.
+client got), `cost` (`currency`, `total`, `total_known`, `unknown_stages`: with prices configured) — null where not
+known yet.
 RunDetail adds: `capture` (`full | metadata`), `request` (`options`: every request field but `model` and
 `messages`; `messages` under `full`), `intermediate` (the extension's; values null under `metadata`), `answer`
 (`finish_reason`, and `content`, `tool_calls` under `full`), `stages`.
 StoredStage: `index`, `stage`, `status` (`ok | error | cancelled`), `target_model`, `target_host` (never a key),
 `started_offset_ms` (after the run's start), `elapsed_ms`, `attempts` (`target_model`, `target_host`,
 `error`: `kind`, `message`, `status`), `usage` (as the upstream reported it, summed over attempts),
-`usage_reported`, `messages` and `output` (under `full`), `error`.
+`usage_reported`, `messages` and `output` (under `full`), `error`, `cost` (`currency`, `amount`: with prices
+configured).
 
 Writing is the server's: a `RunRecorder` (a run-event subscriber per run) queues records into a bounded in-memory
 queue that a background task flushes in batches (`RunStore.start` / `RunStore.aclose`, which drains it). Secrets
@@ -57,10 +60,12 @@ from typing import TYPE_CHECKING, Any
 
 from .records import (
     BadCursor,
+    RunCost,
     RunDetail,
     RunPage,
     RunQuery,
     RunSummary,
+    StageCost,
     StoredAnswer,
     StoredAttempt,
     StoredError,
@@ -91,11 +96,13 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "BadCursor",
+    "RunCost",
     "RunDetail",
     "RunPage",
     "RunQuery",
     "RunStore",
     "RunSummary",
+    "StageCost",
     "StoredAnswer",
     "StoredAttempt",
     "StoredError",
