@@ -342,6 +342,9 @@ def test_each_mistake_is_one_error_naming_file_and_key_path(
     assert "Traceback" not in message
 
 
+SERVED = '[served_models.m]\nmode = "direct"\napi = { model = "x", base_url = "http://h/v1" }\n'
+
+
 @pytest.mark.parametrize(
     ("toml", "key_path"),
     [
@@ -366,6 +369,12 @@ def test_each_mistake_is_one_error_naming_file_and_key_path(
             '[served_models.m.critic]\nmodel = "c"\nbase_url = 5\n',
             "served_models.m.critic.base_url",
         ),
+        (SERVED + '[prices."gpt-4.1*"]\ninput = -1\noutput = 1\n', 'prices."gpt-4.1*".input'),
+        (SERVED + '[prices."gpt-4.1"]\ninput = 1\n', 'prices."gpt-4.1".output'),
+        (SERVED + '[prices."gpt-4.1"]\ninput = 1\noutput = 2\ncache = 0.5\n', 'prices."gpt-4.1".cache'),
+        (SERVED + '[prices."gpt-4.1"]\ninput = inf\noutput = 2\n', 'prices."gpt-4.1"'),
+        (SERVED + '[prices]\n"" = { input = 1, output = 2 }\n', "prices"),
+        (SERVED + '[pricing]\ncurrency = ""\n', "pricing.currency"),
     ],
 )
 def test_toml_mistakes_name_file_and_key_path(tmp_path: Path, toml: str, key_path: str) -> None:
