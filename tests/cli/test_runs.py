@@ -20,6 +20,7 @@ from adapter_critic.cli.replay import request_of
 from adapter_critic.store.records import RunDetail, StoredRequest
 
 from ..conftest import RemoteUpstream, listening_socket, sdk
+from ..helpers import usage
 from .conftest import EXAMPLES, SCRIPT, config_file, invoke, one_error_line, script_env
 
 
@@ -72,8 +73,7 @@ def priced(tmp_path_factory: pytest.TempPathFactory, remote: RemoteUpstream) -> 
         },
     )
     config.write_text(config.read_text(encoding="utf-8") + PRICES, encoding="utf-8")
-    usage = {"prompt_tokens": 1000, "completion_tokens": 100, "total_tokens": 1100}
-    upstream.script(*({"model": "api-model", "usage": usage} for _ in range(3)))
+    upstream.script(*({"model": "api-model", "usage": usage(1000, 100)} for _ in range(3)))
     serve_and_ask(url, config, [("p-direct", "Hello"), ("p-critic", "Hello")])
     return url
 

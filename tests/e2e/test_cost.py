@@ -16,11 +16,11 @@ from openai import OpenAI
 
 from adapter_critic import Config
 
-from ..conftest import AppFactory, RemoteUpstream, chat, make_config, run_server, sdk
+from ..conftest import UVICORN, AppFactory, RemoteUpstream, chat, make_config, run_server, sdk
 from ..docs.snippets import ROOT, collect
+from ..helpers import extension, usage
 from ..scripted_upstream import Reply, ScriptedUpstream
 
-UVICORN = ["-m", "uvicorn", "adapter_critic.asgi:app", "--log-level", "warning"]
 MESSAGES: list[Any] = [{"role": "user", "content": "What does a stage cost?"}]
 
 
@@ -83,12 +83,6 @@ api = {{ model = "down-model", base_url = "{up}", fallbacks = [{{ model = "api-m
 
 
 @pytest.fixture(scope="module")
-def upstream_url() -> Iterator[str]:
-    with run_server(["-m", "tests.scripted_upstream"]) as (url, _):
-        yield url
-
-
-@pytest.fixture(scope="module")
 def app_url(upstream_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     path: Path = tmp_path_factory.mktemp("cost") / "config.toml"
     path.write_text(config_toml(upstream_url))
@@ -107,28 +101,21 @@ def client(app_url: str) -> OpenAI:
     return sdk(OpenAI(base_url=f"{app_url}/v1", api_key="unused", max_retries=0))
 
 
-def usage(prompt: int, completion: int, cached: int | None = None) -> dict[str, Any]:
-    found: dict[str, Any] = {
-        "prompt_tokens": prompt,
-        "completion_tokens": completion,
-        "total_tokens": prompt + completion,
-    }
-    if cached is not None:
-        found["prompt_tokens_details"] = {"cached_tokens": cached}
-    return found
+def cached(prompt: int, completion: int, cached: int) -> dict[str, Any]:
+    """Usage of `prompt` tokens, `cached` of them read from the upstream's cache."""
+    return {**usage(prompt, completion), "prompt_tokens_details": {"cached_tokens": cached}}
 
 
 def cost_of(response: Any) -> dict[str, Any]:
-    assert response.model_extra is not None
-    cost: dict[str, Any] = response.model_extra["adapter_critic"]["cost"]
+    cost: dict[str, Any] = extension(response)["cost"]
     return cost
 
 
 def critic_run(client: OpenAI, up: RemoteUpstream, served: str, reviewer: str) -> dict[str, Any]:
     up.script(
-        {"model": "api-model", "content": "Draft.", "usage": usage(1000, 200, cached=600)},
+        {"model": "api-model", "content": "Draft.", "usage": cached(1000, 200, 600)},
         {"model": reviewer, "content": "Say more.", "usage": usage(500, 100)},
-        {"model": "api-model", "content": "Final.", "usage": usage(2000, 300, cached=1000)},
+        {"model": "api-model", "content": "Final.", "usage": cached(2000, 300, 1000)},
     )
     return cost_of(client.chat.completions.create(model=served, messages=MESSAGES))
 
@@ -209,7 +196,7 @@ def test_a_refused_attempt_costs_nothing_and_the_fallback_is_priced(client: Open
 
 
 def test_a_streamed_run_reports_its_cost_on_the_last_chunk(client: OpenAI, up: RemoteUpstream) -> None:
-    up.script({"model": "api-model", "content": "Streamed.", "usage": usage(1000, 100, cached=200)})
+    up.script({"model": "api-model", "content": "Streamed.", "usage": cached(1000, 100, 200)})
     chunks = list(
         client.chat.completions.create(
             model="d-direct", messages=MESSAGES, stream=True, stream_options={"include_usage": True}

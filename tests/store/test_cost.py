@@ -14,6 +14,7 @@ from adapter_critic.store import RunQuery, open_store
 from adapter_critic.store.database import engine_url
 
 from ..conftest import chat
+from ..helpers import usage
 from ..scripted_upstream import Reply, ScriptedUpstream
 from .runs import record_run, recording
 
@@ -22,7 +23,7 @@ pytestmark = pytest.mark.anyio
 # api-model at 2 and 8 per million tokens; critic-model has no price. Each call below reports 1000 in, 100 out.
 PRICES = {"pricing": {"currency": "EUR"}, "prices": {"api-model": {"input": 2, "output": 8}}}
 API_CALL = (1000 * 2 + 100 * 8) / 1e6
-USAGE = {"prompt_tokens": 1000, "completion_tokens": 100, "total_tokens": 1100}
+USAGE = usage(1000, 100)
 
 
 async def test_each_runs_cost_is_stored_listed_and_filtered(upstream: ScriptedUpstream, store_url: str) -> None:

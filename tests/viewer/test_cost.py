@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from ..conftest import RemoteUpstream, run_server
-from .conftest import UVICORN, ask, row, screenshot, wait_ready
+from ..conftest import UVICORN, RemoteUpstream, run_server
+from ..helpers import usage
+from .conftest import ask, row, screenshot, wait_ready
 
-USAGE = {"prompt_tokens": 1000, "completion_tokens": 100, "total_tokens": 1100}  # 0.0028 EUR at api-model's price
+USAGE = usage(1000, 100)  # 0.0028 EUR at api-model's price
 
 
 def config_toml(upstream_url: str) -> str:
@@ -39,9 +40,8 @@ critic = {{ model = "unpriced-model", base_url = "{up}" }}
 
 
 @pytest.fixture(scope="module")
-def upstream() -> Iterator[RemoteUpstream]:
-    with run_server(["-m", "tests.scripted_upstream"]) as (url, _):
-        yield RemoteUpstream(url)
+def upstream(upstream_url: str) -> RemoteUpstream:
+    return RemoteUpstream(upstream_url)
 
 
 @pytest.fixture(scope="module")
