@@ -35,7 +35,12 @@ def plain(mib: int) -> bytes:
 @functools.cache
 def stream(mib: int) -> bytes:
     base = {"id": "chatcmpl-big", "object": "chat.completion.chunk", "created": 1700000000, "model": payloads.API_MODEL}
-    choice = {"index": 0, "delta": {"role": "assistant", "content": content(mib)}, "logprobs": None, "finish_reason": None}
+    choice = {
+        "index": 0,
+        "delta": {"role": "assistant", "content": content(mib)},
+        "logprobs": None,
+        "finish_reason": None,
+    }
     events = [
         {**base, "choices": [choice]},
         {**base, "choices": [{"index": 0, "delta": {}, "logprobs": None, "finish_reason": "stop"}]},
