@@ -70,7 +70,7 @@ def tune_garbage_collector() -> None:
 # glibc's `mallopt` parameters (malloc.h) and the values the standalone server sets.
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 _MMAP_THRESHOLD = 32 * 1024 * 1024  # the most glibc takes: every block up to 32 MiB comes from the heap
-_TRIM_THRESHOLD = 64 * 1024 * 1024  # free heap kept at its top before it is given back to the system
+_TRIM_THRESHOLD = 128 * 1024 * 1024  # free heap kept at its top before it is given back to the system
 
 
 def tune_allocator() -> bool:
@@ -78,11 +78,14 @@ def tune_allocator() -> bool:
 
     By default glibc serves a block of more than 128 KiB with a fresh `mmap`, raising that threshold to the size
     of the biggest such block freed so far, and gives free heap back to the system once more than twice that is
-    free at its top. A big answer is copied a few times on its way (read, decoded, relayed, recorded): at 1 MiB
-    those copies came back from the heap request after request, at 16 MiB each was a fresh mapping that the
-    kernel faulted in and zeroed page by page, and the CPU per MiB of answer doubled (`benchmarks/sizes.py`:
-    about 1,400 page faults per MiB against none). With the thresholds fixed, blocks up to 32 MiB are reused
-    from the heap, and at most 64 MiB of it is kept free."""
+    free at its top. A big answer is copied a few times on its way (read, decoded, relayed, recorded, and once more
+    in the extension's `intermediate`): at 1 MiB those copies came back from the heap request after request, at
+    16 MiB they were fresh mappings, or heap given back and taken again, that the kernel faulted in and zeroed page
+    by page, and the CPU per MiB of answer doubled (`benchmarks/sizes.py`: some 1,400 to 1,800 page faults per MiB
+    of answer at 16 MiB, about none at 1 and 4 MiB). With blocks up to 32 MiB (the most glibc takes) served from
+    the heap and up to 128 MiB of free heap kept, a 16 MiB answer costs per MiB what a 1 MiB one does: the price
+    is that much memory held after a big answer, as a process that served one would soon need it again.
+    """
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):  # not glibc (musl, macOS): its allocator does as it does

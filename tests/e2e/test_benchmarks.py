@@ -12,7 +12,19 @@ from typing import Any
 
 import msgspec
 import pytest
-from benchmarks import loadgen, micro, payloads, recording, run, sse_reader, store_parts, variants, workflows
+from benchmarks import (
+    big_upstream,
+    loadgen,
+    micro,
+    payloads,
+    recording,
+    run,
+    sizes,
+    sse_reader,
+    store_parts,
+    variants,
+    workflows,
+)
 
 from adapter_critic.protocols import anthropic
 from adapter_critic.store import database, open_store
@@ -85,7 +97,7 @@ def test_floors_return_the_upstream_bytes(servers: dict[str, run.Server]) -> Non
             mock.port, "/v1/chat/completions", payloads.request_bytes("x", stream=stream)
         )
         assert upstream_status == 200
-        for transport in ("httpx", "aiohttp"):
+        for transport in ("httpx", "aiohttp", "relay"):  # `floor relay`: the bare aiohttp relay, run.py's floor
             body = payloads.request_bytes("bench-direct", stream=stream)
             status, got = run.post(servers[f"floor {transport}"].port, "/v1/chat/completions", body)
             assert (status, got) == (200, upstream), (transport, stream)
@@ -200,3 +212,23 @@ async def test_each_store_part_cuts_the_store_short_where_it_says(
     # recorder: nothing reaches the queue; queued: batches are taken, no row is made; rows: made, none written.
     expected = {"recorder": (0, [], 0), "queued": (9, [], 0), "rows": (9, [3], 0), None: (9, [3], 3)}[part]
     assert (queued, made, stored) == expected
+
+
+def test_the_big_upstream_answers_the_size_asked_plain_and_as_one_event() -> None:
+    body = sizes.body(4, stream=True)
+    assert b'"user": "big-4"' in body
+    plain = msgspec.json.decode(big_upstream.plain(1))
+    assert len(plain["choices"][0]["message"]["content"]) == 1024 * 1024
+    events = big_upstream.stream(1).split(b"\n\n")
+    first = msgspec.json.decode(events[0].removeprefix(b"data: "))
+    assert len(first["choices"][0]["delta"]["content"]) == 1024 * 1024
+    assert events[-2:] == [b"data: [DONE]", b""]
+
+
+def test_the_size_checks_read_the_growth_of_product_over_relay() -> None:
+    result = {"growth": {"store off plain": 1.05, "store on stream": 1.4}}
+    found = {c["target"]: c["ok"] for c in sizes.checks(result)}
+    assert found == {
+        "product/relay CPU at 16 MiB over at 1 MiB, store off plain": True,
+        "product/relay CPU at 16 MiB over at 1 MiB, store on stream": False,
+    }
