@@ -4,7 +4,8 @@
 
 `big_upstream.py` answers with 1, 4 or 16 MiB of prose, plain or as one SSE event; the bare relay (`relay.py`),
 the product with the run store off, and the product with the SQLite store at capture `full` and metrics on (the
-standalone defaults) each serve it, on the same pinned core. A round loads every server with every size and
+standalone defaults) each serve it, on the same pinned core (the relay with the allocator settings the product
+gives itself, `ALLOCATOR`). A round loads every server with every size and
 kind, one request at a time (a batch of 32 MiB of answers), in an order that alternates between rounds. CPU is
 every thread's time on CPU from schedstat, of the server and of any process it started (a store writer), read
 after the store's batch has had time to be written.
@@ -33,6 +34,10 @@ MIB = (1, 4, 16)
 KINDS = ("plain", "stream")
 SERVERS = ("relay", "store off", "store on")
 GROWTH = 1.10  # product / relay at 16 MiB over at 1 MiB
+# The relay gets the glibc thresholds the standalone server sets for itself (`adapter_critic.asgi.tune_allocator`):
+# with glibc's defaults its own CPU per MiB of a plain answer went from 1.1 ms at 1 MiB to 3.6 at 16 (page faults),
+# which made product / relay a figure about glibc.
+ALLOCATOR = {"MALLOC_MMAP_THRESHOLD_": str(32 * 1024 * 1024), "MALLOC_TRIM_THRESHOLD_": str(128 * 1024 * 1024)}
 
 
 def process_cpu(pid: int) -> float:
@@ -56,7 +61,7 @@ def servers(workdir: Path, proxy: list[int] | None, other: list[int] | None) -> 
         url = f"http://127.0.0.1:{mock.port}/v1"
         started["relay"] = run.start_server(
             "relay", ["-m", "uvicorn", "benchmarks.relay:app", "--lifespan", "off"],
-            cpus=proxy, env={"FLOOR_UPSTREAM": url}, workdir=workdir,
+            cpus=proxy, env={"FLOOR_UPSTREAM": url, **ALLOCATOR}, workdir=workdir,
         )  # fmt: skip
         for name, store, metrics in (("store off", "none", False), ("store on", "sqlite", True)):
             config = run.product_config(url)

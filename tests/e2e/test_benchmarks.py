@@ -31,7 +31,7 @@ from adapter_critic.store import database, open_store
 from adapter_critic.store.cleaning import Cleaner
 from adapter_critic.store.database import Database
 from adapter_critic.store.runstore import RunStore
-from adapter_critic.store.writes import batch_rows
+from adapter_critic.store.writes import building
 from adapter_critic.workflows.edits import review
 
 
@@ -192,11 +192,11 @@ async def test_each_store_part_cuts_the_store_short_where_it_says(
     made: list[int] = []
 
     def counted(batch: Any, instance: str, clean: Cleaner) -> Any:
-        rows = batch_rows(batch, instance, clean)
+        rows = yield from building(batch, instance, clean)
         made.append(len(rows.opened))
         return rows
 
-    monkeypatch.setattr(database, "batch_rows", counted)  # the store's own rows, counted
+    monkeypatch.setattr(database, "building", counted)  # the store's own rows, counted
     if part is not None:
         monkeypatch.setattr(*store_parts.CUTS[part])
     store = RunStore(Database(f"sqlite:///{tmp_path / 'runs.sqlite3'}"))
@@ -232,3 +232,21 @@ def test_the_size_checks_read_the_growth_of_product_over_relay() -> None:
         "product/relay CPU at 16 MiB over at 1 MiB, store off plain": True,
         "product/relay CPU at 16 MiB over at 1 MiB, store on stream": False,
     }
+
+
+def test_a_batchs_rows_are_made_in_slices_the_loop_runs_between() -> None:
+    # A loaded server's batch is hundreds of runs: made in one go it held the event loop for milliseconds.
+    from adapter_critic.store.writes import SLICE, batch_rows
+
+    records = list(recording.recorded([recording.run_events() for _ in range(2 * SLICE)]))
+    steps = building(records, "bench", Cleaner([]))
+    pauses = 0
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            rows = done.value
+            break
+        pauses += 1
+    assert pauses >= len(records) // SLICE
+    assert rows == batch_rows(records, "bench", Cleaner([]))
