@@ -49,6 +49,8 @@ if str(ROOT) not in sys.path:  # `python benchmarks/run.py` as well as `python -
     sys.path.insert(0, str(ROOT))
 
 from benchmarks import micro, payloads  # noqa: E402
+from benchmarks import sizes as big_answers  # noqa: E402
+from benchmarks import targets as targets_module  # noqa: E402
 from benchmarks.procs import free_port, rss_kib  # noqa: E402
 
 RESULTS = HERE / "results"
@@ -87,10 +89,16 @@ class Server:
 
 
 def cpu_seconds(pid: int) -> float:
-    """utime + stime of the whole process (all threads), from /proc/<pid>/stat."""
+    """utime + stime of the whole process (all threads) and of its live child processes (a store writer), from
+    /proc/<pid>/stat."""
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
+    total = (int(fields[11]) + int(fields[12])) / TICK
+    with contextlib.suppress(OSError):
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                total += sum(cpu_seconds(int(child)) for child in f.read().split())
+    return total
 
 
 def cpu_seconds_precise(pid: int) -> float:
@@ -212,7 +220,7 @@ def check(target: Target, bodies: dict[str, bytes], mock_port: int) -> None:
         _, direct = post(mock_port, "/v1/chat/completions", upstream_body)
         if got != direct:
             raise SystemExit(f"{target.name}: the floor did not return the upstream's bytes")
-    elif target.kind in ("product", "baseline"):
+    elif target.kind in ("product", "baseline", "stored"):
         expected = payloads.ANSWER
         if target.body.startswith("adapter"):
             expected = expected.replace("Here is a short answer.", "Here is a short, reviewed answer.")
@@ -271,6 +279,7 @@ def measure(target: Target, load: Load, sizes: Sizes) -> dict[str, float]:
         "cpu_us": (cpu1 - cpu0) / served * 1e6,
         "cpu_us_schedstat": (precise1 - precise0) / served * 1e6,
         "rps": served / busy["seconds"],
+        "p99_c16_us": busy["p99_us"],
     }
     idle = load.batch(server.port, target.body, sizes.latency, 1)
     row.update(p50_us=idle["p50_us"], p99_us=idle["p99_us"])
@@ -353,6 +362,10 @@ def servers_running(
         mock_url = f"http://127.0.0.1:{mock.port}/v1"
         config = workdir / "config.json"
         config.write_text(json.dumps(product_config(mock_url)))
+        started["floor relay"] = start_server(
+            "floor relay", ["-m", "uvicorn", "benchmarks.relay:app", "--lifespan", "off"],
+            cpus=proxy_cpus, env={"FLOOR_UPSTREAM": mock_url}, workdir=workdir,
+        )  # fmt: skip
         for transport in ("httpx", "aiohttp"):
             started[f"floor {transport}"] = start_server(
                 f"floor {transport}", ["-m", "uvicorn", "benchmarks.floor:app", "--lifespan", "off"],
@@ -370,6 +383,15 @@ def servers_running(
             started["baseline"] = start_server(
                 "baseline", ["-m", "uvicorn", "adapter_critic.asgi:app"], cpus=proxy_cpus,
                 env={"ADAPTER_CRITIC_CONFIG": str(baseline_config), "PYTHONPATH": str(baseline)}, workdir=workdir,
+            )  # fmt: skip
+        for name, capture in targets_module.STORED.items():  # the run store on (SQLite + metrics: the defaults)
+            slug = name.replace(" ", "_")
+            stored = workdir / f"{slug}.json"
+            store = {"url": f"sqlite:///{workdir / slug}.sqlite3", "capture": capture}
+            stored.write_text(json.dumps({**product_config(mock_url), "store": store, "telemetry": {"metrics": True}}))
+            started[name] = start_server(
+                name, ["-m", "uvicorn", "adapter_critic.asgi:app"], cpus=proxy_cpus,
+                env={"ADAPTER_CRITIC_CONFIG": str(stored), "ADAPTER_CRITIC_STORE": ""}, workdir=workdir,
             )  # fmt: skip
         started["product httpx"] = start_server(
             "product httpx", ["-m", "benchmarks.without_aiohttp", "adapter_critic.asgi:app"],
@@ -390,12 +412,20 @@ def build_targets(servers: dict[str, Server]) -> list[Target]:
         suffix = "-stream" if stream else ""
         label = " stream" if stream else ""
         targets.append(Target(f"mock{label}", servers["mock"], f"mock{suffix}", stream, "mock", calls=0))
+        targets.append(Target(f"floor relay{label}", servers["floor relay"], f"direct{suffix}", stream, "floor"))
         for transport in ("httpx", "aiohttp"):
             targets.append(
                 Target(f"floor {transport}{label}", servers[f"floor {transport}"], f"direct{suffix}", stream, "floor")
             )
         for mode, calls in (("direct", 1), ("adapter", 2), ("critic", 3)):
             targets.append(Target(f"{mode}{label}", servers["product"], f"{mode}{suffix}", stream, "product", calls))
+        for name, modes in targets_module.STORED_MODES.items():
+            for mode, calls in modes:
+                if stream and mode != "direct":
+                    continue
+                targets.append(
+                    Target(f"{mode}{label} ({name})", servers[name], f"{mode}{suffix}", stream, "stored", calls)
+                )
         targets.append(
             Target(f"direct{label} (httpx fallback)", servers["product httpx"], f"direct{suffix}", stream, "product")
         )
@@ -420,8 +450,7 @@ def summarise(targets: list[Target]) -> None:
             t.summary["added_p99_us"] = t.summary["p99_us"] - mock["p99_us"]
             if stream:
                 t.summary["added_ttfb_us"] = t.summary["ttfb_us"] - mock["ttfb_us"]
-        floors = [t for t in targets if t.kind == "floor" and t.stream == stream]
-        fastest = min(floors, key=lambda t: t.summary["cpu_us"])
+        fastest = by_name[f"floor relay{label}"]  # the bare aiohttp relay: the floor every ratio is read against
         for t in targets:
             if t.stream != stream or t.kind == "mock":
                 continue
@@ -436,13 +465,13 @@ def verdicts(targets: list[Target], micro_results: dict[str, Any], memory: dict[
     """Issue 17's figures: each a ratio to the fastest floor of the same run, or to the product's own direct mode."""
     s = {t.name: t.summary for t in targets}
     direct, direct_stream = s["direct"], s["direct stream"]
-    floor_stream = min((t for t in targets if t.kind == "floor" and t.stream), key=lambda t: t.summary["cpu_us"])
+    floor_stream = s["floor relay stream"]
     rows: list[tuple[str, float, str, float]] = [
-        ("direct: CPU/request vs fastest floor", direct["cpu_x"], "≤", 1.1),
-        ("direct stream: CPU/request vs fastest streaming floor", direct_stream["cpu_x"], "≤", 1.3),
+        ("direct: CPU/request vs the bare aiohttp relay", direct["cpu_x"], "≤", 1.8),
+        ("direct stream: CPU/request vs the bare aiohttp relay", direct_stream["cpu_x"], "≤", 2.2),
         (
-            f"direct stream: added TTFB over {floor_stream.name}'s (µs)",
-            direct_stream["added_ttfb_us"] - floor_stream.summary["added_ttfb_us"],
+            "direct stream: added TTFB over the bare relay's (µs)",
+            direct_stream["added_ttfb_us"] - floor_stream["added_ttfb_us"],
             "≤",
             200.0,
         ),
@@ -469,6 +498,7 @@ def verdicts(targets: list[Target], micro_results: dict[str, Any], memory: dict[
             1.1,
         ),
     ]
+    rows += targets_module.store_rows(s)
     out = []
     for name, value, op, limit in rows:
         ok = value <= limit if op == "≤" else value < limit if op == "<" else value >= limit
@@ -483,7 +513,7 @@ def format_table(info: dict[str, Any], targets: list[Target], checks: list[dict[
         "CPU = proxy CPU time per request at concurrency 16; +p50/+p99 = latency added at concurrency 1 over calling",
         "the mock directly; +TTFB = added time to the first streamed byte; x floor = ratio to the fastest floor",
         "",
-        f"{'target':<31}{'CPU µs':>7}{'x floor':>8}{'req/s':>7}{'x floor':>8}{'+p50 µs':>8}{'x floor':>8}"
+        f"{'target':<38}{'CPU µs':>7}{'x floor':>8}{'req/s':>7}{'x floor':>8}{'+p50 µs':>8}{'x floor':>8}"
         f"{'+p99 µs':>8}{'+TTFB µs':>9}",
     ]
     for t in targets:
@@ -491,17 +521,17 @@ def format_table(info: dict[str, Any], targets: list[Target], checks: list[dict[
         if t.kind == "mock":
             ttfb = f"{s['ttfb_us']:.0f}*" if t.stream else ""
             lines.append(
-                f"{t.name + ' (direct)':<31}{s['cpu_us']:>7.0f}{'':>8}{s['rps']:>7.0f}{'':>8}"
+                f"{t.name + ' (direct)':<38}{s['cpu_us']:>7.0f}{'':>8}{s['rps']:>7.0f}{'':>8}"
                 f"{s['p50_us']:>7.0f}*{'':>8}{s['p99_us']:>7.0f}*{ttfb:>9}"
             )
             continue
         ttfb = f"{s['added_ttfb_us']:.0f}" if t.stream else ""
         lines.append(
-            f"{t.name:<31}{s['cpu_us']:>7.0f}{_ratio(s.get('cpu_x')):>8}{s['rps']:>7.0f}{_ratio(s.get('rps_x')):>8}"
+            f"{t.name:<38}{s['cpu_us']:>7.0f}{_ratio(s.get('cpu_x')):>8}{s['rps']:>7.0f}{_ratio(s.get('rps_x')):>8}"
             f"{s['added_p50_us']:>8.0f}{_ratio(s.get('added_p50_x')):>8}{s['added_p99_us']:>8.0f}{ttfb:>9}"
         )
     lines.append("* the mock's own latency / time to first byte, which the other rows add to")
-    lines += ["", micro_text, "", "targets (issue 17):"]
+    lines += ["", micro_text, "", "targets (every ratio to the bare aiohttp relay of the same run):"]
     for c in checks:
         mark = "ok  " if c["ok"] else "MISS"
         lines.append(f"  {mark} {c['target']}: {c['value']:.2f} (target {c['op']} {c['limit']:g})")
@@ -594,16 +624,24 @@ def main() -> None:
             memory.update(late_requests=product.served, late_kib=rss_kib(product.pid))
     print(f"micro-benchmarks ({time.monotonic() - started:.0f} s)", file=sys.stderr)
     micro_results = run_micro(args.quick, proxy_cpus)
+    print(f"big answers ({time.monotonic() - started:.0f} s)", file=sys.stderr)
+    size_results = run_sizes(args.quick)
     summarise(targets)
-    checks = verdicts(targets, micro_results, memory)
+    checks = verdicts(targets, micro_results, memory) + big_answers.checks(size_results) + targets_module.not_measured()
+    micro_text = (
+        micro.format_table(micro_results)
+        + "\n\nbig answers (benchmarks/sizes.py):\n"
+        + big_answers.format_table(size_results)
+    )
     info["seconds"] = round(time.monotonic() - started, 1)
-    table = format_table(info, targets, checks, micro.format_table(micro_results)) + against_baseline(targets)
+    table = format_table(info, targets, checks, micro_text) + against_baseline(targets)
     print(table)
     result = {
         "machine": info,
         "targets": {t.name: {"summary": t.summary, "rounds": t.rounds, "calls": t.calls} for t in targets},
         "memory": memory,
         "micro": micro_results,
+        "sizes": size_results,
         "checks": checks,
         "table": table,
     }
@@ -631,6 +669,15 @@ def serve_only() -> None:
             with contextlib.suppress(KeyboardInterrupt):
                 while True:
                     time.sleep(3600)
+
+
+def run_sizes(quick: bool) -> dict[str, Any]:
+    """`benchmarks/sizes.py` in its own process (it starts its own servers, pinned as these are)."""
+    env = {**os.environ, "PYTHONPATH": python_path()}
+    command = [sys.executable, "-m", "benchmarks.sizes", "--json", *(["--quick"] if quick else [])]
+    done = subprocess.run(command, env=env, capture_output=True, timeout=1200, check=True, cwd=ROOT)
+    results: dict[str, Any] = json.loads(done.stdout)
+    return results
 
 
 def run_micro(quick: bool, cpus: list[int] | None) -> dict[str, Any]:

@@ -6,12 +6,14 @@ to see where recording's cost goes in a server under load (`python -m benchmarks
 - `rows`: each batch is turned into rows (encoded, every secret masked), and not written.
 
 The store is otherwise the server's own (started, its upkeep running); each cut is the one method that does that
-part, replaced in this process only. Without `STORE_PART` this is plain uvicorn.
+part, replaced in this process only. Without `STORE_PART` this is plain uvicorn. `SWITCH_INTERVAL` (seconds) sets
+`sys.setswitchinterval`: how long another thread may hold the GIL before the event loop's thread gets it back.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -51,6 +53,8 @@ def cut(part: str) -> None:
 
 if os.environ.get("STORE_PART"):
     cut(os.environ["STORE_PART"])
+if os.environ.get("SWITCH_INTERVAL"):
+    sys.setswitchinterval(float(os.environ["SWITCH_INTERVAL"]))
 
 import uvicorn.main  # noqa: E402
 

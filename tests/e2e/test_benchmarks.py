@@ -12,14 +12,26 @@ from typing import Any
 
 import msgspec
 import pytest
-from benchmarks import loadgen, micro, payloads, recording, run, sse_reader, store_parts, variants, workflows
+from benchmarks import (
+    big_upstream,
+    loadgen,
+    micro,
+    payloads,
+    recording,
+    run,
+    sizes,
+    sse_reader,
+    store_parts,
+    variants,
+    workflows,
+)
 
 from adapter_critic.protocols import anthropic
 from adapter_critic.store import database, open_store
 from adapter_critic.store.cleaning import Cleaner
 from adapter_critic.store.database import Database
 from adapter_critic.store.runstore import RunStore
-from adapter_critic.store.writes import batch_rows
+from adapter_critic.store.writes import building
 from adapter_critic.workflows.edits import review
 
 
@@ -85,7 +97,7 @@ def test_floors_return_the_upstream_bytes(servers: dict[str, run.Server]) -> Non
             mock.port, "/v1/chat/completions", payloads.request_bytes("x", stream=stream)
         )
         assert upstream_status == 200
-        for transport in ("httpx", "aiohttp"):
+        for transport in ("httpx", "aiohttp", "relay"):  # `floor relay`: the bare aiohttp relay, run.py's floor
             body = payloads.request_bytes("bench-direct", stream=stream)
             status, got = run.post(servers[f"floor {transport}"].port, "/v1/chat/completions", body)
             assert (status, got) == (200, upstream), (transport, stream)
@@ -180,11 +192,11 @@ async def test_each_store_part_cuts_the_store_short_where_it_says(
     made: list[int] = []
 
     def counted(batch: Any, instance: str, clean: Cleaner) -> Any:
-        rows = batch_rows(batch, instance, clean)
+        rows = yield from building(batch, instance, clean)
         made.append(len(rows.opened))
         return rows
 
-    monkeypatch.setattr(database, "batch_rows", counted)  # the store's own rows, counted
+    monkeypatch.setattr(database, "building", counted)  # the store's own rows, counted
     if part is not None:
         monkeypatch.setattr(*store_parts.CUTS[part])
     store = RunStore(Database(f"sqlite:///{tmp_path / 'runs.sqlite3'}"))
@@ -200,3 +212,41 @@ async def test_each_store_part_cuts_the_store_short_where_it_says(
     # recorder: nothing reaches the queue; queued: batches are taken, no row is made; rows: made, none written.
     expected = {"recorder": (0, [], 0), "queued": (9, [], 0), "rows": (9, [3], 0), None: (9, [3], 3)}[part]
     assert (queued, made, stored) == expected
+
+
+def test_the_big_upstream_answers_the_size_asked_plain_and_as_one_event() -> None:
+    body = sizes.body(4, stream=True)
+    assert b'"user": "big-4"' in body
+    plain = msgspec.json.decode(big_upstream.plain(1))
+    assert len(plain["choices"][0]["message"]["content"]) == 1024 * 1024
+    events = big_upstream.stream(1).split(b"\n\n")
+    first = msgspec.json.decode(events[0].removeprefix(b"data: "))
+    assert len(first["choices"][0]["delta"]["content"]) == 1024 * 1024
+    assert events[-2:] == [b"data: [DONE]", b""]
+
+
+def test_the_size_checks_read_the_growth_of_product_over_relay() -> None:
+    result = {"growth": {"store off plain": 1.05, "store on stream": 1.4}}
+    found = {c["target"]: c["ok"] for c in sizes.checks(result)}
+    assert found == {
+        "product/relay CPU at 16 MiB over at 1 MiB, store off plain": True,
+        "product/relay CPU at 16 MiB over at 1 MiB, store on stream": False,
+    }
+
+
+def test_a_batchs_rows_are_made_in_slices_the_loop_runs_between() -> None:
+    # A loaded server's batch is hundreds of runs: made in one go it held the event loop for milliseconds.
+    from adapter_critic.store.writes import SLICE, batch_rows
+
+    records = list(recording.recorded([recording.run_events() for _ in range(2 * SLICE)]))
+    steps = building(records, "bench", Cleaner([]))
+    pauses = 0
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            rows = done.value
+            break
+        pauses += 1
+    assert pauses >= len(records) // SLICE
+    assert rows == batch_rows(records, "bench", Cleaner([]))

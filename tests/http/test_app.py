@@ -235,3 +235,12 @@ async def test_only_the_standalone_server_tunes_the_garbage_collector(
     async with asgi_client(standalone_app()):  # `uvicorn adapter_critic.asgi:app`
         assert gc.get_threshold()[0] == 10_000
         assert gc.get_freeze_count() > 0  # the start-up heap is out of the collector's walks
+
+
+def test_the_standalone_server_fixes_the_c_allocators_thresholds() -> None:
+    # glibc (this suite's platform): blocks up to 32 MiB reused from the heap, not mapped afresh (asgi.py).
+    import platform
+
+    from adapter_critic.asgi import tune_allocator
+
+    assert tune_allocator() is (platform.libc_ver()[0] == "glibc")

@@ -76,3 +76,11 @@ async def test_payloads_of_one_read_come_in_one_batch() -> None:
         yield b"data: 3\n\ndata: [DONE]\n\n"
 
     assert [batch async for batch in iter_batches(chunks())] == [[b"1", b"2"], [b"3"]]
+
+
+async def test_reads_without_a_line_end_are_kept_until_one_comes() -> None:
+    # Reads with no line end wait aside until one comes (here `[DONE]`, without its blank line, ends the stream).
+    parts = [b"data: ", b'{"a": ', b"1}", b"\n\ndata: [DO", b"NE", b"]\n"]
+    assert await read(parts) == [b'{"a": 1}']
+    with pytest.raises(StreamIncomplete):
+        await read([b"data: ", b'{"a": 1}'])

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 from sqlalchemy import and_, delete, event, func, or_, select, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
@@ -29,7 +30,7 @@ from .reads import detail, request_messages, run_end, stored_stages, summary
 from .recorder import Record
 from .records import RunDetail, RunPage, RunQuery, RunSummary, StoredStage, decode_cursor, encode_cursor
 from .schema import instances, runs, stages, upgrade
-from .writes import SqliteFile, batch_rows, sqlite_settings, statements, write_async
+from .writes import BatchRows, SqliteFile, building, sqlite_settings, statements, write_async
 
 # An instance that has not said it is alive for this long is gone (it beats every `HEARTBEAT_SECONDS`).
 HEARTBEAT_SECONDS = 30.0
@@ -134,8 +135,17 @@ class Database:
 
     # -- writing ---------------------------------------------------------------------------------------------------
     async def write(self, batch: Sequence[Record], instance: str, clean: Cleaner) -> None:
-        """Write a batch in one transaction (`writes`)."""
-        rows = batch_rows(batch, instance, clean)
+        """Write a batch in one transaction (`writes`). Its rows are made on the event loop in slices, the loop free
+        to serve requests between them: made at once, a loaded server's batch held the loop for milliseconds, a
+        tail on every request that waited behind it."""
+        steps = building(batch, instance, clean)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                rows: BatchRows = done.value
+                break
+            await anyio.lowlevel.checkpoint()
         if self._file is not None:
             await self._file.write(rows)
             return

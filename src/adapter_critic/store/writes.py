@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import operator
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -105,15 +105,31 @@ class BatchRows:
         return [(statement.sql, statement.params(rows)) for statement, rows in parts if rows]
 
 
+SLICE = 32  # records turned into rows between two returns to the event loop (`building`)
+
+
 def batch_rows(batch: Sequence[Record], instance: str, clean: Cleaner) -> BatchRows:
-    """A batch's rows. A run's records are in queue order (its start, its stages, its end): a run that ends in the
-    batch keeps the stages recorded in the batch in its end's document (`rows.closed_values`); the stages of the
-    others are rows of `stages`."""
+    """A batch's rows, made at once (`building` makes them in slices)."""
+    steps = building(batch, instance, clean)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return cast(BatchRows, done.value)
+
+
+def building(batch: Sequence[Record], instance: str, clean: Cleaner) -> Generator[None, None, BatchRows]:
+    """A batch's rows, made `SLICE` records at a time: the generator pauses between slices, so a caller on the event
+    loop can let requests run in between (a batch of a loaded server is hundreds of runs, milliseconds of work).
+
+    A run's records are in queue order (its start, its stages, its end): a run that ends in the batch keeps the
+    stages recorded in the batch in its end's document (`rows.closed_values`); the stages of the others are rows of
+    `stages`."""
     ending = {record.run_id for record in batch if type(record) is RunClosed}
     opened: dict[str, Row] = {}
     kept: dict[str, list[StageDone]] = {}  # per run that ends in the batch, its stages in the batch
     done = []
-    for record in batch:
+    for number, record in enumerate(batch, 1):
         if type(record) is RunOpened:
             opened[record.run_id] = opened_row(record, instance, clean.for_secret(record.secret))
         elif type(record) is StageDone:
@@ -121,15 +137,19 @@ def batch_rows(batch: Sequence[Record], instance: str, clean: Cleaner) -> BatchR
                 kept.setdefault(record.run_id, []).append(record)
             else:
                 done.append(stage_row(record, clean.for_secret(record.secret)))
+        if number % SLICE == 0:
+            yield
     ended: dict[str, Row] = {}
     closed = []
-    for record in batch:
+    for number, record in enumerate(batch, 1):
         if type(record) is RunClosed:
             values = closed_values(record, kept.get(record.run_id, ()), clean.for_secret(record.secret))
             if record.run_id in opened:
                 ended[record.run_id] = values  # opened and closed in one batch: the row is written once, whole
             else:
                 closed.append((*values, record.run_id))
+            if number % SLICE == 0:
+                yield
     inserted = [row + ended.get(run_id, RUNNING) for run_id, row in opened.items()]
     return BatchRows(inserted, done, closed)
 
