@@ -43,13 +43,13 @@ def standalone_app() -> Starlette:
     path = os.environ.get(CONFIG_ENV, "").strip()
     if path:
         return create_standalone_app(path, on_started=tune_garbage_collector)
+    config = demo_config()
     _say(
-        "adapter_critic: no config given, serving the built-in DEMO (served models demo-direct, demo-adapter, "
-        "demo-critic, demo-advisor, demo-panel, demo-best-of-3, answered by a small deterministic demo model, not a "
-        "real LLM). To serve real models, set "
+        f"adapter_critic: no config given, serving the built-in DEMO (served models {', '.join(config.served_models)}, "
+        "answered by a small deterministic demo model, not a real LLM). To serve real models, set "
         f"{CONFIG_ENV}=/path/to/config.toml (see examples/)."
     )
-    service = compose(demo_config(), standalone=True, in_process_app=demo_model_app(), store_default=default_url())
+    service = compose(config, standalone=True, in_process_app=demo_model_app(), store_default=default_url())
     return build_app(service, prefix="/v1", on_started=tune_garbage_collector)
 
 

@@ -12,8 +12,10 @@ structured output and limits can be tried offline:
 - `max_tokens` / `max_completion_tokens`: it stops after that many tokens (its tokens are words), `length`.
 
 `uvicorn adapter_critic.asgi:app` without `ADAPTER_CRITIC_CONFIG` serves `demo-direct`, `demo-adapter`,
-`demo-critic`, `demo-advisor`, `demo-panel` and `demo-best-of-3`, whose stages call the demo model in-process,
-so every built-in workflow can be seen working with no API key and no network.
+`demo-critic`, `demo-advisor`, `demo-panel`, `demo-best-of-3`, `demo-self-consistency`, `demo-self-refine` and
+`demo-re2`, whose stages call the demo model in-process, so every built-in workflow can be seen working with no API
+key and no network. Sampled with a seed, the demo model works out a sum the user asks for (`What is 17 * 23?`) and
+slips on some seeds, so that self-consistency's vote can be seen outvoting a wrong first sample.
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ from .config import Config, ServedModel, Target
 from .demo_answers import (
     ADVISED_LEAD,
     PANEL_LEAD,
+    REFINE_LEAD,
+    REFINED_LEAD,
+    REREAD_LEAD,
     advised,
     call_of,
     called,
@@ -43,9 +48,11 @@ from .demo_answers import (
     forced_name,
     functions,
     named_in,
+    reread,
     stage_reply,
     structured,
     tokens,
+    working,
 )
 from .errors import error_envelope
 from .workflows.prompts import (
@@ -99,6 +106,11 @@ def demo_config() -> Config:
             "demo-best-of-3": ServedModel(
                 mode="best_of_n", api=target, settings={"n": 3, "candidate_options": {"temperature": 0.8, "seed": 1}}
             ),
+            "demo-self-consistency": ServedModel(
+                mode="self_consistency", api=target, settings={"n": 5, "seed": 1, "extract": "boxed"}
+            ),
+            "demo-self-refine": ServedModel(mode="self_refine", api=target),
+            "demo-re2": ServedModel(mode="re2", api=target),
         }
     )
 
@@ -119,21 +131,35 @@ def demo_reply(messages: list[_DemoMessage], seed: int | None = None) -> str:
     if _second_pass(messages):  # the whole answer again, revised (the draft may have been cut short)
         lead = PANEL_REVISED_LEAD if PANEL_LEAD[2:] in last else REVISED_LEAD
         return f'{lead}\nYou said: "{user_said(messages[:-2])[0]}"{candidate_note(seed)}'
+    if _second_pass(messages, REFINE_LEAD):  # self-refine: the question is the last user message not a refine's
+        asked = [m for m in messages if m.role != "user" or not content_text(m.content).startswith(REFINE_LEAD)]
+        return f'{REFINED_LEAD}\nYou said: "{user_said(asked)[0]}"{candidate_note(seed)}'
     said, was_advised = user_said(messages)
-    return f'{ADVISED_LEAD if was_advised else DRAFT_LEAD}\nYou said: "{said}"{candidate_note(seed)}'
+    lead = ADVISED_LEAD if was_advised else REREAD_LEAD if _reread(messages) else DRAFT_LEAD
+    worked = working(said, seed)
+    shown = f"\n{worked}" if worked else ""
+    return f'{lead}\nYou said: "{said}"{shown}{candidate_note(seed)}'
 
 
 def user_said(messages: list[_DemoMessage]) -> tuple[str, bool]:
-    """The last user message's own words (on one line, at most 200 characters), and whether an advisor's guidance
-    was appended to it."""
-    text = next((content_text(m.content) for m in reversed(messages) if m.role == "user"), "")
-    own, was_advised = advised(text)
-    return " ".join(own.split())[:200], was_advised
+    """The last user message's own words (on one line, at most 200 characters, without a question re2 repeated),
+    and whether an advisor's guidance was appended to it."""
+    own, was_advised = advised(_last_user(messages))
+    return " ".join(reread(own)[0].split())[:200], was_advised
 
 
-def _second_pass(messages: list[_DemoMessage]) -> bool:
+def _last_user(messages: list[_DemoMessage]) -> str:
+    return next((content_text(m.content) for m in reversed(messages) if m.role == "user"), "")
+
+
+def _reread(messages: list[_DemoMessage]) -> bool:
+    return reread(_last_user(messages))[1]
+
+
+def _second_pass(messages: list[_DemoMessage], lead: str | tuple[str, ...] = SECOND_PASS_LEAD) -> bool:
+    """Whether the last message asks for the answer again, revised (the critic's second pass, or with `lead`)."""
     last = messages[-1] if messages else None
-    return last is not None and last.role == "user" and content_text(last.content).startswith(SECOND_PASS_LEAD)
+    return last is not None and last.role == "user" and content_text(last.content).startswith(lead)
 
 
 def demo_tool_calls(demo: _DemoRequest, text: str) -> list[Any] | None:
@@ -147,7 +173,8 @@ def demo_tool_calls(demo: _DemoRequest, text: str) -> list[Any] | None:
         return None
     messages = demo.messages
     forced = forced_name(demo.tool_choice)
-    if _second_pass(messages) and len(messages) >= 2:
+    revising = _second_pass(messages, (SECOND_PASS_LEAD, REFINE_LEAD))
+    if revising and len(messages) >= 2:
         drafted = drafted_calls(content_text(messages[-2].content))
         if drafted and (forced is None or all(called(call) == forced for call in drafted)):
             return drafted
@@ -155,7 +182,7 @@ def demo_tool_calls(demo: _DemoRequest, text: str) -> list[Any] | None:
     function: dict[str, Any] | None
     if forced is not None:
         function = next((f for f in offered if f["name"] == forced), None)
-    elif _second_pass(messages):
+    elif revising:
         function = offered[0] if demo.tool_choice == "required" else None
     else:
         function = named_in(offered, last) or (offered[0] if demo.tool_choice == "required" else None)

@@ -1,19 +1,24 @@
 """Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
 
 What the demo model says when a request asks for more than text (a tool call, JSON that fits a
-`response_format`), where it stops (`stop`, `max_tokens`), and its part in the advisor, panel and best-of-n
+`response_format`), where it stops (`stop`, `max_tokens`), and its part in the advisor, panel, best-of-n,
+self-consistency and self-refine
 workflows (each stage's reply names its stage, so every stage can be seen in the extension)."""
 
 from __future__ import annotations
 
 import json
 import re
+from decimal import Decimal, DivisionByZero, InvalidOperation
 from typing import Any
 
 from .demo_values import Filler
 from .workflows.advice import DEFAULT_ADVISOR_SYSTEM_PROMPT, GUIDANCE_OPEN
 from .workflows.judging import DEFAULT_PAIRWISE_SYSTEM_PROMPT
 from .workflows.lenses import DEFAULT_COORDINATOR_SYSTEM_PROMPT, DEFAULT_LENSES
+from .workflows.re2 import DEFAULT_LEAD as REREAD
+from .workflows.self_consistency import DEFAULT_CONSISTENCY_SYSTEM_PROMPT
+from .workflows.self_refine import DEFAULT_FEEDBACK_SYSTEM_PROMPT, REFINE_INSTRUCTION, STOP_PHRASE
 
 
 def functions(tools: list[Any] | None) -> list[dict[str, Any]]:
@@ -129,17 +134,24 @@ def cut_calls(calls: list[dict[str, Any]], limit: int | None) -> tuple[list[dict
     return kept, "tool_calls"
 
 
-# -- the demo model's parts in the advisor, panel and best-of-n workflows --------------------------------------
+# -- the demo model's parts in the advisor, panel, best-of-n, self-consistency and self-refine workflows ---------
 ADVICE = "- Demo advisor: answer the last message directly, and say that an advisor's guidance was followed."
 ADVISED_LEAD = "Demo model answer, written after the demo advisor's guidance (this is not a real LLM)."
 PANEL_LEAD = "- The draft does not say that a panel reviewed it"
 _LENS_NAMES = {lens.system_prompt: lens.name for lens in DEFAULT_LENSES}
 _REPLY = re.compile(r"<reply_([AB])>\n(.*?)\n</reply_\1>", re.DOTALL)
 _SEED = re.compile(r"sampled with seed (\d+)")
+_RESPONSES = re.compile(r"^<response_\d+>$", re.MULTILINE)
+_SUM = re.compile(r"(-?\d{1,9}(?:\.\d{1,6})?) ?([-+*/x]) ?(-?\d{1,9}(?:\.\d{1,6})?)")
+FEEDBACK_LEAD = DEFAULT_FEEDBACK_SYSTEM_PROMPT.partition("{stop_phrase}")[0]  # how the feedback prompt begins
+REFINE_LEAD = REFINE_INSTRUCTION.partition("{feedback}")[0]  # how a refine's last message begins
+REFINED_LEAD = "Demo model, refined after its own feedback (this is not a real LLM)."
+REREAD_LEAD = "Demo model answer, after reading the question twice (this is not a real LLM)."
 
 
 def stage_reply(system: str, last: str) -> str | None:
-    """What the demo model says as the advisor, a panel lens, the coordinator or the judge (None: none of them)."""
+    """What the demo model says as the advisor, a panel lens, the coordinator, the judge, the consistency judge or
+    the feedback of self-refine (None: none of them)."""
     if system == DEFAULT_ADVISOR_SYSTEM_PROMPT:
         return ADVICE
     if system in _LENS_NAMES:
@@ -155,6 +167,16 @@ def stage_reply(system: str, last: str) -> str | None:
         winner = "A" if a > b else "B" if b > a else "tie"
         reason = f"Demo judge: reply A was sampled with seed {a}, reply B with seed {b}; it prefers the higher seed."
         return f"{reason}\nWinner: {winner}"
+    if system == DEFAULT_CONSISTENCY_SYSTEM_PROMPT:
+        middle = (len(_RESPONSES.findall(last)) + 1) // 2
+        return (
+            f"The most consistent response is Response {middle}: the demo samples differ only in the seed they were "
+            "sampled with, and the demo model picks the middle one."
+        )
+    if system.startswith(FEEDBACK_LEAD):
+        if REFINED_LEAD in last or "<reply>\nTool calls: " in last:
+            return f"The reply says that the demo model refined it after its own feedback.\n\n**{STOP_PHRASE}**"
+        return "- The reply does not say that it was refined after the demo model's own feedback; say so."
     return None
 
 
@@ -162,6 +184,29 @@ def advised(user_text: str) -> tuple[str, bool]:
     """The user's own text of a message the advisor's guidance was appended to, and whether it was."""
     own, found, _ = user_text.partition(GUIDANCE_OPEN)
     return (own.strip(), True) if found else (user_text, False)
+
+
+def reread(user_text: str) -> tuple[str, bool]:
+    """The user's own text of a message whose question re2 repeated, and whether it did."""
+    own, found, _ = user_text.partition(f"\n{REREAD}")
+    return (own, True) if found else (user_text, False)
+
+
+def working(user_text: str, seed: Any) -> str | None:
+    """A seeded sample's working of the first `a + b` (or -, *, x, /) in the user's message, its answer in
+    `\\boxed{…}`. The demo model slips on seeds 1, 4, 7… (it adds the seed), so over seeds 1 to 5 the first sample
+    is wrong and the majority right; None without a seed or a sum."""
+    found = _SUM.search(user_text) if isinstance(seed, int) else None
+    if found is None:
+        return None
+    a, op, b = Decimal(found.group(1)), found.group(2), Decimal(found.group(3))
+    try:
+        exact = a + b if op == "+" else a - b if op == "-" else a / b if op == "/" else a * b
+    except (DivisionByZero, InvalidOperation):
+        return None
+    result = exact + seed if seed % 3 == 1 else exact
+    shown = format(result.quantize(Decimal("0.000001")).normalize(), "f") if op == "/" else format(result, "f")
+    return f"Working it out: {found.group(0)} = {shown}, so the answer is \\boxed{{{shown}}}."
 
 
 def candidate_note(seed: Any) -> str:

@@ -10,11 +10,13 @@ from typing import Any
 import httpx
 import pytest
 
-from adapter_critic.demo import ADAPTER_EDIT, CRITIQUE, DEMO_MODEL, DRAFT_LEAD, REVISED_LEAD
+from adapter_critic.demo import ADAPTER_EDIT, CRITIQUE, DEMO_MODEL, DRAFT_LEAD, REVISED_LEAD, demo_config
 
 from ..conftest import asgi_client, chat
 
 pytestmark = pytest.mark.anyio
+
+DEMO_MODELS = list(demo_config().served_models)
 
 
 @pytest.fixture
@@ -49,14 +51,21 @@ def answer(body: dict[str, Any]) -> str:
 
 async def test_demo_lists_its_models(demo: httpx.AsyncClient) -> None:
     models = (await demo.get("/v1/models")).json()
-    assert [m["id"] for m in models["data"]] == [
-        "demo-direct",
-        "demo-adapter",
-        "demo-critic",
-        "demo-advisor",
-        "demo-panel",
-        "demo-best-of-3",
-    ]
+    assert (
+        [m["id"] for m in models["data"]]
+        == DEMO_MODELS
+        == [
+            "demo-direct",
+            "demo-adapter",
+            "demo-critic",
+            "demo-advisor",
+            "demo-panel",
+            "demo-best-of-3",
+            "demo-self-consistency",
+            "demo-self-refine",
+            "demo-re2",
+        ]
+    )
 
 
 async def test_demo_direct_answers_with_the_demo_model(demo: httpx.AsyncClient) -> None:
@@ -94,7 +103,7 @@ async def test_demo_critic_revises_the_draft(demo: httpx.AsyncClient) -> None:
 
 async def test_demo_is_plainly_named(demo: httpx.AsyncClient) -> None:
     assert "demo" in DEMO_MODEL
-    for model in ("demo-direct", "demo-adapter", "demo-critic", "demo-advisor", "demo-panel", "demo-best-of-3"):
+    for model in DEMO_MODELS:
         body = await ask(demo, model)
         assert "demo" in body["model"]
         assert answer(body).startswith("Demo model")
@@ -111,7 +120,8 @@ WEATHER_TOOL = {
 
 
 @pytest.mark.parametrize(
-    "model", ["demo-direct", "demo-adapter", "demo-critic", "demo-advisor", "demo-panel", "demo-best-of-3"]
+    "model",
+    DEMO_MODELS,
 )
 async def test_demo_calls_a_tool_the_user_names(demo: httpx.AsyncClient, model: str) -> None:
     body = chat(model, "Please use get_weather for Paris.", tools=[WEATHER_TOOL])
@@ -142,7 +152,8 @@ SCHEMA = {
 
 
 @pytest.mark.parametrize(
-    "model", ["demo-direct", "demo-adapter", "demo-critic", "demo-advisor", "demo-panel", "demo-best-of-3"]
+    "model",
+    DEMO_MODELS,
 )
 @pytest.mark.parametrize(
     "response_format",

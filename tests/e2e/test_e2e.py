@@ -16,6 +16,7 @@ import openai
 import pytest
 from openai import OpenAI
 
+from adapter_critic.demo import demo_config
 from adapter_critic.version import USER_AGENT
 
 from ..conftest import UVICORN, run_server, sdk, stop_server
@@ -23,6 +24,7 @@ from ..conftest import RemoteUpstream as Upstream
 from ..helpers import direct_toml, extension
 
 KEY = "sk-test-e2e"
+DEMO_MODELS = list(demo_config().served_models)
 MESSAGES: list[Any] = [{"role": "user", "content": "Where is the Eiffel Tower?"}]
 
 
@@ -324,25 +326,21 @@ def test_without_config_the_demo_is_served(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.delenv("ADAPTER_CRITIC_CONFIG", raising=False)
     with run_server(UVICORN) as (url, proc):
         client = sdk(OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0))
-        answers = {
-            model: client.chat.completions.create(model=model, messages=MESSAGES)
-            for model in ("demo-direct", "demo-adapter", "demo-critic", "demo-advisor", "demo-panel", "demo-best-of-3")
-        }
+        answers = {model: client.chat.completions.create(model=model, messages=MESSAGES) for model in DEMO_MODELS}
         streamed = {
             model: "".join(
                 chunk.choices[0].delta.content or ""
                 for chunk in client.chat.completions.create(model=model, messages=MESSAGES, stream=True)
                 if chunk.choices
             )
-            for model in ("demo-advisor", "demo-panel", "demo-best-of-3")
+            for model in DEMO_MODELS
         }
         stderr = stop_server(proc)
 
-    modes = {"demo-best-of-3": "best_of_n"}
     for model, response in answers.items():
         assert response.model == model
         assert "not a real LLM" in (response.choices[0].message.content or "")
-        assert extension(response)["mode"] == modes.get(model, model.removeprefix("demo-"))
+        assert extension(response)["mode"] == demo_config().served_models[model].mode
     for model, text in streamed.items():
         assert text == answers[model].choices[0].message.content  # the demo is deterministic
     assert "advisor" in extension(answers["demo-advisor"])["intermediate"]
@@ -355,6 +353,9 @@ def test_without_config_the_demo_is_served(monkeypatch: pytest.MonkeyPatch) -> N
     assert extension(answers["demo-best-of-3"])["intermediate"]["chosen"] == 2
     assert extension(answers["demo-adapter"])["intermediate"]["adapter"].startswith("<<<<<<< SEARCH")
     assert "critic" in extension(answers["demo-critic"])["intermediate"]
+    assert extension(answers["demo-self-consistency"])["intermediate"]["chosen_by"] == "universal"  # nothing to vote on
+    assert extension(answers["demo-self-refine"])["intermediate"]["stopped"] == 2
+    assert "reread" in extension(answers["demo-re2"])["intermediate"]
     assert "serving the built-in DEMO" in stderr
     assert "ADAPTER_CRITIC_CONFIG" in stderr
 

@@ -807,7 +807,8 @@ async def test_mounted_app_streams(serve: AppFactory, upstream: ScriptedUpstream
 
 
 @pytest.mark.parametrize(
-    "served", ["demo-direct", "demo-adapter", "demo-critic", "demo-advisor", "demo-panel", "demo-best-of-3"]
+    "served",
+    list(demo_config().served_models),
 )
 async def test_demo_streams_every_mode(served: str) -> None:
     app = build_app(compose(demo_config(), in_process_app=demo_model_app()), prefix="/v1")

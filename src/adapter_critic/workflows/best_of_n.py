@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from ..core import Answer, Completion, FinalCall, StageTarget
+from ..core import Completion, FinalCall, StageTarget
 from ..errors import AdapterCriticError
 from .base import RunContext, StageCall, StageFailed, Workflow
 from .judging import (
@@ -30,7 +30,7 @@ from .judging import (
     reason_of,
     retry_messages,
 )
-from .prompts import draft_as_text
+from .sampling import sample
 
 
 class BestOfNSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
@@ -124,39 +124,22 @@ class BestOfN(Workflow):
 
     async def run(self, run: RunContext) -> FinalCall | None:
         settings: BestOfNSettings = run.plan.settings
-        messages = run.request.messages_json
-        seed = _seed(settings.candidate_options, run.request.options)
-        calls = [
-            StageCall(
-                f"candidate:{i + 1}",
-                run.plan.api,
-                messages,
-                settings.candidate_options if seed is None else {**settings.candidate_options, "seed": seed + i},
-            )
-            for i in range(settings.n)
-        ]
-        results = await run.api_calls(calls)  # all failing is the request's failure
-        candidates = [result if isinstance(result, Completion) else None for result in results]
-        texts = [draft_as_text(c.content, c.tool_calls) if c is not None else "" for c in candidates]
-        run.note("candidates", [text if c is not None else None for text, c in zip(texts, candidates, strict=True)])
-        errors = {result.stage: result.reason for result in results if isinstance(result, StageFailed)}
-        if errors:
-            run.note("candidate_errors", errors)
-        alive = [i for i, candidate in enumerate(candidates) if candidate is not None]
+        # All failing is the request's failure.
+        samples = await sample(
+            run, "candidate", settings.n, settings.candidate_options, key="candidates", errors_key="candidate_errors"
+        )
+        alive = samples.alive
         chosen = alive[0]
         if len(alive) > 1:
             pairwise = settings.judging == "pairwise"
             default = DEFAULT_PAIRWISE_SYSTEM_PROMPT if pairwise else DEFAULT_POINTWISE_SYSTEM_PROMPT
-            judge = _Judge(run, run.plan.target("judge"), settings.judge_system_prompt or default, texts)
+            judge = _Judge(run, run.plan.target("judge"), settings.judge_system_prompt or default, samples.texts)
             try:
                 chosen = await (judge.knockout(alive) if pairwise else judge.scores(alive))
             except _Stopped:
                 chosen = _leader(judge.judgments, alive)
             run.note("judgments", judge.judgments)
-        run.note("chosen", chosen)
-        chosen_one = candidates[chosen]
-        assert chosen_one is not None
-        run.set_answer(Answer.of(chosen_one))
+        samples.choose(run, chosen)
         return None
 
 
@@ -164,17 +147,3 @@ def _leader(judgments: list[dict[str, Any]], alive: list[int]) -> int:
     """Who leads when the judging stopped: the last comparison's winner, else the first candidate."""
     winners = [judgment["winner"] for judgment in judgments if "winner" in judgment]
     return int(winners[-1]) if winners else alive[0]
-
-
-def _seed(options: dict[str, Any], request_options: dict[str, Any]) -> int | None:
-    """The sampling seed the candidates would share (`candidate_options`', else the request's): each candidate
-    gets it plus its index, so that a seeded server does not answer n times the same."""
-    seed = options.get("seed")
-    if seed is None:
-        seed = request_options.get("seed")
-        if isinstance(seed, msgspec.Raw):
-            try:
-                seed = msgspec.json.decode(seed)
-            except msgspec.DecodeError:
-                return None
-    return seed if isinstance(seed, int) and not isinstance(seed, bool) else None

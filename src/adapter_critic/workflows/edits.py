@@ -25,6 +25,7 @@ endings still match whole lines.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -38,6 +39,7 @@ __all__ = [
     "EditError",
     "apply_edits",
     "is_lgtm",
+    "is_only",
     "parse_edits",
     "review",
 ]
@@ -51,11 +53,10 @@ MAX_EDIT_WORK = 20_000_000
 
 # Straight quotes, then typographic ones (curly double and single, low-9, guillemets) as escapes to keep ruff quiet.
 _QUOTES = r"'\"\u201c\u201d\u201e\u2018\u2019\u201a\u00ab\u00bb"
-# What surrounds an lgtm: the opening fence is tried before single backticks so that its language tag goes with it
-# (but not a tag of `lgtm`, as in ```lgtm\n```, which is the lgtm itself).
-# The two patterns never fail, so the engine never backtracks across repetitions, and the tail is matched on the
-# reversed reply because a `...*\Z` search would rescan from every start position.
-_LGTM_HEAD = re.compile(rf"(?:```(?!(?i:lgtm))[^`\n]*\n|[\s`*{_QUOTES}])*")
+# What surrounds an lgtm (or another verdict phrase, `is_only`): the opening fence is tried before single backticks
+# so that its language tag goes with it (but not a tag that is the phrase, as in ```lgtm\n```, which is the lgtm
+# itself). The two patterns never fail, so the engine never backtracks across repetitions, and the tail is matched
+# on the reversed reply because a `...*\Z` search would rescan from every start position.
 _LGTM_TAIL = re.compile(rf"[\s`*.!{_QUOTES}]*")
 
 # Marker lines are matched one line at a time with fullmatch, which keeps parsing linear in the size of the reply.
@@ -86,11 +87,25 @@ class Edit:
 def is_lgtm(reply: str) -> bool:
     """Whether the reply approves the draft: `lgtm` in any case, once surrounding whitespace, code fences, quotes,
     backticks, asterisks and trailing `.`/`!` are stripped (`**LGTM**`, `"lgtm."`, a fenced lgtm)."""
-    head = _LGTM_HEAD.match(reply)
+    return is_only(reply, "lgtm")
+
+
+def is_only(reply: str, phrase: str) -> bool:
+    """Whether the reply is `phrase` and nothing else, read as `is_lgtm` reads `lgtm`: in any case, its whitespace
+    runs alike, once surrounding whitespace, code fences, quotes, backticks, asterisks and a trailing `.`/`!` are
+    stripped."""
+    head = _head(phrase).match(reply)
     tail = _LGTM_TAIL.match(reply[::-1])
     start = head.end() if head else 0
     end = len(reply) - (tail.end() if tail else 0)
-    return start < end and reply[start:end].casefold() == "lgtm"
+    if not start < end <= start + 2 * len(phrase) + 64:  # a long reply is not the phrase: never split it
+        return False
+    return " ".join(reply[start:end].split()).casefold() == " ".join(phrase.split()).casefold()
+
+
+@functools.lru_cache(maxsize=64)
+def _head(phrase: str) -> re.Pattern[str]:
+    return re.compile(rf"(?:```(?!(?i:{re.escape(phrase)}))[^`\n]*\n|[\s`*{_QUOTES}])*")
 
 
 def parse_edits(reply: str) -> list[Edit]:

@@ -18,7 +18,17 @@ GROUP = "adapter_critic.workflows"
 # The order the built-in modes are listed in (`names()`, messages) and their target keys bound in (`Config.targets`,
 # docs/guides/security.md), simplest first: entry-point metadata lists them by name. Which modes are built in is
 # pyproject.toml's to say.
-LISTED_FIRST = ("direct", "adapter", "critic", "advisor", "panel", "best_of_n")
+LISTED_FIRST = (
+    "direct",
+    "adapter",
+    "critic",
+    "advisor",
+    "panel",
+    "best_of_n",
+    "self_consistency",
+    "self_refine",
+    "re2",
+)
 
 
 @functools.cache
