@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from adapter_critic.demo import ADAPTER_EDIT, CRITIQUE, DEMO_MODEL, DRAFT_LEAD, REVISED_LEAD, demo_config
+from adapter_critic.demo_answers import REFINED_LEAD, REREAD_LEAD
 
 from ..conftest import asgi_client, chat
 
@@ -190,3 +191,41 @@ async def test_demo_direct_answers_every_choice_of_n(demo: httpx.AsyncClient) ->
                 finishes[choice["index"]] = choice["finish_reason"]
     assert texts == {i: plain["choices"][0]["message"]["content"] for i in range(3)}
     assert finishes == {0: "stop", 1: "stop", 2: "stop"}
+
+
+async def test_demo_self_consistency_outvotes_a_wrong_first_sample(demo: httpx.AsyncClient) -> None:
+    body = await ask(demo, "demo-self-consistency", "What is 17 * 23?")
+    intermediate = body["adapter_critic"]["intermediate"]
+    # The demo model slips on seeds 1 and 4; seeds 2, 3 and 5 get it right.
+    assert intermediate["answers"] == ["392", "391", "391", "395", "391"]
+    assert intermediate["votes"] == {"392": 1, "391": 3, "395": 1}
+    assert intermediate["chosen"] == 1 and intermediate["chosen_by"] == "majority"
+    assert answer(body).startswith(DRAFT_LEAD) and "\\boxed{391}" in answer(body)
+    assert list(body["adapter_critic"]["tokens"]["stages"]) == [f"sample:{i}" for i in range(1, 6)]
+
+
+async def test_demo_self_consistency_asks_which_sample_is_most_consistent(demo: httpx.AsyncClient) -> None:
+    body = await ask(demo, "demo-self-consistency", "What is the capital of Australia?")
+    intermediate = body["adapter_critic"]["intermediate"]
+    assert intermediate["answers"] == [None] * 5 and intermediate["votes"] == {}  # no \boxed{} answer to vote on
+    assert intermediate["consistency"].startswith("The most consistent response is Response 3")
+    assert intermediate["chosen"] == 2 and intermediate["chosen_by"] == "universal"
+    assert answer(body).endswith("(Demo candidate sampled with seed 3.)")
+
+
+async def test_demo_self_refine_stops_when_its_feedback_needs_no_change(demo: httpx.AsyncClient) -> None:
+    body = await ask(demo, "demo-self-refine")
+    ext = body["adapter_critic"]
+    assert ext["intermediate"]["api_draft"].startswith(DRAFT_LEAD)
+    assert ext["intermediate"]["feedback:1"].startswith("- The reply does not say that it was refined")
+    assert ext["intermediate"]["refine:1"] == answer(body) == ext["intermediate"]["final"]
+    assert answer(body).startswith(REFINED_LEAD) and 'You said: "What is 2 + 2?"' in answer(body)
+    assert ext["intermediate"]["feedback:2"].endswith("**NO CHANGES NEEDED**")
+    assert ext["intermediate"]["stopped"] == 2
+    assert list(ext["tokens"]["stages"]) == ["api_draft", "feedback:1", "refine:1", "feedback:2"]
+
+
+async def test_demo_re2_reads_the_question_twice(demo: httpx.AsyncClient) -> None:
+    body = await ask(demo, "demo-re2")
+    assert answer(body) == f'{REREAD_LEAD}\nYou said: "What is 2 + 2?"'
+    assert body["adapter_critic"]["intermediate"]["reread"] == "Read the question again: What is 2 + 2?"
