@@ -6,19 +6,30 @@ import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import openai
 import pytest
 
 from adapter_critic import load_config
+from adapter_critic.evals.dataset import load_dataset
+from adapter_critic.evals.scorers import make_scorer
+from adapter_critic.workflows.voting import extractor
 
 from ..conftest import asgi_client, run_server, sdk
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 CONFIGS = sorted(p for p in EXAMPLES.iterdir() if p.suffix in (".toml", ".json", ".yaml", ".yml"))
 MODES = {"direct", "adapter", "critic"}
-# The configs of one workflow each (the others show the first three modes together).
-ONE_MODE = {"advisor.toml": {"advisor"}, "panel.toml": {"panel"}, "best_of_n.toml": {"best_of_n"}}
+# The configs of one workflow each, some beside a `direct` baseline (the others show the first three modes together).
+ONE_MODE = {
+    "advisor.toml": {"advisor"},
+    "panel.toml": {"panel"},
+    "best_of_n.toml": {"best_of_n"},
+    "self_consistency.toml": {"direct", "self_consistency"},
+    "self_refine.toml": {"self_refine"},
+    "re2.toml": {"direct", "re2"},
+}
 
 
 def test_the_examples_folder_has_every_documented_config() -> None:
@@ -169,5 +180,41 @@ def test_middleware_example_streams_every_mode(middleware_example_url: str, mode
 def test_workflow_examples_send_the_openai_key_only_to_openai(name: str) -> None:
     config = load_config(EXAMPLES / name)
     bindings = {(t.url, config.key_env_for(t)) for t in config.targets()}
-    assert {env for url, env in bindings if url == "https://api.openai.com/v1"} == {"OPENAI_API_KEY"}
-    assert all(env != "OPENAI_API_KEY" for url, env in bindings if url.startswith("http://127.0.0.1"))
+    openai_url = "https://api.openai.com/v1"
+    assert {env for url, env in bindings if url == openai_url} <= {"OPENAI_API_KEY"}
+    assert all(env != "OPENAI_API_KEY" for url, env in bindings if url != openai_url)
+
+
+EVAL = EXAMPLES / "eval"
+# Each technique dataset: a right and a wrong answer of the shape it asks for, and how self_consistency reads them.
+SHAPES = {
+    "arithmetic.jsonl": ("1,000 is too many; so {expected}.", "1,000 is too many; so {expected}7.", "last_number"),
+    "choice.jsonl": ("(A) is out.\nAnswer: {expected}", "(A) is out.\nAnswer: {other}", "choice"),
+    "json.jsonl": ('{{"total": {total}}}', '{{"total": {more}}}', "json:total"),
+}
+
+
+@pytest.mark.parametrize("path", sorted(EVAL.glob("*.jsonl")), ids=lambda p: p.name)
+def test_every_eval_dataset_loads_with_its_scorers(path: Path) -> None:
+    for item in load_dataset(path):
+        if item.scorer is not None:
+            assert make_scorer(item.scorer, judge=_no_judge).misses(item) is None, item.id
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("name", sorted(SHAPES))
+async def test_technique_datasets_score_their_answers_as_self_consistency_reads_them(name: str) -> None:
+    right_shape, wrong_shape, extract = SHAPES[name]
+    for item in load_dataset(EVAL / name):
+        assert item.scorer is not None
+        scorer = make_scorer(item.scorer, judge=_no_judge)
+        total = item.schema["properties"]["total"]["const"] if isinstance(item.schema, dict) else 0
+        fields = {"expected": item.expected, "other": "A" if item.expected != "A" else "B", "total": total}
+        right, wrong = right_shape.format(**fields, more=total + 1), wrong_shape.format(**fields, more=total + 1)
+        assert (await scorer.grade(right, item))[0] == 1.0, item.id
+        assert (await scorer.grade(wrong, item))[0] == 0.0, item.id
+        assert extractor(extract)(right) == str(item.expected or total) != extractor(extract)(wrong)
+
+
+async def _no_judge(model: str, messages: list[dict[str, Any]]) -> str:
+    raise AssertionError("no dataset here is graded by a judge")
