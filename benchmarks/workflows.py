@@ -2,10 +2,10 @@
 
 Each served model runs on an in-process upstream (`httpx.MockTransport`) that answers at once with a pre-encoded
 completion — a critique, an edit, a verdict — so the figures are the product's own work: decode, plan, every
-stage call (bodies, retries bookkeeping, events, the concurrent calls of panel and best-of-n), the extension and
-the response. The table shows CPU µs per request and per upstream call, plain and streamed, each the median of
-several rounds; per upstream call is the figure to compare across modes (it shows what running calls at once
-costs over running them one after another).
+stage call (bodies, retries bookkeeping, events, the concurrent calls of panel, best-of-n and self-consistency), the
+extension and the response. The table shows CPU µs per request and per upstream call, plain and streamed, each the
+median of several rounds; per upstream call is the figure to compare across modes (it shows what running calls at
+once costs over running them one after another).
 """
 
 from __future__ import annotations
@@ -30,6 +30,11 @@ MODES = {
     "advisor": {"mode": "advisor"},
     "panel": {"mode": "panel"},  # the four default lenses and a coordinator: 7 calls
     "best_of_3": {"mode": "best_of_n", "n": 3},  # 3 candidates, 2 comparisons in both orders: 7 calls
+    # 5 samples, their answers (the word "blue" of each) voted on: 5 calls.
+    "self_consistency_5": {"mode": "self_consistency", "n": 5, "extract": "regex:(blue)"},
+    # The feedback never says "no change": draft, then 3 rounds of feedback and refine: 7 calls.
+    "self_refine": {"mode": "self_refine"},
+    "re2": {"mode": "re2"},  # 1 call, the question read twice
 }
 _BODY = {"role": "user", "content": "Explain in two sentences why the sky is blue."}
 
@@ -126,9 +131,9 @@ async def measure(requests: int, rounds: int) -> list[dict[str, Any]]:
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
-    lines = [f"{'mode':<22}{'calls':>6}{'CPU µs/req':>12}{'µs/call':>10}"]
+    lines = [f"{'mode':<28}{'calls':>6}{'CPU µs/req':>12}{'µs/call':>10}"]
     for row in rows:
-        lines.append(f"{row['mode']:<22}{row['calls']:>6.0f}{row['cpu_us']:>12.0f}{row['cpu_us_per_call']:>10.0f}")
+        lines.append(f"{row['mode']:<28}{row['calls']:>6.0f}{row['cpu_us']:>12.0f}{row['cpu_us_per_call']:>10.0f}")
     return "\n".join(lines)
 
 
