@@ -53,7 +53,7 @@ class SelfConsistencySettings(msgspec.Struct, forbid_unknown_fields=True, frozen
     """A sampling seed: sample i gets `seed + i` (the request's `seed` does the same when this is not set)."""
     extract: Annotated[str, msgspec.Meta(min_length=1, max_length=1000)] = "last_number"
     """How a sample's final answer is read: `last_number`, `boxed` (`\\boxed{…}`), `choice` (a letter A to E),
-    `regex:<pattern>` (the last match: its first group, or the whole match) or `json:<path>` (a dot path into the JSON
+    `regex:PATTERN` (the last match: its first group, or the whole match) or `json:PATH` (a dot path into the JSON
     answer, as `json:answer` or `json:items.0.name`)."""
     sampling: Literal["parallel", "n"] = "parallel"
     """`"parallel"`: n calls at once (every upstream); `"n"`: one call asking for `n` choices (read the prompt once; the

@@ -4,8 +4,8 @@ Self-consistency's extraction and vote: the final answer read from a sample's te
 answers compare equal, and the majority of them (docs/guides/workflows.md).
 
 Extractors (`extract = "…"`): `last_number` (the last number in the text), `boxed` (the last `\\boxed{…}`),
-`choice` (a multiple-choice letter A to E), `regex:<pattern>` (the last match: its first group, or the whole match
-when it has none) and `json:<path>` (a dot path into the JSON the text holds: `answer`, `result.items.0`).
+`choice` (a multiple-choice letter A to E), `regex:PATTERN` (the last match: its first group, or the whole match
+when it has none) and `json:PATH` (a dot path into the JSON the text holds: `answer`, `result.items.0`).
 
 Answers are normalised before they are compared: a number as its plain decimal value (`1,000`, `1000` and
 `1000.0` are all `1000`), text stripped of surrounding markup and folded to one case with its whitespace collapsed,
@@ -25,7 +25,7 @@ from typing import Any
 
 Extractor = Callable[[str], str | None]
 
-EXTRACTORS = ("last_number", "boxed", "choice", "regex:<pattern>", "json:<path>")
+EXTRACTORS = ("last_number", "boxed", "choice", "regex:PATTERN", "json:PATH")
 
 # A number as written in prose: an optional minus (not one joining a range such as 3-5), thousands groups or plain
 # digits, an optional fraction and exponent.
