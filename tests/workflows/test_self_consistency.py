@@ -4,6 +4,7 @@ self-consistency when no answer can be extracted, failed samples left out, `n` i
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from adapter_critic.workflows.self_consistency import DEFAULT_CONSISTENCY_SYSTEM
 from ..conftest import UPSTREAM_URL, AppFactory, chat, make_config
 from ..helpers import post
 from ..scripted_upstream import Reply, ScriptedUpstream
+from ..store.runs import recording
 
 pytestmark = pytest.mark.anyio
 
@@ -209,3 +211,15 @@ async def test_a_request_may_choose_fewer_samples_and_another_extractor(
 def test_settings_are_validated(settings: dict[str, Any], named: str) -> None:
     with pytest.raises(ConfigError, match=named):
         consistent(**settings)
+
+
+async def test_samples_and_the_vote_are_in_the_run_store(upstream: ScriptedUpstream, tmp_path: Path) -> None:
+    upstream.script(*samples("so 4", "4.0", "5"))
+    top = {"served_models": {"m": {"mode": "self_consistency", "api": API, "n": 3}}}
+    async with recording(upstream, f"sqlite:///{tmp_path / 'runs.sqlite3'}", top=top) as (client, store):
+        run_id = (await post(client, chat("m")))["adapter_critic"]["run_id"]
+        await store.flush()
+        detail = (await client.get(f"/runs/{run_id}")).json()
+    assert detail["mode"] == "self_consistency"
+    assert sorted(stage["stage"] for stage in detail["stages"]) == ["sample:1", "sample:2", "sample:3"]
+    assert detail["intermediate"]["votes"] == {"4": 2, "5": 1} and detail["intermediate"]["chosen"] == 0

@@ -4,6 +4,7 @@ says the stop phrase; the last refine is the final call (streamed live); a faile
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from adapter_critic.workflows.self_refine import DEFAULT_FEEDBACK_SYSTEM_PROMPT,
 from ..conftest import UPSTREAM_URL, AppFactory, chat, make_config
 from ..helpers import post
 from ..scripted_upstream import Reply, ScriptedUpstream
+from ..store.runs import recording
 
 pytestmark = pytest.mark.anyio
 
@@ -174,3 +176,15 @@ async def test_a_request_may_choose_fewer_rounds(serve: AppFactory, upstream: Sc
 def test_settings_are_validated(settings: dict[str, Any], named: str) -> None:
     with pytest.raises(ConfigError, match=named):
         refining(**settings)
+
+
+async def test_every_round_is_in_the_run_store(upstream: ScriptedUpstream, tmp_path: Path) -> None:
+    upstream.script(api("Nine."), feedback("- not prime"), api("Seven."), feedback("NO CHANGES NEEDED"))
+    top = {"served_models": {"m": {"mode": "self_refine", "api": API, "feedback": FEEDBACK}}}
+    async with recording(upstream, f"sqlite:///{tmp_path / 'runs.sqlite3'}", top=top) as (client, store):
+        run_id = (await post(client, chat("m")))["adapter_critic"]["run_id"]
+        await store.flush()
+        detail = (await client.get(f"/runs/{run_id}")).json()
+    assert [stage["stage"] for stage in detail["stages"]] == ["api_draft", "feedback:1", "refine:1", "feedback:2"]
+    assert [stage["target_model"] for stage in detail["stages"]] == ["api-model", "feedback-model"] * 2
+    assert detail["intermediate"]["refine:1"] == "Seven." and detail["intermediate"]["stopped"] == 2
