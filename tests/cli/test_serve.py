@@ -11,6 +11,8 @@ from pathlib import Path
 
 import openai
 
+from adapter_critic.demo import demo_config
+
 from ..conftest import listening_socket, sdk
 from .conftest import SCRIPT, Lines, one_error_line, run, script_env
 
@@ -51,7 +53,10 @@ def test_serve_logs_as_the_standalone_server(tmp_path: Path) -> None:
     assert normalized(served) == normalized(standalone)
     said = "\n".join(served)
     # What is served, where runs are recorded, one line per run, and warnings in uvicorn's format.
-    assert "INFO:     serving 6 model(s): demo-direct (direct → in-process /demo/v1)" in said
+    assert (
+        f"INFO:     serving {len(demo_config().served_models)} model(s): demo-direct (direct → in-process /demo/v1)"
+        in said
+    )
     assert f"INFO:     recording runs to sqlite+aiosqlite:///{tmp_path / 'serve.db'} (capture full)" in said
     assert re.search(r"INFO: +\[chatcmpl-[0-9a-f]{32}\] demo-direct \(direct\) ok in \d+ ms", said)
     assert "WARNING:     adapter_critic: no config given, serving the built-in DEMO" in said
