@@ -16,6 +16,7 @@ AdapterCriticError
 ├── UndecodableAnswer          -- upstream.decoding: an answer in a content coding not asked for, or corrupt
 ├── ClientGone                 -- http.disconnect: the client's connection closed before the answer was sent
 ├── EditError                  -- workflows.edits (also a ValueError): the adapter's reply is no valid review
+├── ExtractError               -- workflows.voting (also a ValueError): an `extract` setting that reads nothing
 ├── _Stopped                   -- workflows.best_of_n, internal: a judge call failed, the judging ends there
 ├── StoreError                 -- the run store cannot be used as asked
 │   ├── StoreURLError          -- store.database (also a ValueError): a store.url it cannot open

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from ..errors import AdapterCriticError
+
 Extractor = Callable[[str], str | None]
 
 EXTRACTORS = ("last_number", "boxed", "choice", "regex:PATTERN", "json:PATH")
@@ -43,7 +45,7 @@ _DECORATION = "*_`\"' \t\n$"
 _MAX_EXPONENT = 50  # beyond it, a normalised number keeps its exponent (no megabyte of zeros from `1e9999`)
 
 
-class ExtractError(ValueError):
+class ExtractError(AdapterCriticError, ValueError):
     """An `extract` setting that names no extractor, or a pattern or path that cannot be used."""
 
 
