@@ -440,7 +440,8 @@ async def test_a_version_1_store_is_upgraded_and_its_runs_read_as_before(store_u
         await store.flush()
     engine = create_async_engine(engine_url(store_url))
     try:
-        async with engine.begin() as conn:  # back to version 1's shape: no `request_messages`, `from_stages`, `record`
+        # Back to version 1's shape: no `request_messages`, `from_stages`, `record`, costs, `instances.process`.
+        async with engine.begin() as conn:
             [record] = (await conn.execute(sqlalchemy.text("SELECT record FROM runs"))).scalars().all()
             ended = json.loads(record)  # its end as version 1 wrote it: in the columns of its own
             columns = {name: json.dumps(ended[name]) for name in ("intermediate", "answer")}
@@ -451,6 +452,7 @@ async def test_a_version_1_store_is_upgraded_and_its_runs_read_as_before(store_u
             await conn.execute(sqlalchemy.text("ALTER TABLE runs DROP COLUMN record"))
             for table, column in VERSION_5_COLUMNS:
                 await conn.execute(sqlalchemy.text(f"ALTER TABLE {table} DROP COLUMN {column}"))
+            await conn.execute(sqlalchemy.text("ALTER TABLE instances DROP COLUMN process"))
             await conn.execute(sqlalchemy.text("UPDATE schema_version SET version = 1"))
     finally:
         await engine.dispose()
@@ -465,8 +467,9 @@ async def test_a_version_1_store_is_upgraded_and_its_runs_read_as_before(store_u
     engine = create_async_engine(engine_url(store_url))
     try:
         async with engine.connect() as conn:
-            assert (await conn.execute(sqlalchemy.text("SELECT version FROM schema_version"))).scalar() == VERSION == 5
+            assert (await conn.execute(sqlalchemy.text("SELECT version FROM schema_version"))).scalar() == VERSION == 6
             flags = (await conn.execute(sqlalchemy.text("SELECT request_messages FROM stages"))).scalars().all()
+            await conn.execute(sqlalchemy.text("SELECT process FROM instances"))  # version 6's column is back
     finally:
         await engine.dispose()
     assert [bool(flag) for flag in flags] == [False, False]  # the old run's stages; the new one's is in its end

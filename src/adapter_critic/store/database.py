@@ -32,9 +32,10 @@ from .records import RunDetail, RunPage, RunQuery, RunSummary, StoredStage, deco
 from .schema import instances, runs, stages, upgrade
 from .writes import BatchRows, SqliteFile, building, sqlite_settings, statements, write_async
 
-# An instance that has not said it is alive for this long is gone (it beats every `HEARTBEAT_SECONDS`).
+# Each instance beats every `HEARTBEAT_SECONDS` (`store.heartbeat_seconds`); one silent for `STALE_BEATS` beats is
+# gone, wherever it ran.
 HEARTBEAT_SECONDS = 30.0
-STALE_SECONDS = 120.0
+STALE_BEATS = 4
 _SUMMARY = [
     c for c in runs.c if c.name not in ("request", "intermediate", "answer", "from_stages", "record", "instance")
 ]
@@ -71,6 +72,38 @@ def _sqlite_begin(conn: Any) -> None:
     # A writing transaction takes the write lock at once (BEGIN IMMEDIATE): two workers that both read, then write,
     # would otherwise find each other's write lock mid-transaction and fail or wait out the busy timeout.
     conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("writes") else "BEGIN")
+
+
+def process_identity(pid: int) -> str | None:
+    """`<pid namespace>/<start time>` of process `pid` (its start in clock ticks since boot), from /proc; None
+    where /proc does not say (another system, another user's process)."""
+    try:
+        namespace = os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        return None
+    started = _start_time(pid)
+    return None if started is None else f"{namespace}/{started}"
+
+
+def _start_time(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def process_gone(pid: int, process: str | None) -> bool:
+    """Whether the instance that registered as `pid` (`process`: its `process_identity`) on this host is gone: no
+    such pid, or one started since (the pid reused). An instance in another pid namespace — another container that
+    shares this host's name, as `--network host` does — cannot be looked up here: it is not gone by this test."""
+    if process is None:
+        return not pid_alive(pid)
+    namespace, _, started = process.rpartition("/")
+    own = process_identity(os.getpid())
+    if own is None or own.rpartition("/")[0] != namespace:
+        return False
+    return not pid_alive(pid) or _start_time(pid) != started
 
 
 def pid_alive(pid: int) -> bool:
@@ -157,7 +190,11 @@ class Database:
         async with self._writer.begin() as conn:
             await conn.execute(
                 instances.insert().values(
-                    instance_id=instance, hostname=socket.gethostname(), pid=os.getpid(), heartbeat_at=time.time()
+                    instance_id=instance,
+                    hostname=socket.gethostname(),
+                    pid=os.getpid(),
+                    heartbeat_at=time.time(),
+                    process=process_identity(os.getpid()),
                 )
             )
 
@@ -171,17 +208,20 @@ class Database:
         async with self._writer.begin() as conn:
             await conn.execute(delete(instances).where(instances.c.instance_id == instance))
 
-    async def mark_interrupted(self) -> int:
+    async def mark_interrupted(self, heartbeat_seconds: float = HEARTBEAT_SECONDS) -> int:
         """Runs left `running` by a server process that is gone (killed, crashed) become `interrupted`: a process
-        on this host whose pid is no longer alive, or any that stopped beating; returns how many."""
+        on this host (and in this pid namespace) that is no longer alive, or any that has not beaten for
+        `STALE_BEATS` beats of `heartbeat_seconds`; returns how many."""
         here = socket.gethostname()
         now = time.time()
+        stale = STALE_BEATS * heartbeat_seconds
         async with self._writer.begin() as conn:
             rows = (await conn.execute(select(instances))).mappings().all()
             gone = [
                 row["instance_id"]
                 for row in rows
-                if (row["hostname"] == here and not pid_alive(row["pid"])) or now - row["heartbeat_at"] > STALE_SECONDS
+                if now - row["heartbeat_at"] > stale
+                or (row["hostname"] == here and process_gone(row["pid"], row["process"]))
             ]
             if gone:
                 await conn.execute(delete(instances).where(instances.c.instance_id.in_(gone)))

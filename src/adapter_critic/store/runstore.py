@@ -7,8 +7,9 @@ in-memory queue and never blocks or fails. A background task lets records gather
 `batch_size` are queued or a flush is waited for), then writes them in one transaction; what is queued meanwhile
 gathers for the next batch. When the queue is full a record is dropped — and so are the
 later records of a run whose start was dropped — counted in `dropped` and logged at most once a minute. `aclose`
-drains the queue before closing. Another task beats for this process in the `instances` table, marks runs of
-processes that are gone `interrupted` and prunes by age and count (`max_age_days`, `max_runs`).
+drains the queue before closing. Another task beats for this process in the `instances` table every
+`heartbeat_seconds`, marks runs of processes that are gone `interrupted` (at start-up too: see
+`Database.mark_interrupted`) and prunes by age and count (`max_age_days`, `max_runs`).
 
 Readers (`list_runs`, `get_run`, `follow`) need no task: `open_store(url)` is enough.
 """
@@ -50,12 +51,14 @@ class RunStore:
         max_age_days: float | None = None,
         max_runs: int | None = None,
         prune_interval_seconds: float = 300.0,
+        heartbeat_seconds: float = HEARTBEAT_SECONDS,
         secrets: Callable[[], Sequence[str]] = list,
     ) -> None:
         self.database = database
         self.queue_size, self.batch_size = queue_size, batch_size
         self.max_age_days, self.max_runs = max_age_days, max_runs
         self.prune_interval_seconds = prune_interval_seconds
+        self.heartbeat_seconds = heartbeat_seconds
         self.secrets = secrets  # every form of every secret, read for each batch (keys may rotate)
         self.instance = uuid.uuid4().hex
         self.required = True  # a server stops its start-up when this store cannot be opened (else goes on without)
@@ -153,9 +156,7 @@ class RunStore:
         and start the writer and the upkeep task."""
         await self.database.upgrade()
         await self.database.register(self.instance)
-        interrupted = await self.database.mark_interrupted()
-        if interrupted:
-            logger.warning("run store: %d run(s) left running by a stopped server marked interrupted", interrupted)
+        await self.mark_interrupted()
         await self.prune()
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._writer()), loop.create_task(self._upkeep())]
@@ -170,6 +171,13 @@ class RunStore:
             return
         while self._handled < target:
             await self._written.wait()
+
+    async def mark_interrupted(self) -> int:
+        """Mark the runs of servers that are gone `interrupted` now (start-up and every beat do); returns how many."""
+        interrupted = await self.database.mark_interrupted(self.heartbeat_seconds)
+        if interrupted:
+            logger.warning("run store: %d run(s) left running by a stopped server marked interrupted", interrupted)
+        return interrupted
 
     async def prune(self) -> int:
         """Apply retention now; returns how many runs were deleted."""
@@ -226,10 +234,10 @@ class RunStore:
     async def _upkeep(self) -> None:
         last_prune = time.monotonic()
         while True:
-            await asyncio.sleep(HEARTBEAT_SECONDS)
+            await asyncio.sleep(self.heartbeat_seconds)
             try:
                 await self.database.heartbeat(self.instance)
-                await self.database.mark_interrupted()
+                await self.mark_interrupted()
                 if time.monotonic() - last_prune >= self.prune_interval_seconds:
                     last_prune = time.monotonic()
                     await self.prune()

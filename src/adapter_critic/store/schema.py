@@ -107,6 +107,10 @@ instances = Table(
     Column("hostname", String(256), nullable=False),
     Column("pid", Integer, nullable=False),
     Column("heartbeat_at", Double, nullable=False),
+    # `<pid namespace>/<start time>` of the process (schema version 6): a pid reused by a later process — a
+    # restarted container's server is pid 1 again — is not the instance's, and a process in another pid namespace
+    # (a container sharing the host's name) is not looked up by pid. NULL where /proc does not say.
+    Column("process", String(128)),
 )
 
 schema_version = Table("schema_version", metadata, Column("version", Integer, nullable=False))
@@ -145,13 +149,18 @@ def _v5(conn: Connection) -> None:
     _add_column(conn, "stages", "cost_currency", "VARCHAR(16)")
 
 
+def _v6(conn: Connection) -> None:
+    """`instances.process`: which process an instance is, beyond its pid (a pid can be reused)."""
+    _add_column(conn, "instances", "process", "VARCHAR(128)")
+
+
 def _add_column(conn: Connection, table: str, column: str, definition: str) -> None:
     """Add `column` to `table` unless it is there (`_v1` makes a new store with today's columns already)."""
     if column not in {found["name"] for found in inspect(conn).get_columns(table)}:
         conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {definition}"))
 
 
-STEPS: tuple[Callable[[Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5)
+STEPS: tuple[Callable[[Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6)
 VERSION = len(STEPS)
 
 

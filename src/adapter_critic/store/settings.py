@@ -53,6 +53,10 @@ class StoreConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, froz
     """How many records one transaction writes at most."""
     prune_interval_seconds: Annotated[float, msgspec.Meta(gt=0)] = 300.0
     """How often retention runs (and once at start-up)."""
+    heartbeat_seconds: Annotated[float, msgspec.Meta(gt=0)] = 30.0
+    """How often each server says in the store that it is alive, and looks for runs left `running` by servers that
+    are gone: those are marked `interrupted`. A server on another host (or in another container) is gone once it has
+    not beaten for 4 beats; one on this host as soon as its process has exited."""
 
 
 def data_dir() -> Path:
@@ -114,6 +118,7 @@ def recording_store(config: StoreConfig, default: str | None, secrets: Callable[
         max_age_days=config.max_age_days,
         max_runs=config.max_runs,
         prune_interval_seconds=config.prune_interval_seconds,
+        heartbeat_seconds=config.heartbeat_seconds,
         secrets=secrets,
     )
     store.required = explicit
