@@ -46,6 +46,8 @@ class Reply:
     # proof that they overlapped in time. A group not complete within 10 s answers 500 (the test fails, not hangs).
     gather: int = 0
     group: str = ""
+    echo: bool = False  # answer the unscripted default's text (`echo <model>: <last user text>`), not `content`
+    keep: bool = False  # stay scripted after answering: this reply answers every matching call from now on
     # Streaming (`"stream": true` calls) only:
     first_chunk_delay: float = 0.0  # seconds between the response headers and the first event
     chunk_delay: float = 0.0  # seconds before each later event
@@ -173,7 +175,8 @@ class ScriptedUpstream:
     def _next(self, model: str, text: str) -> Reply | None:
         for reply in self.replies:
             if (reply.model is None or reply.model == model) and (reply.match is None or reply.match in text):
-                self.replies.remove(reply)
+                if not reply.keep:
+                    self.replies.remove(reply)
                 return reply
         return None
 
@@ -219,7 +222,8 @@ class ScriptedUpstream:
             return Response(status_code=499)  # nobody is left to read it
         if reply.body is not None:
             return Response(reply.body, status_code=reply.status, headers=reply.headers, media_type="application/json")
-        message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+        content = f"echo {model}: {_last_user_text(body)}" if reply.echo else reply.content
+        message: dict[str, Any] = {"role": "assistant", "content": content}
         if reply.tool_calls is not None:
             message["tool_calls"] = reply.tool_calls
         message.update(reply.message_extra)
