@@ -45,6 +45,7 @@ GUIDES = (
     "mounting",
     "middleware",
     "sidecar",
+    "deployment",
     "workflows",
     "overrides",
     "streaming",
