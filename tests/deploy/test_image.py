@@ -22,7 +22,8 @@ from openai import OpenAI
 from adapter_critic.demo import REVISED_LEAD
 from adapter_critic.store import RunQuery, open_store
 
-from ..conftest import RemoteUpstream, run_server, sdk
+from ..conftest import RemoteUpstream, sdk
+from ..helpers import direct_toml
 from .conftest import RunContainer, docker
 
 USER_ID = 10001  # the Dockerfile's adapter_critic user
@@ -92,52 +93,45 @@ def test_the_image_serves_the_demo_healthy_as_its_own_user(image: str, run_conta
     assert healthcheck["Test"] == ["CMD", "python3", "/opt/adapter_critic/healthcheck.py"]
 
 
-def test_a_sigterm_lets_a_streamed_answer_finish(image: str, run_container: RunContainer, tmp_path: Path) -> None:
+def test_a_sigterm_lets_a_streamed_answer_finish(
+    image: str, run_container: RunContainer, upstream_url: str, tmp_path: Path
+) -> None:
     answer = "A slow answer, streamed eight characters at a time, that a stopping server still sends whole."
-    with run_server(["-m", "tests.scripted_upstream"]) as (upstream_url, _):
-        upstream = RemoteUpstream(upstream_url)
-        upstream.script({"content": answer, "chunk_delay": 0.2})
-        config = tmp_path / "config.toml"
-        config.write_text(
-            "retries = 0\n"
-            "[served_models.slow]\n"
-            'mode = "direct"\n'
-            f'api = {{ model = "api-model", base_url = "{upstream_url}/v1" }}\n'
-        )
-        data = tmp_path / "data"
-        data.mkdir()
-        os.chown(data, USER_ID, USER_ID)
-        port = free_port()
-        container = run_container(
-            "--network", "host", "--health-interval", "1s",
-            "-e", "UVICORN_HOST=127.0.0.1", "-e", f"UVICORN_PORT={port}",
-            "-v", f"{config}:/config/config.toml:ro", "-e", "ADAPTER_CRITIC_CONFIG=/config/config.toml",
-            "-v", f"{data}:/runs", "-e", "ADAPTER_CRITIC_STORE=sqlite:////runs/runs.sqlite3",
-            image,
-        )  # fmt: skip
-        container.until_health("healthy")
+    RemoteUpstream(upstream_url).reset().script({"content": answer, "chunk_delay": 0.2})
+    config = tmp_path / "config.toml"
+    config.write_text("retries = 0\n" + direct_toml(f"{upstream_url}/v1", name="slow", model="api-model"))
+    data = tmp_path / "data"
+    data.mkdir()
+    os.chown(data, USER_ID, USER_ID)
+    port = free_port()
+    container = run_container(
+        "--network", "host", "--health-interval", "1s",
+        "-e", "UVICORN_HOST=127.0.0.1", "-e", f"UVICORN_PORT={port}",
+        "-v", f"{config}:/config/config.toml:ro", "-e", "ADAPTER_CRITIC_CONFIG=/config/config.toml",
+        "-v", f"{data}:/runs", "-e", "ADAPTER_CRITIC_STORE=sqlite:////runs/runs.sqlite3",
+        image,
+    )  # fmt: skip
+    container.until_health("healthy")
 
-        client = sdk(OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0))
-        stream = client.chat.completions.create(
-            model="slow", messages=[{"role": "user", "content": "Hello"}], stream=True
-        )
-        chunks = iter(stream)
-        received = ""
-        while not received:  # the answer has begun: the request is in flight
-            chunk = next(chunks)
-            received += (chunk.choices[0].delta.content or "") if chunk.choices else ""
-        docker("kill", "--signal", "TERM", container.id)
-        finish = None
-        for chunk in chunks:
-            if chunk.choices:
-                received += chunk.choices[0].delta.content or ""
-                finish = chunk.choices[0].finish_reason or finish
-        assert received == answer
-        assert finish == "stop"
+    client = sdk(OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0))
+    stream = client.chat.completions.create(model="slow", messages=[{"role": "user", "content": "Hello"}], stream=True)
+    chunks = iter(stream)
+    received = ""
+    while not received:  # the answer has begun: the request is in flight
+        chunk = next(chunks)
+        received += (chunk.choices[0].delta.content or "") if chunk.choices else ""
+    docker("kill", "--signal", "TERM", container.id)
+    finish = None
+    for chunk in chunks:
+        if chunk.choices:
+            received += chunk.choices[0].delta.content or ""
+            finish = chunk.choices[0].finish_reason or finish
+    assert received == answer
+    assert finish == "stop"
 
-        assert docker("wait", container.id).strip() == "0"  # it exited, cleanly
-        logs = container.logs()
-        assert "Shutting down" in logs and "Finished server process" in logs
+    assert docker("wait", container.id).strip() == "0"  # it exited, cleanly
+    logs = container.logs()
+    assert "Shutting down" in logs and "Finished server process" in logs
     runs = asyncio.run(_runs(f"sqlite:///{data / 'runs.sqlite3'}"))
     assert [(run.served_model, run.status) for run in runs] == [("slow", "ok")]
 

@@ -20,7 +20,8 @@ import httpx
 import pytest
 import yaml
 
-from ..conftest import RemoteUpstream, listening_socket, run_server, unavailable
+from ..conftest import UVICORN, RemoteUpstream, listening_socket, run_server, unavailable
+from ..helpers import direct_toml, served_toml
 from .conftest import ROOT, tool
 
 DEPLOY = ROOT / "deploy"
@@ -79,39 +80,32 @@ def test_the_compose_file_and_its_configs_are_valid() -> None:
     assert uids == {sources["datasources"][0]["uid"]}
 
 
-def test_every_dashboard_panel_query_returns_series(tmp_path: Path) -> None:
+def test_every_dashboard_panel_query_returns_series(upstream_url: str, tmp_path: Path) -> None:
     prometheus = tool("prometheus", "prometheus")
-    with run_server(["-m", "tests.scripted_upstream"]) as (upstream_url, _):
-        upstream = RemoteUpstream(upstream_url)
-        config = tmp_path / "config.toml"
-        config.write_text(_config(upstream_url))
-        env = {"ADAPTER_CRITIC_CONFIG": str(config), "ADAPTER_CRITIC_STORE": f"sqlite:///{tmp_path / 'runs.db'}"}
-        with (
-            run_server(["-m", "uvicorn", "adapter_critic.asgi:app", "--log-level", "warning"], env=env) as (url, _),
-            _prometheus(prometheus, url.removeprefix("http://"), tmp_path) as query,
-        ):
-            _until(query, 'up{job="adapter_critic"} == 1')
-            answered = 0
-            for round_ in range(2):  # two rounds, each scraped after it: every rate has two samples to compare
-                answered += _load(url, upstream, round_)
-                _until(query, f"sum(adapter_critic_requests_total) >= {answered}")
-            for title, expr in panel_queries():
-                result = query(expr)
-                values = [float(series["value"][1]) for series in result]
-                assert values, f"{title}: no series for {expr}"
-                assert any(math.isfinite(v) for v in values), f"{title}: {expr} gave {values}"
+    upstream = RemoteUpstream(upstream_url).reset()
+    config = tmp_path / "config.toml"
+    config.write_text(_config(f"{upstream_url}/v1"))
+    env = {"ADAPTER_CRITIC_CONFIG": str(config), "ADAPTER_CRITIC_STORE": f"sqlite:///{tmp_path / 'runs.db'}"}
+    with (
+        run_server(UVICORN, env=env) as (url, _),
+        _prometheus(prometheus, url.removeprefix("http://"), tmp_path) as query,
+    ):
+        _until(query, 'up{job="adapter_critic"} == 1')
+        answered = 0
+        for round_ in range(2):  # two rounds, each scraped after it: every rate has two samples to compare
+            answered += _load(url, upstream, round_)
+            _until(query, f"sum(adapter_critic_requests_total) >= {answered}")
+        for title, expr in panel_queries():
+            result = query(expr)
+            values = [float(series["value"][1]) for series in result]
+            assert values, f"{title}: no series for {expr}"
+            assert any(math.isfinite(v) for v in values), f"{title}: {expr} gave {values}"
 
 
-def _config(upstream: str) -> str:
-    api = f'{{ model = "api-model", base_url = "{upstream}/v1" }}'
-    return (
-        "retries = 0\nretry_backoff_seconds = 0\n"
-        f'[served_models.m-direct]\nmode = "direct"\napi = {api}\n'
-        f'[served_models.m-critic]\nmode = "critic"\napi = {api}\n'
-        f'critic = {{ model = "critic-model", base_url = "{upstream}/v1" }}\n'
-        f'[served_models.m-flaky]\nmode = "direct"\n'
-        f'api = {{ model = "api-model", base_url = "{upstream}/v1", retries = 1 }}\n'
-    )
+def _config(base_url: str) -> str:
+    """m-direct and m-critic, and m-flaky: direct, its one call retried once."""
+    flaky = direct_toml(base_url, name="m-flaky", model="api-model").replace(" }", ", retries = 1 }")
+    return "retries = 0\nretry_backoff_seconds = 0\n" + served_toml(base_url, "m", ("direct", "critic")) + flaky
 
 
 def _load(url: str, upstream: RemoteUpstream, round_: int) -> int:
