@@ -21,10 +21,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import asyncpg
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from .cluster import Cluster, Replica, cluster
+from .cluster import Cluster, cluster
 
 KINDS = (("direct", False), ("direct", True), ("critic", False), ("critic", True))
 # HAProxy's counters per server: requests sent (`stot`, redispatched ones included), 2xx answers begun
@@ -55,7 +56,7 @@ class Report:
     haproxy: dict[str, dict[str, int]]  # HAProxy's counters per replica at the end (COUNTERS)
     killed: str
     killed_in_flight: int  # HAProxy's current sessions on the killed replica just before the kill
-    marked_seconds: float | None  # restart (or kill, with --stay-down) until none of its runs was left running
+    marked_seconds: float | None  # restart (or kill, with --stay-down) until its runs were marked interrupted
     marked_by: list[str] = field(default_factory=list)  # the replicas whose logs say they marked runs interrupted
     seconds: float = 0.0
 
@@ -126,6 +127,8 @@ async def _load(c: Cluster, requests: int, concurrency: int, stay_down: bool) ->
             in_flight = int(c.balancer.stats()[victim.name]["scur"])
             if in_flight == 0:
                 await reached(len(outcomes) + 1)
+        assert victim.proc is not None
+        pid = victim.proc.pid
         victim.kill()
         killed_at = time.monotonic()
         marked: float | None = None
@@ -133,13 +136,14 @@ async def _load(c: Cluster, requests: int, concurrency: int, stay_down: bool) ->
             await reached(requests // 2)
             before = int(c.balancer.stats()[victim.name]["hrsp_2xx"])  # its counts so far: the killed process's
             restarted_at = time.monotonic()
-            await asyncio.to_thread(victim.start)
-            marked = await _until_marked(c, victim, restarted_at)
+            restart = asyncio.create_task(asyncio.to_thread(victim.start))
+            marked = await _until_marked(c, pid, restarted_at)
+            await restart
             await asyncio.to_thread(c.balancer.until_up, [victim.name])
             back.set()
         else:
             before = int(c.balancer.stats()[victim.name]["hrsp_2xx"])
-            marked = await _until_marked(c, victim, killed_at)
+            marked = await _until_marked(c, pid, killed_at)
         await asyncio.gather(*workers)
     seconds = time.monotonic() - started
     await asyncio.to_thread(_until_recorded, c, outcomes, victim.name)
@@ -162,18 +166,19 @@ async def _load(c: Cluster, requests: int, concurrency: int, stay_down: bool) ->
     )
 
 
-async def _until_marked(c: Cluster, victim: Replica, since: float, wait: float = 300) -> float:
-    """Seconds from `since` until no run the killed replica served is left `running` (read from a live replica)."""
+async def _until_marked(c: Cluster, pid: int, since: float, wait: float = 300) -> float:
+    """Seconds from `since` until the killed process (`pid`) is no longer in the store's `instances` table: the
+    transaction that removes it marks its runs `interrupted`."""
     deadline = time.monotonic() + wait
-    while True:
-        served = {rid for rid, (server, _, _) in c.balancer.log_lines().items() if server == victim.name}
-        reader = next(r for r in c.replicas if r is not victim)
-        running = await asyncio.to_thread(_all_runs, reader.url, "running")
-        if not [run for run in running if run["request_id"] in served]:
-            return time.monotonic() - since
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"runs of {victim.name} still running after {wait} s")
-        await asyncio.sleep(0.05)
+    conn = await asyncpg.connect(c.store_url)
+    try:
+        while await conn.fetchval("SELECT count(*) FROM instances WHERE pid = $1", pid):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the runs of process {pid} were not marked interrupted within {wait} s")
+            await asyncio.sleep(0.02)
+    finally:
+        await conn.close()
+    return time.monotonic() - since
 
 
 def _until_recorded(c: Cluster, outcomes: list[Outcome], killed: str, wait: float = 60) -> None:
