@@ -103,9 +103,11 @@ def test_every_dashboard_panel_query_returns_series(upstream_url: str, tmp_path:
 
 
 def _config(base_url: str) -> str:
-    """m-direct and m-critic, and m-flaky: direct, its one call retried once."""
+    """m-direct and m-critic, and m-flaky: direct, its one call retried once; every model priced."""
     flaky = direct_toml(base_url, name="m-flaky", model="api-model").replace(" }", ", retries = 1 }")
-    return "retries = 0\nretry_backoff_seconds = 0\n" + served_toml(base_url, "m", ("direct", "critic")) + flaky
+    prices = '[prices."*-model"]\ninput = 1.0\noutput = 2.0\n'  # the cost panel's series
+    served = served_toml(base_url, "m", ("direct", "critic"))
+    return "retries = 0\nretry_backoff_seconds = 0\n" + served + flaky + prices
 
 
 def _load(url: str, upstream: RemoteUpstream, round_: int) -> int:
