@@ -19,9 +19,9 @@ from openai import OpenAI
 from adapter_critic.workflows.synthesis import DEFAULT_SYNTHESIS_PROMPT, RESPONSES_OPEN
 from adapter_critic.workflows.verification import VERIFIED_LEAD
 
-from ..conftest import RemoteUpstream, run_server, sdk
+from ..conftest import UVICORN, RemoteUpstream, run_server, sdk
+from ..helpers import extension
 
-UVICORN = ["-m", "uvicorn", "adapter_critic.asgi:app", "--log-level", "warning"]
 ASKED = "Name a prime."
 BASELINE = "Sydney is the capital of Australia, and 9 is prime."
 
@@ -54,23 +54,17 @@ max_questions = 2
 
 
 @pytest.fixture(scope="module")
-def urls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    with run_server(["-m", "tests.scripted_upstream"]) as (upstream_url, _):
-        path: Path = tmp_path_factory.mktemp("moa_cove") / "config.toml"
-        path.write_text(config_toml(upstream_url))
-        env = {"ADAPTER_CRITIC_CONFIG": str(path), "UP_KEY": "sk-e2e-moa-cove"}
-        with run_server(UVICORN, env=env) as (app_url, _):
-            yield upstream_url, app_url
+def app_url(tmp_path_factory: pytest.TempPathFactory, upstream_url: str) -> Iterator[str]:
+    """The app in front of the module's scripted upstream (`upstream_url`, which `up` scripts)."""
+    path: Path = tmp_path_factory.mktemp("moa_cove") / "config.toml"
+    path.write_text(config_toml(upstream_url))
+    with run_server(UVICORN, env={"ADAPTER_CRITIC_CONFIG": str(path), "UP_KEY": "sk-e2e-moa-cove"}) as (url, _):
+        yield url
 
 
 @pytest.fixture
-def up(urls: tuple[str, str]) -> RemoteUpstream:
-    return RemoteUpstream(urls[0]).reset()
-
-
-@pytest.fixture
-def client(urls: tuple[str, str]) -> OpenAI:
-    return sdk(OpenAI(base_url=f"{urls[1]}/v1", api_key="x", max_retries=0))
+def client(app_url: str) -> OpenAI:
+    return sdk(OpenAI(base_url=f"{app_url}/v1", api_key="x", max_retries=0))
 
 
 def ask(client: OpenAI, model: str, stream: bool) -> tuple[str, dict[str, Any], int | None]:
@@ -78,12 +72,8 @@ def ask(client: OpenAI, model: str, stream: bool) -> tuple[str, dict[str, Any], 
     messages: list[Any] = [{"role": "user", "content": ASKED}]
     if not stream:
         response = client.chat.completions.create(model=model, messages=messages, temperature=0.5)
-        assert response.model_extra is not None and response.usage is not None
-        return (
-            response.choices[0].message.content or "",
-            response.model_extra["adapter_critic"],
-            response.usage.total_tokens,
-        )
+        assert response.usage is not None
+        return response.choices[0].message.content or "", extension(response), response.usage.total_tokens
     text, ext = "", {}
     for chunk in client.chat.completions.create(model=model, messages=messages, temperature=0.5, stream=True):
         if chunk.choices:
