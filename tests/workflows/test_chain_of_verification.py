@@ -17,14 +17,15 @@ from adapter_critic.workflows.verification import (
     VERIFIED_LEAD,
 )
 
-from ..conftest import UPSTREAM_URL, AppFactory, chat, make_config
+from ..conftest import AppFactory, chat, make_config
+from ..helpers import post, target
 from ..scripted_upstream import Reply, ScriptedUpstream
 from ..store.runs import recording
 
 pytestmark = pytest.mark.anyio
 
-API = {"model": "api-model", "base_url": UPSTREAM_URL}
-VERIFIER = {"model": "verifier-model", "base_url": UPSTREAM_URL}
+API = target("api-model")
+VERIFIER = target("verifier-model")
 ASKED = "Tell me about Australia's capital."
 BASELINE = "Australia's capital is Sydney, its largest city, founded in 1788."
 PLAN = """Here are the questions:
@@ -59,13 +60,6 @@ def held(replies: list[Reply]) -> list[Reply]:
     for reply in replies:
         reply.gather, reply.group = len(replies), "verify"
     return replies
-
-
-async def post(client: Any, body: dict[str, Any], status: int = 200) -> dict[str, Any]:
-    response = await client.post("/chat/completions", json=body)
-    assert response.status_code == status, response.text
-    data: dict[str, Any] = response.json()
-    return data
 
 
 def script(

@@ -13,33 +13,30 @@ import pytest
 from adapter_critic import ConfigError
 from adapter_critic.workflows.synthesis import DEFAULT_SYNTHESIS_PROMPT, RESPONSES_OPEN
 
-from ..conftest import OTHER_URL, UPSTREAM_URL, AppFactory, chat, make_config
+from ..conftest import OTHER_URL, AppFactory, chat, make_config
+from ..helpers import post, target, usage_totalling
 from ..scripted_upstream import Reply, ScriptedUpstream
 from ..store.runs import recording
 
 pytestmark = pytest.mark.anyio
 
-API = {"model": "api-model", "base_url": UPSTREAM_URL}
+API = target("api-model")
 TOOL = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}
 LAYERS = [
     [
-        {"target": {"model": "alpha-model", "base_url": UPSTREAM_URL}, "options": {"temperature": 0.2}},
-        {"target": {"model": "beta-model", "base_url": UPSTREAM_URL}},
+        {"target": target("alpha-model"), "options": {"temperature": 0.2}},
+        {"target": target("beta-model")},
         {"options": {"temperature": 0.9}},
     ],
-    [{"target": {"model": "alpha-model", "base_url": UPSTREAM_URL}}, {"options": {"temperature": 0.3}}],
+    [{"target": target("alpha-model")}, {"options": {"temperature": 0.3}}],
 ]
 
 
 def moa(**served: Any) -> Any:
-    aggregator = {"model": "aggregator-model", "base_url": UPSTREAM_URL}
+    aggregator = target("aggregator-model")
     return make_config(
         served_models={"m": {"mode": "mixture_of_agents", "api": API, "aggregator": aggregator, **served}}
     )
-
-
-def usage(total: int) -> dict[str, int]:
-    return {"prompt_tokens": total - 1, "completion_tokens": 1, "total_tokens": total}
 
 
 def layer(group: str, *answers: tuple[str, str], later: bool = False) -> list[Reply]:
@@ -53,13 +50,6 @@ FIRST = (("alpha-model", "Nine is prime."), ("beta-model", "Seven."), ("api-mode
 SECOND = (("alpha-model", "Seven: nine is 3 x 3."), ("api-model", "Seven, a prime."))
 
 
-async def post(client: Any, body: dict[str, Any], status: int = 200) -> dict[str, Any]:
-    response = await client.post("/chat/completions", json=body)
-    assert response.status_code == status, response.text
-    data: dict[str, Any] = response.json()
-    return data
-
-
 def system_of(call: Any) -> str:
     content: str = call.messages[0]["content"]
     return content
@@ -71,7 +61,7 @@ async def test_each_layer_answers_at_once_and_the_next_sees_its_answers(
     upstream.script(
         *layer("first", *FIRST),
         *layer("second", *SECOND, later=True),
-        Reply("Seven.", model="aggregator-model", usage=usage(9)),
+        Reply("Seven.", model="aggregator-model", usage=usage_totalling(9)),
     )
     asked = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Name a prime.", "name": "u"}]
     body = {"model": "m", "messages": asked, "temperature": 0.1, "tools": [TOOL]}
@@ -233,7 +223,7 @@ def test_layers_are_checked_at_load(layers: Any, problem: str) -> None:
 
 async def test_the_run_store_records_every_stage(upstream: ScriptedUpstream, tmp_path: Path) -> None:
     upstream.script(*layer("first", *FIRST), Reply("Seven.", model="aggregator-model"))
-    aggregator = {"model": "aggregator-model", "base_url": UPSTREAM_URL}
+    aggregator = target("aggregator-model")
     served = {"m": {"mode": "mixture_of_agents", "api": API, "aggregator": aggregator, "layers": LAYERS[:1]}}
     async with recording(upstream, f"sqlite:///{tmp_path / 'runs.sqlite3'}", top={"served_models": served}) as (
         client,
