@@ -1,11 +1,12 @@
 """CPU per request of every built-in workflow, in one process (`python -m benchmarks.workflows [--quick]`).
 
 Each served model runs on an in-process upstream (`httpx.MockTransport`) that answers at once with a pre-encoded
-completion — a critique, an edit, a verdict — so the figures are the product's own work: decode, plan, every
-stage call (bodies, retries bookkeeping, events, the concurrent calls of panel, best-of-n and self-consistency), the
-extension and the response. The table shows CPU µs per request and per upstream call, plain and streamed, each the
-median of several rounds; per upstream call is the figure to compare across modes (it shows what running calls at
-once costs over running them one after another).
+completion — a critique, an edit, a verdict, a plan of questions — so the figures are the product's own work:
+decode, plan, every stage call (bodies, retries bookkeeping, events, the concurrent calls of panel, best-of-n,
+self-consistency, mixture-of-agents and chain-of-verification), the extension and the response. The table shows
+CPU µs per request and per upstream call, plain and streamed, each the median of several rounds; per upstream call
+is the figure to compare across modes (it shows what running calls at once costs over running them one after
+another).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ MODES = {
     # The feedback never says "no change": draft, then 3 rounds of feedback and refine: 7 calls.
     "self_refine": {"mode": "self_refine"},
     "re2": {"mode": "re2"},  # 1 call, the question read twice
+    "moa_3": {"mode": "mixture_of_agents"},  # one layer of 3 proposers, the aggregator: 4 calls
+    "cove_3": {"mode": "chain_of_verification"},  # baseline, plan of 3 questions, 3 answers, final: 6 calls
 }
 _BODY = {"role": "user", "content": "Explain in two sentences why the sky is blue."}
 
@@ -54,6 +57,7 @@ _ANSWERS = {
     "adapter": _completion("<<<<<<< SEARCH\nscatters most\n=======\nscatters the most\n>>>>>>> REPLACE"),
     "review": _completion("- Mention Rayleigh scattering by name."),
     "verdict": _completion("Both are fine; the first is clearer.\nWinner: A"),
+    "plan": _completion("1. What scatters sunlight?\n2. Which colour scatters most?\n3. Who explained it?"),
 }
 
 
@@ -79,6 +83,8 @@ def _answer(request: httpx.Request) -> httpx.Response:
         kind = "adapter"
     elif "Winner:" in system:
         kind = "verdict"
+    elif "verification questions" in system:
+        kind = "plan"
     elif system:
         kind = "review"
     else:

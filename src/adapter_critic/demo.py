@@ -12,10 +12,11 @@ structured output and limits can be tried offline:
 - `max_tokens` / `max_completion_tokens`: it stops after that many tokens (its tokens are words), `length`.
 
 `uvicorn adapter_critic.asgi:app` without `ADAPTER_CRITIC_CONFIG` serves `demo-direct`, `demo-adapter`,
-`demo-critic`, `demo-advisor`, `demo-panel`, `demo-best-of-3`, `demo-self-consistency`, `demo-self-refine` and
-`demo-re2`, whose stages call the demo model in-process, so every built-in workflow can be seen working with no API
-key and no network. Sampled with a seed, the demo model works out a sum the user asks for (`What is 17 * 23?`) and
-slips on some seeds, so that self-consistency's vote can be seen outvoting a wrong first sample.
+`demo-critic`, `demo-advisor`, `demo-panel`, `demo-best-of-3`, `demo-self-consistency`, `demo-self-refine`,
+`demo-re2`, `demo-mixture-of-agents` and `demo-chain-of-verification`, whose stages call the demo model in-process,
+so every built-in workflow can be seen working with no API key and no network. Sampled with a seed, the demo model
+works out a sum the user asks for (`What is 17 * 23?`) and slips on some seeds, so that self-consistency's vote can
+be seen outvoting a wrong first sample.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from .demo_answers import (
     tokens,
     working,
 )
+from .demo_roles import LAYERS, role_reply, synthesis, verified_lead
 from .errors import error_envelope
 from .workflows.prompts import (
     DEFAULT_ADAPTER_SYSTEM_PROMPT,
@@ -61,6 +63,7 @@ from .workflows.prompts import (
     SECOND_PASS_INSTRUCTION,
     content_text,
 )
+from .workflows.verification import VERIFIED_LEAD
 
 DEMO_MODEL = "adapter-critic-demo-model"
 DEMO_BASE_URL = "/demo/v1"
@@ -111,6 +114,8 @@ def demo_config() -> Config:
             ),
             "demo-self-refine": ServedModel(mode="self_refine", api=target),
             "demo-re2": ServedModel(mode="re2", api=target),
+            "demo-mixture-of-agents": ServedModel(mode="mixture_of_agents", api=target, settings={"layers": LAYERS}),
+            "demo-chain-of-verification": ServedModel(mode="chain_of_verification", api=target),
         }
     )
 
@@ -119,7 +124,7 @@ def demo_reply(messages: list[_DemoMessage], seed: int | None = None) -> str:
     """What the demo model says: it recognises the default reviewer prompts and plays each stage's part."""
     system = content_text(messages[0].content) if messages and messages[0].role == "system" else ""
     last = content_text(messages[-1].content) if messages else ""
-    reply = stage_reply(system, last)
+    reply = stage_reply(system, last) or role_reply(system, last)
     if reply is not None:
         return reply
     if system == DEFAULT_ADAPTER_SYSTEM_PROMPT:
@@ -129,12 +134,19 @@ def demo_reply(messages: list[_DemoMessage], seed: int | None = None) -> str:
     if system == DEFAULT_CRITIC_SYSTEM_PROMPT:
         return CRITIQUE
     if _second_pass(messages):  # the whole answer again, revised (the draft may have been cut short)
-        lead = PANEL_REVISED_LEAD if PANEL_LEAD[2:] in last else REVISED_LEAD
+        if last.startswith(VERIFIED_LEAD):
+            lead = verified_lead(last)
+        else:
+            lead = PANEL_REVISED_LEAD if PANEL_LEAD[2:] in last else REVISED_LEAD
         return f'{lead}\nYou said: "{user_said(messages[:-2])[0]}"{candidate_note(seed)}'
     if _second_pass(messages, REFINE_LEAD):  # self-refine: the question is the last user message not a refine's
         asked = [m for m in messages if m.role != "user" or not content_text(m.content).startswith(REFINE_LEAD)]
         return f'{REFINED_LEAD}\nYou said: "{user_said(asked)[0]}"{candidate_note(seed)}'
     said, was_advised = user_said(messages)
+    synthesised = synthesis(system)
+    if synthesised is not None:  # a mixture-of-agents layer or aggregator, shown the responses before it
+        lead, note = synthesised
+        return f'{lead}\nYou said: "{said}"{note}{candidate_note(seed)}'
     lead = ADVISED_LEAD if was_advised else REREAD_LEAD if _reread(messages) else DRAFT_LEAD
     worked = working(said, seed)
     shown = f"\n{worked}" if worked else ""
@@ -156,8 +168,13 @@ def _reread(messages: list[_DemoMessage]) -> bool:
     return reread(_last_user(messages))[1]
 
 
-def _second_pass(messages: list[_DemoMessage], lead: str | tuple[str, ...] = SECOND_PASS_LEAD) -> bool:
-    """Whether the last message asks for the answer again, revised (the critic's second pass, or with `lead`)."""
+# How the last user message of a second pass begins: the critic's (and panel's), or chain-of-verification's.
+_REVISIONS = (SECOND_PASS_LEAD, VERIFIED_LEAD)
+
+
+def _second_pass(messages: list[_DemoMessage], lead: str | tuple[str, ...] = _REVISIONS) -> bool:
+    """Whether the last message asks for the answer again, revised (the critic's second pass or
+    chain-of-verification's final answer, or with `lead`)."""
     last = messages[-1] if messages else None
     return last is not None and last.role == "user" and content_text(last.content).startswith(lead)
 
@@ -173,7 +190,7 @@ def demo_tool_calls(demo: _DemoRequest, text: str) -> list[Any] | None:
         return None
     messages = demo.messages
     forced = forced_name(demo.tool_choice)
-    revising = _second_pass(messages, (SECOND_PASS_LEAD, REFINE_LEAD))
+    revising = _second_pass(messages, (*_REVISIONS, REFINE_LEAD))
     if revising and len(messages) >= 2:
         drafted = drafted_calls(content_text(messages[-2].content))
         if drafted and (forced is None or all(called(call) == forced for call in drafted)):

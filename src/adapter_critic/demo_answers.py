@@ -162,7 +162,7 @@ def stage_reply(system: str, last: str) -> str | None:
         lenses = re.findall(r"^\[([A-Za-z0-9_.-]+)\]$", critiques, re.MULTILINE)
         return f"1. [{', '.join(lenses)}] {PANEL_LEAD[2:]}: say so in the revised answer (demo coordinator)."
     if system == DEFAULT_PAIRWISE_SYSTEM_PROMPT:
-        seeds = {label: _seed_of(reply) for label, reply in _REPLY.findall(last)}
+        seeds = {label: seed_of(reply) for label, reply in _REPLY.findall(last)}
         a, b = seeds.get("A", 0), seeds.get("B", 0)
         winner = "A" if a > b else "B" if b > a else "tie"
         reason = f"Demo judge: reply A was sampled with seed {a}, reply B with seed {b}; it prefers the higher seed."
@@ -214,6 +214,7 @@ def candidate_note(seed: Any) -> str:
     return f"\n(Demo candidate sampled with seed {seed}.)" if isinstance(seed, int) else ""
 
 
-def _seed_of(reply: str) -> int:
+def seed_of(reply: str) -> int:
+    """The seed a demo draft says it was sampled with; 0 when it says none."""
     found = _SEED.search(reply)
     return int(found.group(1)) if found else 0

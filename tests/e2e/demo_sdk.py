@@ -10,7 +10,17 @@ from typing import Any
 import anthropic
 import openai
 
-MODELS = ["demo-direct", "demo-adapter", "demo-critic", "demo-advisor", "demo-panel", "demo-best-of-3"]
+# The demo models whose every stage honours tools, JSON formats, stop sequences and token limits as checked here.
+MODELS = [
+    "demo-direct",
+    "demo-adapter",
+    "demo-critic",
+    "demo-advisor",
+    "demo-panel",
+    "demo-best-of-3",
+    "demo-mixture-of-agents",
+    "demo-chain-of-verification",
+]
 
 
 @dataclass

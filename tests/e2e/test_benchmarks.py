@@ -142,9 +142,10 @@ async def test_the_workflow_benchmark_runs_every_mode() -> None:
     calls = {row["mode"]: row["calls"] for row in rows}
     expected = {"direct": 1, "adapter": 2, "critic": 3, "advisor": 2, "panel": 7, "best_of_3": 7}
     expected |= {"self_consistency_5": 5, "self_refine": 7, "re2": 1}
+    expected |= {"moa_3": 4, "cove_3": 6}
     assert calls == {**expected, **{f"{mode} stream": n for mode, n in expected.items()}}
     assert all(row["cpu_us"] > 0 for row in rows)
-    assert "best_of_3 stream" in workflows.format_table(rows)
+    assert "best_of_3 stream" in workflows.format_table(rows) and "cove_3 stream" in workflows.format_table(rows)
 
 
 def test_anthropic_mapping_benchmark_maps_what_it_times() -> None:

@@ -65,6 +65,8 @@ async def test_demo_lists_its_models(demo: httpx.AsyncClient) -> None:
             "demo-self-consistency",
             "demo-self-refine",
             "demo-re2",
+            "demo-mixture-of-agents",
+            "demo-chain-of-verification",
         ]
     )
 
@@ -120,10 +122,7 @@ WEATHER_TOOL = {
 }
 
 
-@pytest.mark.parametrize(
-    "model",
-    DEMO_MODELS,
-)
+@pytest.mark.parametrize("model", DEMO_MODELS)
 async def test_demo_calls_a_tool_the_user_names(demo: httpx.AsyncClient, model: str) -> None:
     body = chat(model, "Please use get_weather for Paris.", tools=[WEATHER_TOOL])
     response = await demo.post("/v1/chat/completions", json=body)
@@ -152,10 +151,7 @@ SCHEMA = {
 }
 
 
-@pytest.mark.parametrize(
-    "model",
-    DEMO_MODELS,
-)
+@pytest.mark.parametrize("model", DEMO_MODELS)
 @pytest.mark.parametrize(
     "response_format",
     [{"type": "json_object"}, {"type": "json_schema", "json_schema": {"name": "place", "schema": SCHEMA}}],

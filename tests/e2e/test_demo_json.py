@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 
 from adapter_critic.demo import ADAPTER_EDIT, DRAFT_LEAD, PANEL_REVISED_LEAD, REVISED_LEAD
 from adapter_critic.demo_answers import ADVISED_LEAD
+from adapter_critic.demo_roles import SYNTHESIS_LEAD, VERIFIED_ANSWER_LEAD
 
 from .demo_sdk import MODELS, chat, plausible, responses
 
@@ -25,6 +26,8 @@ LEADS = {
     "demo-advisor": ADVISED_LEAD,
     "demo-panel": PANEL_REVISED_LEAD,
     "demo-best-of-3": DRAFT_LEAD,
+    "demo-mixture-of-agents": SYNTHESIS_LEAD.format(count=2),  # the aggregator, of the second layer's two answers
+    "demo-chain-of-verification": VERIFIED_ANSWER_LEAD.format(count=2),
 }
 PLACE = {
     "type": "object",

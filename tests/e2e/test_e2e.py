@@ -356,6 +356,8 @@ def test_without_config_the_demo_is_served(monkeypatch: pytest.MonkeyPatch) -> N
     assert extension(answers["demo-self-consistency"])["intermediate"]["chosen_by"] == "universal"  # nothing to vote on
     assert extension(answers["demo-self-refine"])["intermediate"]["stopped"] == 2
     assert "reread" in extension(answers["demo-re2"])["intermediate"]
+    assert len(extension(answers["demo-mixture-of-agents"])["intermediate"]["layers"]) == 2
+    assert len(extension(answers["demo-chain-of-verification"])["intermediate"]["verifications"]) == 2
     assert "serving the built-in DEMO" in stderr
     assert "ADAPTER_CRITIC_CONFIG" in stderr
 

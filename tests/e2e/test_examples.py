@@ -29,6 +29,8 @@ ONE_MODE = {
     "self_consistency.toml": {"direct", "self_consistency"},
     "self_refine.toml": {"self_refine"},
     "re2.toml": {"direct", "re2"},
+    "mixture_of_agents.toml": {"mixture_of_agents"},
+    "chain_of_verification.toml": {"chain_of_verification"},
 }
 
 

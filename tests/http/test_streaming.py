@@ -806,10 +806,7 @@ async def test_mounted_app_streams(serve: AppFactory, upstream: ScriptedUpstream
     assert streamed.content() == ANSWER
 
 
-@pytest.mark.parametrize(
-    "served",
-    list(demo_config().served_models),
-)
+@pytest.mark.parametrize("served", list(demo_config().served_models))
 async def test_demo_streams_every_mode(served: str) -> None:
     app = build_app(compose(demo_config(), in_process_app=demo_model_app()), prefix="/v1")
     async with asgi_client(app, base_url="http://testserver/v1") as client:

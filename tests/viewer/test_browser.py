@@ -251,3 +251,32 @@ def test_concurrent_stages_overlap_on_the_timeline(demo: str, page: Page) -> Non
     expect(chosen.locator("pre")).to_have_text(intermediate["candidates"][intermediate["chosen"]])
     expect(page.locator("#judgments ol.verdicts > li")).to_have_count(len(intermediate["judgments"]))
     screenshot(page, "run-detail-best-of-n")
+
+
+def test_mixture_and_verification_runs_show_their_layers_and_questions(demo: str, page: Page) -> None:
+    moa_id, moa = ask(demo, "demo-mixture-of-agents", "Is 7 prime?")
+    page.goto(f"{demo}/v1/ui#/runs/{moa_id}")
+    layers = moa["adapter_critic"]["intermediate"]["layers"]
+    expect(page.locator("#layers .layer")).to_have_count(len(layers))
+    for depth, answers in enumerate(layers, 1):
+        for index, text in enumerate(answers, 1):
+            expect(page.locator(f'#layers li[data-proposer="{depth}.{index}"] pre')).to_have_text(text)
+    proposer_bars = page.locator("#timeline li.lane[data-stage^='proposer:1.'] .bar")
+    expect(proposer_bars).to_have_count(len(layers[0]))
+    screenshot(page, "run-detail-mixture-of-agents")
+
+    cove_id, cove = ask(demo, "demo-chain-of-verification", "Is 7 prime?")
+    page.goto(f"{demo}/v1/ui#/runs/{cove_id}")
+    checks = cove["adapter_critic"]["intermediate"]["verifications"]
+    items = page.locator("#verifications ol.verifications > li")
+    expect(items).to_have_count(len(checks))
+    for index, check in enumerate(checks, 1):
+        item = page.locator(f'#verifications li[data-question="{index}"]')
+        expect(item.locator("h4")).to_have_text(check["question"])
+        expect(item.locator("pre")).to_have_text(check["answer"])
+    baseline, final = sides(page.locator("#draft-final pre.diff").first)
+    assert (baseline, final) == (
+        cove["adapter_critic"]["intermediate"]["baseline"],
+        cove["choices"][0]["message"]["content"],
+    )
+    screenshot(page, "run-detail-chain-of-verification")

@@ -82,7 +82,8 @@ class ServedModel(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, froz
 
     mode: str
     """The workflow that answers this model: `direct`, `adapter`, `critic`, `advisor`, `panel`, `best_of_n`,
-    `self_consistency`, `self_refine`, `re2`, or a mode a workflow plug-in registers."""
+    `self_consistency`, `self_refine`, `re2`, `mixture_of_agents`, `chain_of_verification`, or a mode a workflow
+    plug-in registers."""
     api: Target
     """The API model's target: it writes the drafts and the answers."""
     on_review_error: Literal["draft", "fail"] = "draft"

@@ -98,8 +98,8 @@ class Run:
     def note(self, key: str, value: Value) -> None:
         self._publish(Noted(key, value))
 
-    def final(self, stage: str, messages: Any, *, first: bool = False) -> FinalCall:
-        return FinalCall(stage, self.plan.api, messages, first=first)
+    def final(self, stage: str, messages: Any, *, first: bool = False, target: StageTarget | None = None) -> FinalCall:
+        return FinalCall(stage, target or self.plan.api, messages, first=first)
 
     async def first_call(self, stage: str, messages: Any) -> Completion:
         try:
@@ -116,16 +116,18 @@ class Run:
             self._degrade_or_raise(stage, exc)
             return None
 
-    async def review_calls(self, calls: Sequence[StageCall]) -> list[Completion | StageFailed]:
-        return await self._at_once(calls, api=False)
+    async def review_calls(self, calls: Sequence[StageCall], *, api: bool = False) -> list[Completion | StageFailed]:
+        return await self._at_once(calls, api=api, required=False)
 
     async def api_calls(self, calls: Sequence[StageCall]) -> list[Completion | StageFailed]:
-        return await self._at_once(calls, api=True)
+        return await self._at_once(calls, api=True, required=True)
 
-    async def _at_once(self, calls: Sequence[StageCall], *, api: bool) -> list[Completion | StageFailed]:
-        """`calls` concurrently (each within the run's cap), their answers in order. A failure is left out and the
-        run degraded, or (`on_review_error = "fail"`) ends the others and fails the request; API calls that all
-        fail are the request's failure, an upstream 4xx relayed as is."""
+    async def _at_once(
+        self, calls: Sequence[StageCall], *, api: bool, required: bool
+    ) -> list[Completion | StageFailed]:
+        """`calls` concurrently (each within the run's cap; `api`: with the request's options), their answers in
+        order. A failure is left out and the run degraded, or (`on_review_error = "fail"`) ends the others and fails
+        the request; `required` calls that all fail are the request's failure, an upstream 4xx relayed as is."""
         results: list[Completion | StageFailed] = [StageFailed(call.stage, "not run") for call in calls]
         errors: dict[int, UpstreamError] = {}
         fail_fast = self.plan.on_review_error == "fail"
@@ -148,7 +150,7 @@ class Run:
             for index, call in enumerate(calls):
                 group.start_soon(one, index, call, group.cancel_scope)
         failed = [result for result in results if isinstance(result, StageFailed)]
-        if errors and (fail_fast or (api and len(failed) == len(results))):
+        if errors and (fail_fast or (required and len(failed) == len(results))):
             first = errors[min(errors)]  # the earliest call's (with fail_fast: the one that failed; the rest ended)
             raise first.evolve(relay=True) if api else first
         for failure in failed:

@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 
 from ..core import Message
-from .prompts import render_conversation
+from .prompts import render_conversation, with_text_added
 
 DEFAULT_ADVISOR_SYSTEM_PROMPT = """\
 You are an expert advisor to an AI assistant. You are shown a conversation; the assistant will answer its last \
@@ -34,8 +34,6 @@ mention it or the advisor.
 {{guidance}}
 {GUIDANCE_CLOSE}"""
 
-_message_decoder = msgspec.json.Decoder(dict[str, Any])
-
 
 def advisor_messages(system_prompt: str, messages: list[Message]) -> list[dict[str, Any]]:
     """The advisor's call: its system prompt, and the whole conversation rendered as text."""
@@ -53,12 +51,4 @@ def with_guidance(raw_messages: list[msgspec.Raw], messages: list[Message], guid
     last = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].role == "user"), None)
     if last is None:
         return [*raw_messages, {"role": "user", "content": block}]
-    message = _message_decoder.decode(raw_messages[last])
-    content = message.get("content")
-    if isinstance(content, list):
-        message["content"] = [*content, {"type": "text", "text": block}]
-    elif isinstance(content, str) and content:
-        message["content"] = f"{content}\n\n{block}"
-    else:
-        message["content"] = block
-    return [*raw_messages[:last], message, *raw_messages[last + 1 :]]
+    return [*raw_messages[:last], with_text_added(raw_messages[last], block), *raw_messages[last + 1 :]]

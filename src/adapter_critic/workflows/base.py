@@ -71,10 +71,11 @@ class RunContext(Protocol):
         call); None when it failed and the run degraded to the answer so far."""
         ...
 
-    async def review_calls(self, calls: Sequence[StageCall]) -> list[Completion | StageFailed]:
+    async def review_calls(self, calls: Sequence[StageCall], *, api: bool = False) -> list[Completion | StageFailed]:
         """Several reviewer calls at once (each like `review_call`, within the run's cap on concurrent upstream
-        calls), in the order given. A failed one is a `StageFailed` and the run is degraded, or, with
-        `on_review_error = "fail"`, it fails the request and the others are cancelled."""
+        calls), in the order given (`api=True`: each with the request's options, like an API call). A failed one
+        is a `StageFailed` and the run is degraded, or, with `on_review_error = "fail"`, it fails the request and
+        the others are cancelled; unlike `api_calls`, every one failing is not the request's failure."""
         ...
 
     async def api_calls(self, calls: Sequence[StageCall]) -> list[Completion | StageFailed]:
@@ -83,9 +84,10 @@ class RunContext(Protocol):
         every one fails, the first one's failure is the request's, as for `first_call`."""
         ...
 
-    def final(self, stage: str, messages: Any, *, first: bool = False) -> FinalCall:
+    def final(self, stage: str, messages: Any, *, first: bool = False, target: StageTarget | None = None) -> FinalCall:
         """The API call whose answer is the client's, made by the run (streamed live when the client streams);
-        `first` when it is also the run's first call."""
+        `first` when it is also the run's first call. `target`: another target than the API's (an aggregator), sent
+        the request's options all the same."""
         ...
 
     def note(self, key: str, value: Value) -> None:
@@ -132,9 +134,9 @@ class Workflow:
         raise NotImplementedError
 
 
-def note_draft(run: RunContext, draft: Completion) -> None:
-    """Report a draft (`api_draft`) and its tool calls as JSON (`api_draft_tool_calls`)."""
-    run.note("api_draft", draft.content or "")
+def note_draft(run: RunContext, draft: Completion, key: str = "api_draft") -> None:
+    """Report a draft (under `key`, `api_draft` by default) and its tool calls as JSON (`<key>_tool_calls`)."""
+    run.note(key, draft.content or "")
     rendered = render_tool_calls(draft.tool_calls)
     if rendered:
-        run.note("api_draft_tool_calls", rendered)
+        run.note(f"{key}_tool_calls", rendered)

@@ -133,11 +133,30 @@ def critic_messages(system_prompt: str, messages: list[Message], draft: str) -> 
 
 def second_pass_messages(raw_messages: list[msgspec.Raw], draft: str, critique: str) -> list[Any]:
     """The original messages untouched, the draft as an assistant turn, the critique as a final user turn."""
-    return [
-        *raw_messages,
-        {"role": "assistant", "content": draft},
-        {"role": "user", "content": SECOND_PASS_INSTRUCTION.format(critique=critique)},
-    ]
+    return revision_messages(raw_messages, draft, SECOND_PASS_INSTRUCTION.format(critique=critique))
+
+
+def revision_messages(raw_messages: list[msgspec.Raw], draft: str, instruction: str) -> list[Any]:
+    """The original messages untouched, the draft as an assistant turn, then `instruction` (what to revise it with)
+    as a final user turn: never a trailing `system` message."""
+    return [*raw_messages, {"role": "assistant", "content": draft}, {"role": "user", "content": instruction}]
+
+
+def with_text_added(raw_message: msgspec.Raw, text: str) -> dict[str, Any]:
+    """A message as sent with `text` after its content (a text part added when the content is a list of parts);
+    every other field kept."""
+    message = _message_decoder.decode(raw_message)
+    content = message.get("content")
+    if isinstance(content, list):
+        message["content"] = [*content, {"type": "text", "text": text}]
+    elif isinstance(content, str) and content:
+        message["content"] = f"{content}\n\n{text}"
+    else:
+        message["content"] = text
+    return message
+
+
+_message_decoder = msgspec.json.Decoder(dict[str, Any])
 
 
 def content_text(content: str | list[Any] | None) -> str:

@@ -28,6 +28,8 @@ LISTED_FIRST = (
     "self_consistency",
     "self_refine",
     "re2",
+    "mixture_of_agents",
+    "chain_of_verification",
 )
 
 

@@ -1,11 +1,20 @@
 // What each workflow did, in its own terms: the adapter's edits and rejected replies, the critique(s) beside
-// the draft → final diff, best-of-n's candidates and verdicts, the advisor's guidance.
+// the draft → final diff, best-of-n's candidates and verdicts, the advisor's guidance, mixture-of-agents' layers,
+// chain-of-verification's questions and answers beside the baseline → final diff.
 
 import { renderDiff } from "./diff.js";
 import { h, jsonBlock, textBlock } from "./dom.js";
 import { parsed } from "./model.js";
 
-const VIEWS = { adapter, critic, panel, best_of_n: bestOfN, advisor };
+const VIEWS = {
+  adapter,
+  critic,
+  panel,
+  best_of_n: bestOfN,
+  advisor,
+  mixture_of_agents: mixtureOfAgents,
+  chain_of_verification: chainOfVerification,
+};
 
 export function workflowView(run) {
   const view = VIEWS[run.mode];
@@ -187,6 +196,72 @@ function advisor(run) {
       { class: "panel-box", id: "guidance" },
       h("h3", {}, "Advisor's guidance"),
       guidance === undefined ? h("p", { class: "muted" }, "No guidance.") : textBlock(guidance),
+    ),
+  ];
+}
+
+// Each layer's answers in order, a failed proposer marked (the aggregator's is the final answer, shown below).
+function mixtureOfAgents(run) {
+  const layers = parsed(run.intermediate.layers);
+  const list = Array.isArray(layers) ? layers : [];
+  return [
+    h(
+      "section",
+      { class: "panel-box", id: "layers" },
+      h("h3", {}, `Layers (${list.length})`),
+      list.map((answers, depth) =>
+        h(
+          "div",
+          { class: "layer", "data-layer": depth + 1 },
+          h("h4", {}, `Layer ${depth + 1}`),
+          h(
+            "ol",
+            { class: "candidates" },
+            (Array.isArray(answers) ? answers : []).map((text, index) =>
+              h(
+                "li",
+                { class: text === null ? "failed" : null, "data-proposer": `${depth + 1}.${index + 1}` },
+                h("h4", {}, `Proposer ${depth + 1}.${index + 1}`, text === null ? " — failed" : ""),
+                text === null ? null : valueBlock(text),
+              ),
+            ),
+          ),
+        ),
+      ),
+    ),
+  ];
+}
+
+// The verification questions, each with the answer it got on its own (or none), beside the baseline → final diff.
+function chainOfVerification(run) {
+  const questions = parsed(run.intermediate.questions);
+  const checks = parsed(run.intermediate.verifications);
+  const answers = new Map((Array.isArray(checks) ? checks : []).map((check) => [check.question, check.answer]));
+  const list = Array.isArray(questions) ? questions : [];
+  return [
+    h(
+      "div",
+      { class: "columns wide" },
+      h(
+        "section",
+        { class: "panel-box", id: "verifications" },
+        h("h3", {}, `Verification questions (${list.length})`),
+        list.length
+          ? h(
+              "ol",
+              { class: "verifications" },
+              list.map((question, index) =>
+                h(
+                  "li",
+                  { class: answers.has(question) ? null : "failed", "data-question": index + 1 },
+                  h("h4", {}, question, answers.has(question) ? "" : " — not answered"),
+                  answers.has(question) ? textBlock(answers.get(question)) : null,
+                ),
+              ),
+            )
+          : h("p", { class: "muted" }, "No verification questions: the baseline stands."),
+      ),
+      draftToFinal(run, "baseline"),
     ),
   ];
 }
