@@ -127,6 +127,10 @@ class Overloaded(APIError):
     `x-should-retry: false`: nothing ran, so a client retry costs nothing twice)."""
 
 
+class RateLimited(APIError):
+    """A caller's or a served model's limit is reached (docs/guides/quotas.md): 429 with `Retry-After`."""
+
+
 class StreamIncomplete(AdapterCriticError):
     """The upstream's event stream ended without `data: [DONE]` (`upstream.sse.iter_batches` raises it; a protocol
     whose streams have no `[DONE]` reads it as the end, `protocols.base.UpstreamWire.chunks`)."""
@@ -210,6 +214,7 @@ _ANSWERED_AS: dict[type[APIError], tuple[int, str]] = {
     AuthenticationError: (401, "authentication_error"),
     ServerError: (500, "server_error"),
     Overloaded: (503, "server_error"),
+    RateLimited: (429, "rate_limit_error"),
     APIError: (500, "server_error"),
 }
 

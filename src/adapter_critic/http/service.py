@@ -22,6 +22,7 @@ from ..events import Subscriber
 from ..observe.logs import protect_request_ids, request_log
 from ..protocols import registry as protocols
 from ..protocols.registry import Sides
+from ..quota import quotas_for
 from ..redact import Secrets, masked_logs, protect_logs
 from ..store.settings import recording_store
 from ..upstream.client import Upstream
@@ -127,13 +128,14 @@ def compose(
             store=recording_store(config.store, store_default, secrets.values),
             subscribers=(request_log, *subscribers, *telemetry.subscribers),
             tracing=telemetry.tracing,
+            quotas=quotas_for(config, on_refused=telemetry.on_rate_limited, on_error=telemetry.on_limits_error),
         )
         telemetry.watch(lambda: admission.in_flight, lambda: handler.store)
         return Service(
             config=config,
             handler=handler,
             secrets=secrets,
-            auth=InboundAuth(config.auth_api_keys_env),
+            auth=InboundAuth(config.auth_api_keys_env, config.auth.keys),
             protocols=sides,
             metrics=telemetry.endpoint(),
             standalone=standalone,
