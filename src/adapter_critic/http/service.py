@@ -10,7 +10,8 @@ this service's alone (`redact.masked_logs`), so two services in one process neve
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -73,6 +74,7 @@ def compose(
     subscribers: Sequence[Subscriber] = (),
     store_default: str | None = None,
     host_guard: HostGuard | None = None,
+    clock: Callable[[], float] = time.time,
 ) -> Service:
     """Build a service's parts from `config`.
 
@@ -87,6 +89,7 @@ def compose(
         store_default: the run store's URL when neither the config nor the environment names one (the standalone
             server's SQLite file; None: not recording).
         host_guard: what resolves and checks the host names of override URLs only `"*"` allows.
+        clock: the limits' clock (Unix seconds).
     """
     protect_request_ids()
     protect_logs()
@@ -128,7 +131,9 @@ def compose(
             store=recording_store(config.store, store_default, secrets.values),
             subscribers=(request_log, *subscribers, *telemetry.subscribers),
             tracing=telemetry.tracing,
-            quotas=quotas_for(config, on_refused=telemetry.on_rate_limited, on_error=telemetry.on_limits_error),
+            quotas=quotas_for(
+                config, clock=clock, on_refused=telemetry.on_rate_limited, on_error=telemetry.on_limits_error
+            ),
         )
         telemetry.watch(lambda: admission.in_flight, lambda: handler.store)
         return Service(

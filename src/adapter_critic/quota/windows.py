@@ -53,3 +53,14 @@ def reset_text(seconds: float) -> str:
         hours, minutes = divmod(minutes, 60)
         return f"{int(hours)}h{int(minutes)}m{whole}s"
     return f"{int(minutes)}m{whole}s" if minutes else f"{whole}s"
+
+
+def day_start(now: float) -> float:
+    """The start of `now`'s UTC day (Unix seconds)."""
+    return now + window("cost_day", now, 1).reset - 86400
+
+
+def month_start(now: float) -> float:
+    """The start of `now`'s UTC calendar month (Unix seconds)."""
+    moment = datetime.datetime.fromtimestamp(now, datetime.UTC)
+    return moment.replace(day=1, hour=0, minute=0, second=0, microsecond=0).timestamp()
