@@ -16,7 +16,7 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 
 
-class Limits(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+class RateLimits(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
     """Limits on one caller (`[[auth.keys]]`) or on one served model, all its callers together."""
 
     requests_per_minute: PositiveInt | None = None
@@ -50,7 +50,7 @@ class AuthKey(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=T
     Not set: every served model."""
     admin: bool = False
     """May read every key's usage (`GET /v1/keys/{name}/usage`); any key may read its own."""
-    limits: Limits = Limits()
+    limits: RateLimits = RateLimits()
     """This key's own limits."""
 
     def __post_init__(self) -> None:

@@ -16,7 +16,7 @@ from ..protocols import registry as protocols
 from ..store.settings import StoreConfig
 from ..workflows import registry
 from .describe import convert
-from .limits import AuthConfig, Limits, LimitsConfig
+from .limits import AuthConfig, LimitsConfig, RateLimits
 from .telemetry import TelemetryConfig
 
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
@@ -93,8 +93,8 @@ class ServedModel(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, froz
     """The other stage targets by key (`critic`, …): written beside `mode` in a config file."""
     settings: dict[str, Any] = {}
     """The workflows' settings by key (`critic_system_prompt`, …): written beside `mode` in a config file."""
-    limits: Limits = Limits()
-    """Limits on this served model, all callers together (docs/guides/quotas.md)."""
+    limits: RateLimits = RateLimits()
+    """RateLimits on this served model, all callers together (docs/guides/quotas.md)."""
 
     def __post_init__(self) -> None:
         if self.mode not in registry.workflows():

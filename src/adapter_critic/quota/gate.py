@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..config import Config
-from ..config.limits import Limits
+from ..config.limits import RateLimits
 from ..errors import Overloaded, RateLimited
 from ..events import Event, RunFinished, RunRecord
 from .memory import Admitted, Check
@@ -56,7 +56,7 @@ class Bucket:
     """Whose limits: a key's (`key:team-a`) or a served model's (`model:gpt-x`)."""
 
     id: str
-    limits: Limits
+    limits: RateLimits
     what: str  # for messages: "key 'team-a'"
 
     def kinds(self) -> list[tuple[Kind, float]]:
