@@ -10,6 +10,7 @@ AdapterCriticError
 │   ├── AuthenticationError    -- no or a wrong API key where inbound auth is on (401)
 │   ├── ServerError            -- a bug or an unexpected state (500); internals never reach the client
 │   ├── Overloaded             -- too many requests at once, or shutting down (503 with Retry-After)
+│   ├── RateLimited            -- a key's or a served model's limit is reached (429 with Retry-After)
 │   └── UpstreamError          -- an upstream stage call failed; `kind` says how
 ├── ResponseTooLarge           -- upstream.limits: an answer passed max_upstream_response_bytes
 ├── StreamIncomplete           -- an upstream's event stream ended without `data: [DONE]`

@@ -54,6 +54,10 @@ from .service import Service, compose
 logger = logging.getLogger("adapter_critic")
 
 _HEALTH = encode({"status": "ok"})
+# The limits' headers (`quota.gate.rate_headers`), readable by a browser's script under CORS.
+_RATE_HEADERS = [
+    f"x-ratelimit-{what}-{kind}" for what in ("limit", "remaining", "reset") for kind in ("requests", "tokens")
+]
 
 
 def create_app(
@@ -254,7 +258,7 @@ def _middleware(service: Service, prefix: str, public: list[str]) -> list[Middle
                     "anthropic-version",
                     "anthropic-beta",
                 ],
-                expose_headers=["x-request-id", "retry-after", "x-should-retry", TOKEN_COUNT_HEADER],
+                expose_headers=["x-request-id", "retry-after", "x-should-retry", TOKEN_COUNT_HEADER, *_RATE_HEADERS],
                 max_age=600,
             )
         )
