@@ -18,10 +18,9 @@ import pytest
 
 from adapter_critic import create_app
 from adapter_critic.config import Config
-from adapter_critic.errors import RateLimited
+from adapter_critic.errors import ConfigError
 from adapter_critic.http.app import build_app
 from adapter_critic.http.service import compose
-from adapter_critic.quota import quotas_for
 
 from ..cli.conftest import invoke
 from ..conftest import RemoteUpstream, make_config, sdk
@@ -57,6 +56,8 @@ def config(upstream_url: str, tmp_path: Path, team: dict[str, Any], **shared: An
                 ]
             },
             "store": {"url": f"sqlite:///{tmp_path / 'runs.sqlite3'}"},
+            # The scripted answer's 1 prompt and 2 completion tokens cost 0.3.
+            "prices": {"api-model": {"input": 100_000, "output": 100_000}},
             "telemetry": {"metrics": True},
         }
     )
@@ -194,9 +195,10 @@ def test_usage_is_the_keys_own_or_an_admins_to_read(served: Any, tmp_path: Path)
     usage = own.json()
     assert usage["object"] == "key.usage" and usage["name"] == "team"
     assert usage["today"]["requests"] == usage["month"]["requests"] == 2
-    assert usage["today"]["cost"] == 0  # runs are not priced: a budget counts nothing yet
+    assert usage["today"]["cost"] == usage["month"]["cost"] == 0.6  # the runs' known cost, from the run store
     windows = {w["limit"]: w for w in usage["windows"]}
     assert windows["requests_per_minute"]["used"] == 2 and windows["requests_per_minute"]["remaining"] == 8
+    assert windows["cost_per_day"]["used"] == pytest.approx(0.6) and windows["cost_per_day"]["value"] == 5
     admin = httpx.get(f"{url}/v1/keys/team/usage", headers={"authorization": f"Bearer {ADMIN}"})
     assert admin.status_code == 200 and admin.json()["today"]["requests"] == 2
     refused = httpx.get(f"{url}/v1/keys/team/usage", headers={"authorization": f"Bearer {OTHER}"})
@@ -205,7 +207,7 @@ def test_usage_is_the_keys_own_or_an_admins_to_read(served: Any, tmp_path: Path)
     assert httpx.get(f"{url}/v1/keys/team/usage").status_code == 401
     shown = invoke("keys", "usage", "team", "--store", f"sqlite:///{tmp_path / 'runs.sqlite3'}")
     assert shown.exit_code == 0, shown.output
-    assert "team today: 2 requests, 6 tokens" in shown.output
+    assert "team today: 2 requests, 6 tokens, cost 0.6" in shown.output
 
 
 def test_without_limits_no_limit_work_is_done() -> None:
@@ -213,22 +215,18 @@ def test_without_limits_no_limit_work_is_done() -> None:
     assert app.state.adapter_critic.handler.quotas is None
 
 
-@pytest.mark.anyio
-async def test_a_cost_budget_takes_a_runs_cost_from_the_hook() -> None:
-    cfg = make_config(auth={"keys": [{"name": "team", "key_env": "QUOTA_TEAM_KEY", "limits": {"cost_per_day": 1}}]})
-    quotas = quotas_for(cfg, clock=lambda: WINDOW_END, run_cost=lambda record: 0.6)
-    assert quotas is not None
-    for _ in range(2):
-        ticket = await quotas.admit("team", "m-direct")
-        assert ticket is not None
-        await quotas.charge(ticket.buckets, _record())
-    with pytest.raises(RateLimited) as caught:
-        await quotas.admit("team", "m-direct")
-    assert "cost_per_day" in str(caught.value) and caught.value.status_code == 429
-    assert await quotas.admit(None, "m-direct") is None  # no key, no served-model limit: nothing counted
+def test_a_daily_budget_admits_runs_until_their_cost_reaches_it(served: Any) -> None:
+    url, _ = served({"cost_per_day": 0.5})
+    client = sdk(openai.OpenAI(base_url=f"{url}/v1", api_key=TEAM, max_retries=0))
+    for _ in range(2):  # 0, then 0.3 spent: room left; the second run takes the day to 0.6 (one run's overshoot)
+        client.chat.completions.create(model="m-direct", messages=MESSAGES)
+    with pytest.raises(openai.RateLimitError) as caught:
+        client.chat.completions.create(model="m-direct", messages=MESSAGES)
+    assert "cost_per_day" in caught.value.message and "key 'team'" in caught.value.message
+    assert int(caught.value.response.headers["retry-after"]) > 60  # until midnight UTC, not the minute's end
 
 
-def _record() -> Any:
-    from adapter_critic.events import RunRecord
-
-    return RunRecord("run-1", "m-direct", "direct")
+def test_a_cost_budget_needs_prices() -> None:
+    keys = [{"name": "team", "key_env": "QUOTA_TEAM_KEY", "limits": {"cost_per_month": 10}}]
+    with pytest.raises(ConfigError, match="cost budget needs \\[prices\\]"):
+        make_config(auth={"keys": keys})

@@ -37,6 +37,7 @@ def usage_command(name: str, store_url: str | None, config_path: str | None, as_
             return
         console = stdout()
         for label, period in (("today", found.today), ("this month", found.month)):
-            console.print(f"{name} {label}: {period.requests} requests, {period.tokens} tokens")
+            cost = "" if period.cost is None else f", cost {period.cost:g}"
+            console.print(f"{name} {label}: {period.requests} requests, {period.tokens} tokens{cost}")
 
     anyio.run(run)

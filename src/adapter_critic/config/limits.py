@@ -25,14 +25,21 @@ class RateLimits(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, froze
     """Tokens (prompt and completion, every stage) per window; a run is counted when it ends, so a window may
     go over by the tokens of the runs admitted while it still had room."""
     cost_per_day: Budget | None = None
-    """The cost of the runs started this UTC day; reached, new runs are answered 429 until midnight UTC."""
+    """The known cost (in `[pricing]`'s currency) of the runs that ended this UTC day; reached, new runs are
+    answered 429 until midnight UTC. Needs `[prices]`."""
     cost_per_month: Budget | None = None
-    """The cost of the runs started this UTC calendar month; reached, new runs are answered 429 until the 1st."""
+    """The known cost of the runs that ended this UTC calendar month; reached, new runs are answered 429 until the
+    1st. Needs `[prices]`."""
 
     @property
     def any(self) -> bool:
         """Some limit is set."""
         return any(v is not None for v in msgspec.structs.astuple(self))
+
+    @property
+    def budgeted(self) -> bool:
+        """A cost budget is set (it needs prices)."""
+        return self.cost_per_day is not None or self.cost_per_month is not None
 
 
 class AuthKey(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):

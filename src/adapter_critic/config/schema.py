@@ -201,6 +201,12 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
                 raise ValueError(f"protocols.{name}: {exc}") from None
         if self.passthrough is not None and self.passthrough.protocol != protocols.DEFAULT:
             raise ValueError("passthrough.protocol: the passthrough relays OpenAI requests as they are; leave it out")
+        budgeted = [f"auth.keys {k.name!r}" for k in self.auth.keys if k.limits.budgeted]
+        budgeted += [f"served_models.{i}.limits" for i, m in self.served_models.items() if m.limits.budgeted]
+        if budgeted and not self.prices:
+            raise ValueError(
+                f"{budgeted[0]}: a cost budget needs [prices] to know what runs cost (docs/guides/cost.md)"
+            )
         inbound_envs = [("auth_api_keys_env", self.auth_api_keys_env)] if self.auth_api_keys_env else []
         inbound_envs += [(f"auth.keys {k.name!r}: key_env", k.key_env) for k in self.auth.keys if k.key_env]
         if not inbound_envs and not self.auth.keys:

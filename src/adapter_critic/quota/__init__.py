@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from ..config import Config
 from ..events import RunRecord
-from .gate import Counters, Quotas, Ticket, no_cost
+from .gate import Counters, Quotas, Ticket, known_cost
 from .memory import MemoryCounters
 
 __all__ = ["Quotas", "Ticket", "quotas_for"]
@@ -20,7 +20,7 @@ def quotas_for(
     config: Config,
     *,
     clock: Callable[[], float] = time.time,
-    run_cost: Callable[[RunRecord], float] = no_cost,
+    run_cost: Callable[[RunRecord], float] = known_cost,
     on_refused: Callable[[str, str], None] | None = None,
     on_error: Callable[[str], None] | None = None,
 ) -> Quotas | None:

@@ -46,9 +46,11 @@ class Counters(Protocol):
     async def aclose(self) -> None: ...
 
 
-def no_cost(record: RunRecord) -> float:
-    """The cost hook while runs carry no cost: budgets then count nothing. A priced run's hook returns its total."""
-    return 0.0
+def known_cost(record: RunRecord) -> float:
+    """What a budget charges for a run: its known cost (`total_known`, docs/guides/cost.md) — a stage whose model
+    has no price counts nothing, so a budget is a lower bound there; 0 without prices."""
+    cost = record.cost()
+    return 0.0 if cost is None else cost.total_known
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +109,7 @@ class Quotas:
         counters: Counters,
         *,
         clock: Callable[[], float] = time.time,
-        run_cost: Callable[[RunRecord], float] = no_cost,
+        run_cost: Callable[[RunRecord], float] = known_cost,
         on_refused: Callable[[str, str], None] | None = None,
         on_error: Callable[[str], None] | None = None,
     ) -> None:

@@ -14,8 +14,8 @@ from .windows import day_start, month_start
 
 
 class Period(msgspec.Struct, kw_only=True):
-    """The runs a key started in a period, and their tokens (runs still going count no tokens yet); `cost`, from
-    the counters of its cost budget (null: it has none)."""
+    """The runs a key started in a period, their tokens and their known cost (`total_known`: runs still going count
+    nothing yet), from the run store; without one, `cost` is its cost budget's counter (null: it has none)."""
 
     since: float  # Unix seconds
     requests: int | None = None  # null: no run store to count them in
@@ -45,7 +45,7 @@ class RunCounts(Protocol):
     """The run store's count of a key's runs (`store.runstore.RunStore`)."""
 
     async def flush(self) -> None: ...
-    async def key_usage(self, key_name: str, since: float) -> tuple[int, int]: ...
+    async def key_usage(self, key_name: str, since: float) -> tuple[int, int, float | None]: ...
 
 
 _FIELDS = {
@@ -61,13 +61,13 @@ async def key_usage(name: str, now: float, store: RunCounts | None, quotas: Quot
     today, month = Period(since=day_start(now)), Period(since=month_start(now))
     if store is not None:
         await store.flush()  # the runs answered so far count
-        today.requests, today.tokens = await store.key_usage(name, today.since)
-        month.requests, month.tokens = await store.key_usage(name, month.since)
+        today.requests, today.tokens, today.cost = await store.key_usage(name, today.since)
+        month.requests, month.tokens, month.cost = await store.key_usage(name, month.since)
     windows = []
     for state in await quotas.usage(name) if quotas is not None else []:
-        if state.kind == "cost_day":
+        if state.kind == "cost_day" and store is None:
             today.cost = state.used
-        elif state.kind == "cost_month":
+        elif state.kind == "cost_month" and store is None:
             month.cost = state.used
         windows.append(
             Window(

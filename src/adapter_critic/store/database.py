@@ -310,15 +310,21 @@ class Database:
         needed = any(row["request_messages"] for row in rows) or (end is not None and end.request_messages)
         return stored_stages(rows, request_messages(run.request) if needed else None, end, index)
 
-    async def key_usage(self, key_name: str, since: float) -> tuple[int, int]:
-        """The runs a named key started since `since` (Unix seconds), and their tokens (the runs ended so far)."""
-        statement = select(runs.c.usage).where(runs.c.key_name == key_name, runs.c.started_at >= since)
+    async def key_usage(self, key_name: str, since: float) -> tuple[int, int, float | None]:
+        """The runs a named key started since `since` (Unix seconds), their tokens and their known cost (the runs
+        ended so far; cost None: no run had one)."""
+        statement = select(runs.c.usage, runs.c.cost_known).where(
+            runs.c.key_name == key_name, runs.c.started_at >= since
+        )
         requests = tokens = 0
+        cost: float | None = None
         async with self.engine.connect() as conn:
             async for row in await conn.stream(statement):
                 requests += 1
                 tokens += total_tokens(row.usage)
-        return requests, tokens
+                if row.cost_known is not None:
+                    cost = (cost or 0.0) + row.cost_known
+        return requests, tokens, None if cost is None else round(cost, 10)
 
     async def count(self) -> int:
         async with self.engine.connect() as conn:

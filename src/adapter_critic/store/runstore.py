@@ -94,8 +94,8 @@ class RunStore:
         """Runs newest first, `limit` at a time; `cursor` is a page's `next_cursor` (BadCursor when it is not)."""
         return await self.database.list_runs(query or RunQuery(), limit, cursor)
 
-    async def key_usage(self, key_name: str, since: float) -> tuple[int, int]:
-        """How many runs the named key started since `since` (Unix seconds), and their tokens."""
+    async def key_usage(self, key_name: str, since: float) -> tuple[int, int, float | None]:
+        """How many runs the named key started since `since` (Unix seconds), their tokens and known cost."""
         return await self.database.key_usage(key_name, since)
 
     async def get_run(self, run_id: str) -> RunDetail | None:
