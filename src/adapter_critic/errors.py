@@ -10,6 +10,7 @@ AdapterCriticError
 │   ├── AuthenticationError    -- no or a wrong API key where inbound auth is on (401)
 │   ├── ServerError            -- a bug or an unexpected state (500); internals never reach the client
 │   ├── Overloaded             -- too many requests at once, or shutting down (503 with Retry-After)
+│   ├── RateLimited            -- a key's or a served model's limit is reached (429 with Retry-After)
 │   └── UpstreamError          -- an upstream stage call failed; `kind` says how
 ├── ResponseTooLarge           -- upstream.limits: an answer passed max_upstream_response_bytes
 ├── StreamIncomplete           -- an upstream's event stream ended without `data: [DONE]`
@@ -127,6 +128,10 @@ class Overloaded(APIError):
     `x-should-retry: false`: nothing ran, so a client retry costs nothing twice)."""
 
 
+class RateLimited(APIError):
+    """A caller's or a served model's limit is reached (docs/guides/quotas.md): 429 with `Retry-After`."""
+
+
 class StreamIncomplete(AdapterCriticError):
     """The upstream's event stream ended without `data: [DONE]` (`upstream.sse.iter_batches` raises it; a protocol
     whose streams have no `[DONE]` reads it as the end, `protocols.base.UpstreamWire.chunks`)."""
@@ -210,6 +215,7 @@ _ANSWERED_AS: dict[type[APIError], tuple[int, str]] = {
     AuthenticationError: (401, "authentication_error"),
     ServerError: (500, "server_error"),
     Overloaded: (503, "server_error"),
+    RateLimited: (429, "rate_limit_error"),
     APIError: (500, "server_error"),
 }
 

@@ -51,6 +51,7 @@ GUIDES = (
     "streaming",
     "protocols",
     "security",
+    "quotas",
     "store",
     "metrics",
     "cost",

@@ -12,6 +12,7 @@ import click
 from ..version import __version__
 from .check import check
 from .eval import eval_command
+from .keys import keys
 from .replay import replay
 from .runs import runs
 from .serve import serve
@@ -37,6 +38,7 @@ cli.add_command(check)
 cli.add_command(eval_command)
 cli.add_command(runs)
 cli.add_command(replay)
+cli.add_command(keys)
 
 
 def main() -> None:

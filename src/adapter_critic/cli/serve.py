@@ -30,7 +30,14 @@ from .options import CONFIG_ENV, config_option, load_served
 @click.option("--fd", type=int, default=None, help="serve on this already open socket (as uvicorn's --fd)")
 def serve(config_path: str | None, host: str, port: int, workers: int, log_level: str, fd: int | None) -> None:
     """Serve the API under /v1 with uvicorn (the same app as `uvicorn adapter_critic.asgi:app`)."""
-    load_served(config_path)  # a bad config is one line here, before any worker starts
+    config = load_served(config_path).config  # a bad config is one line here, before any worker starts
+    limited = any(k.limits.any for k in config.auth.keys) or any(s.limits.any for s in config.served_models.values())
+    if workers > 1 and limited and config.limits.url is None:
+        click.echo(
+            f"Warning: the limits are counted in each of the {workers} worker processes on its own (each admits up "
+            "to the whole limit); set [limits] url to a Redis to enforce one limit (docs/guides/quotas.md).",
+            err=True,
+        )
     try:
         import uvicorn
     except ImportError:

@@ -16,6 +16,7 @@ from ..protocols import registry as protocols
 from ..store.settings import StoreConfig
 from ..workflows import registry
 from .describe import convert
+from .limits import AuthConfig, LimitsConfig, RateLimits
 from .telemetry import TelemetryConfig
 
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
@@ -93,13 +94,15 @@ class ServedModel(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, froz
     """The other stage targets by key (`critic`, …): written beside `mode` in a config file."""
     settings: dict[str, Any] = {}
     """The workflows' settings by key (`critic_system_prompt`, …): written beside `mode` in a config file."""
+    limits: RateLimits = RateLimits()
+    """RateLimits on this served model, all callers together (docs/guides/quotas.md)."""
 
     def __post_init__(self) -> None:
         if self.mode not in registry.workflows():
             raise ValueError(f"unknown mode {self.mode!r}; must be one of {', '.join(map(repr, registry.names()))}")
 
 
-_SERVED_KEYS = ("mode", "api", "on_review_error")
+_SERVED_KEYS = ("mode", "api", "on_review_error", "limits")
 
 
 class UIConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
@@ -183,6 +186,10 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
     computed (docs/guides/cost.md)."""
     pricing: PricingConfig = PricingConfig()
     """The currency of `[prices]`."""
+    auth: AuthConfig = AuthConfig()
+    """Named inbound keys with their own limits (`[[auth.keys]]`, docs/guides/quotas.md)."""
+    limits: LimitsConfig = LimitsConfig()
+    """Where the limits' counters are kept (docs/guides/quotas.md)."""
 
     def __post_init__(self) -> None:
         for name, given in self.protocols.items():
@@ -195,21 +202,30 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
                 raise ValueError(f"protocols.{name}: {exc}") from None
         if self.passthrough is not None and self.passthrough.protocol != protocols.DEFAULT:
             raise ValueError("passthrough.protocol: the passthrough relays OpenAI requests as they are; leave it out")
-        if self.auth_api_keys_env is None:
+        budgeted = [f"auth.keys {k.name!r}" for k in self.auth.keys if k.limits.budgeted]
+        budgeted += [f"served_models.{i}.limits" for i, m in self.served_models.items() if m.limits.budgeted]
+        if budgeted and not self.prices:
+            raise ValueError(
+                f"{budgeted[0]}: a cost budget needs [prices] to know what runs cost (docs/guides/cost.md)"
+            )
+        inbound_envs = [("auth_api_keys_env", self.auth_api_keys_env)] if self.auth_api_keys_env else []
+        inbound_envs += [(f"auth.keys {k.name!r}: key_env", k.key_env) for k in self.auth.keys if k.key_env]
+        if not inbound_envs and not self.auth.keys:
             return
         upstream_key_envs = {self.default_api_key_env, *(t.api_key_env for t in self.targets() if t.api_key_env)}
-        if self.auth_api_keys_env in upstream_key_envs:
-            raise ValueError(
-                f"auth_api_keys_env = {self.auth_api_keys_env!r} also holds an upstream API key; callers would "
-                "have to present (and so know) that key. Give inbound keys their own env var."
-            )
+        for where, env in inbound_envs:
+            if env in upstream_key_envs:
+                raise ValueError(
+                    f"{where} = {env!r} also holds an upstream API key; callers would "
+                    "have to present (and so know) that key. Give inbound keys their own env var."
+                )
         for where, target in self.key_paths():
             if target.forward_client_authorization:
                 # One `Authorization` header carries both: forwarding it would hand an upstream the very key
                 # that lets callers into this server.
                 raise ValueError(
-                    f"{where}.forward_client_authorization cannot be used together "
-                    "with auth_api_keys_env: the caller's Authorization header is then this server's own API "
+                    f"{where}.forward_client_authorization cannot be used together with inbound auth "
+                    "(auth_api_keys_env, auth.keys): the caller's Authorization header is then this server's own API "
                     "key, and forwarding it would send that key upstream. Run forwarding targets on a server "
                     "without inbound auth (protect it at the network level instead)."
                 )
@@ -270,6 +286,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
         names = {self.default_api_key_env, *(t.api_key_env for t in self.targets() if t.api_key_env)}
         if self.auth_api_keys_env:
             names.add(self.auth_api_keys_env)
+        names.update(key.key_env for key in self.auth.keys if key.key_env)
         return names
 
 

@@ -44,6 +44,7 @@ from .count_tokens import HEADER as TOKEN_COUNT_HEADER
 from .count_tokens import count_tokens_routes
 from .fastpath import App
 from .health import DeepHealth
+from .keys import keys_routes
 from .models import model_object
 from .passthrough import Passthrough
 from .requestid import RequestIdMiddleware
@@ -53,6 +54,10 @@ from .service import Service, compose
 logger = logging.getLogger("adapter_critic")
 
 _HEALTH = encode({"status": "ok"})
+# The limits' headers (`quota.gate.rate_headers`), readable by a browser's script under CORS.
+_RATE_HEADERS = [
+    f"x-ratelimit-{what}-{kind}" for what in ("limit", "remaining", "reset") for kind in ("requests", "tokens")
+]
 
 
 def create_app(
@@ -61,6 +66,7 @@ def create_app(
     http_client: httpx.AsyncClient | None = None,
     sleep: Sleep | None = None,
     resolver: Resolver | None = None,
+    clock: Callable[[], float] | None = None,
 ) -> Starlette:
     """Build the adapter_critic ASGI app.
 
@@ -73,12 +79,14 @@ def create_app(
             records the waits instead).
         resolver: the async function `(host, port) -> addresses` that resolves such override URLs' host names
             (default: the system's resolver; tests pass one that answers without the network).
+        clock: what tells the limits' windows the time, in Unix seconds (default `time.time`; tests pass one they
+            move).
 
     Every `base_url` must be absolute; relative ones only work with `AdapterCriticMiddleware`.
     """
     config = _absolute(config)
     guard = HostGuard(resolver, timeout=config.connect_timeout_seconds) if resolver is not None else None
-    return build_app(compose(config, http_client=http_client, sleep=sleep, host_guard=guard))
+    return build_app(compose(config, http_client=http_client, sleep=sleep, host_guard=guard, clock=clock or time.time))
 
 
 def create_standalone_app(config: Config | str | Path, *, on_started: Callable[[], None] | None = None) -> Starlette:
@@ -174,6 +182,7 @@ def build_app(service: Service, *, prefix: str = "", on_started: Callable[[], No
             Route(f"{prefix}/health", health, methods=["GET"]),
             *count_tokens_routes(service, prefix, passthrough),
             *runs_routes(service, prefix),
+            *keys_routes(service, prefix),
             *([Route(metrics_path, _ASGIEndpoint(metrics), methods=["GET"])] if metrics is not None else []),
             *(viewer.routes() if viewer is not None else []),
             *([Route(f"{prefix}/{{path:path}}", passthrough)] if passthrough is not None else []),
@@ -249,7 +258,7 @@ def _middleware(service: Service, prefix: str, public: list[str]) -> list[Middle
                     "anthropic-version",
                     "anthropic-beta",
                 ],
-                expose_headers=["x-request-id", "retry-after", "x-should-retry", TOKEN_COUNT_HEADER],
+                expose_headers=["x-request-id", "retry-after", "x-should-retry", TOKEN_COUNT_HEADER, *_RATE_HEADERS],
                 max_age=600,
             )
         )

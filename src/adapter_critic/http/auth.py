@@ -8,6 +8,9 @@ Anthropic's `/messages`) with one of the comma-separated keys in that env var, w
 every request so keys rotate without a restart. The presented token is compared with every accepted
 key in constant time (digests of equal length, no early exit).
 
+Named keys (`[[auth.keys]]`, docs/guides/quotas.md) are checked the same way, beside those; the one that matched
+is put in the request's scope (`CALLER`), where the limits and the run store find the caller's name.
+
 An unset or empty env var fails closed: every request but `/health` is refused (401) and a warning is
 logged, rather than the server silently becoming open to anyone.
 """
@@ -19,11 +22,12 @@ import hmac
 import logging
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ..config.limits import AuthKey
 from ..errors import AuthenticationError
 from ..protocols.base import Inbound, bearer_token
 from ..protocols.openai.render import JSON, error_response
@@ -31,6 +35,7 @@ from ..protocols.openai.render import JSON, error_response
 logger = logging.getLogger("adapter_critic")
 
 PUBLIC_PATHS = ("/health",)
+CALLER = "adapter_critic.caller"  # scope key: the name of the named key a request was let in with
 
 # A token we may put in an upstream's `Authorization` header: visible ASCII, no spaces (RFC 6750's b64token, loosely).
 _FORWARDABLE = re.compile(rb"[\x21-\x7e]+")
@@ -47,23 +52,26 @@ def client_token(scope: Scope, credential: Callable[[Scope], bytes | None] | Non
 
 
 class InboundAuth:
-    """The inbound API-key check for one app or middleware; `env_name` None means auth is off."""
+    """The inbound API-key check for one app or middleware; no `env_name` and no `keys` means auth is off."""
 
-    def __init__(self, env_name: str | None) -> None:
+    def __init__(self, env_name: str | None, keys: Sequence[AuthKey] = ()) -> None:
         self.env_name = env_name
+        self.keys = tuple(keys)
+        self.admins = frozenset(key.name for key in keys if key.admin)
+        self._hashed = [(bytes.fromhex(k.key_sha256), k.name) for k in keys if k.key_sha256 is not None]
         self._warned = False
         if self.enabled and not self._digests():
             self._warn_unconfigured()
 
     @property
     def enabled(self) -> bool:
-        return self.env_name is not None
+        return self.env_name is not None or bool(self.keys)
 
     def check(self, scope: Scope, inbound: Inbound | None = None) -> AuthenticationError | None:
         """None if the request may pass, else the 401 to answer. Never says which key, or how close.
 
         The key is looked for where the `inbound` protocol's clients send it (default: `Authorization: Bearer`)."""
-        if self.env_name is None:
+        if not self.enabled:
             return None
         accepted = self._digests()
         if not accepted:
@@ -84,25 +92,38 @@ class InboundAuth:
             )
         presented = hashlib.sha256(token).digest()
         matched = False
-        for digest in accepted:  # every key, always: the time taken must not depend on which one matched
-            matched |= hmac.compare_digest(presented, digest)
+        caller = None
+        for digest, name in accepted:  # every key, always: the time taken must not depend on which one matched
+            equal = hmac.compare_digest(presented, digest)
+            matched |= equal
+            caller = name if equal else caller
         if matched:
+            if caller is not None:
+                scope[CALLER] = caller
             return None
         logger.debug("refused a request with an unknown API key")
         return AuthenticationError("Incorrect API key provided.", code="invalid_api_key", headers=_CHALLENGE)
 
-    def _digests(self) -> list[bytes]:
+    def _digests(self) -> list[tuple[bytes, str | None]]:
+        """Every accepted key's SHA-256 and its name (None: a key of `auth_api_keys_env`), read from the env now."""
         raw = os.environ.get(self.env_name, "") if self.env_name else ""
         keys = (key.strip() for key in raw.split(","))
-        return [hashlib.sha256(key.encode()).digest() for key in keys if key]
+        found: list[tuple[bytes, str | None]] = [(hashlib.sha256(key.encode()).digest(), None) for key in keys if key]
+        for key in self.keys:
+            value = os.environ.get(key.key_env, "").strip() if key.key_env else ""
+            if value:
+                found.append((hashlib.sha256(value.encode()).digest(), key.name))
+        found += self._hashed
+        return found
 
     def _warn_unconfigured(self) -> None:
         if not self._warned:
             self._warned = True
             logger.warning(
-                "adapter_critic: inbound auth is on (auth_api_keys_env = %r) but that env var is unset or empty, "
-                "so every request except /health is refused with 401. Set it to a comma-separated list of keys.",
+                "adapter_critic: inbound auth is on (auth_api_keys_env = %r, auth.keys: %s) but no key is set (the "
+                "env vars are unset or empty), so every request except /health is refused with 401. Set them.",
                 self.env_name,
+                ", ".join(key.name for key in self.keys) or "none",
             )
 
 

@@ -23,7 +23,7 @@ from ..core import ChatRequest, Plan
 from ..errors import APIError, Overloaded, RequestError, internal_error
 from ..events import Subscriber
 from ..observe.logs import request_scope
-from ..pipeline.resolve import check_overrides, resolve
+from ..pipeline.resolve import check_overrides, resolve, unknown_model
 from ..pipeline.run import Run
 from ..pricing import price_table
 from ..protocols.base import Inbound
@@ -37,7 +37,7 @@ from ..upstream.pinning import HostGuard, pinned_plan
 from ..upstream.retry import RetryPolicy
 from ..workflows import registry
 from .admission import Admission
-from .auth import client_token
+from .auth import CALLER, client_token
 from .body import body_too_large, read_body, refuse_many_choices
 from .disconnect import ClientGone, cancel_on_disconnect, guard_send, log_client_gone
 from .requestid import bind
@@ -45,6 +45,7 @@ from .stream import StreamResponse
 
 if TYPE_CHECKING:
     from ..observe.tracing import Tracing
+    from ..quota import Quotas, Ticket
     from ..store.runstore import RunStore
 
 logger = logging.getLogger("adapter_critic")
@@ -69,6 +70,7 @@ class ChatHandler:
         store: RunStore | None = None,
         subscribers: Sequence[Subscriber] = (),
         tracing: Tracing | None = None,
+        quotas: Quotas | None = None,
     ) -> None:
         self.config = config
         self.secrets = secrets
@@ -80,6 +82,7 @@ class ChatHandler:
         self.subscribers = tuple(subscribers)
         self.tracing = tracing
         self.prices = price_table(config.prices, config.pricing)  # None: no prices, no cost work
+        self.quotas = quotas  # None: no limits or allow-lists configured, and no limit work at all
         self._plans: dict[str, Plan] = {}
         self._per_request_plans: set[str] = set()
 
@@ -93,6 +96,8 @@ class ChatHandler:
         await self.admission.drain(self.config.shutdown_grace_seconds)
         await self.stop_recording()
         await self.upstream.aclose()
+        if self.quotas is not None:
+            await self.quotas.aclose()
 
     async def start_recording(self) -> None:
         """Lifespan start-up of the run store (when there is one): says where runs go."""
@@ -113,6 +118,7 @@ class ChatHandler:
         run_id: str | None = None,
         inbound: Inbound = OPENAI,
         receive: Receive | None = None,
+        caller: str | None = None,
     ) -> ASGIApp | None:
         """Run one request body of the `inbound` protocol (default: chat completions) through its workflow;
         returns the response to send — or None when the client went away first (told by `receive`, whose
@@ -122,6 +128,7 @@ class ChatHandler:
         client itself). `client_token` is the caller's API key, sent only to targets with
         `forward_client_authorization`. `run_id` is the run's id
         (also the response's), `request_id` what the logs and an unexpected error name (default: the run id).
+        `caller` is the name of the named key the request came with (`[[auth.keys]]`): its limits apply.
         """
         completion_id = run_id or request_id or inbound.new_id()
         request_id = request_id or completion_id
@@ -130,12 +137,19 @@ class ChatHandler:
         try:
             request = inbound.decode(body, max_messages=self.config.max_messages)
             to_resolve = check_overrides(self.config, request.overrides, request.overrides_param)
+            quotas, ticket = self.quotas, None
+            if quotas is not None and not quotas.allows(caller, request.model):
+                raise unknown_model(request.model, [m for m in self.config.served_models if quotas.allows(caller, m)])
             plan = self._plan(request, client_token)
             if to_resolve:
                 plan = pinned_plan(plan, await self.host_guard.pin(to_resolve))
             workflow = registry.get(plan.mode)
             if not workflow.many_choices:
                 refuse_many_choices(request, plan.mode)
+            if quotas is not None:
+                ticket = await quotas.admit(caller, plan.served_id)
+                if ticket is not None:
+                    headers = {**headers, **ticket.headers}
             run = Run(
                 workflow,
                 plan,
@@ -145,8 +159,8 @@ class ChatHandler:
                 run_id=completion_id,
                 request_timeout=self.config.request_timeout_seconds,
                 max_concurrent_calls=self.config.max_concurrent_calls_per_run,
-                subscribers=self._subscribers(request_id, request, plan, client_token),
                 prices=self.prices,
+                subscribers=self._subscribers(request_id, request, plan, client_token, caller, ticket),
             )
             if request.stream:
                 return StreamResponse(
@@ -167,6 +181,8 @@ class ChatHandler:
                 if watched is None:
                     return None
                 record = watched
+            if ticket is not None:
+                await ticket.charged()  # the next request sees this run's tokens
         except APIError as exc:
             return protocol_error(inbound, exc, redact=redact, headers=headers)
         except Exception:
@@ -177,17 +193,25 @@ class ChatHandler:
         )
 
     def _subscribers(
-        self, request_id: str, request: ChatRequest, plan: Plan, client_token: str | None
+        self,
+        request_id: str,
+        request: ChatRequest,
+        plan: Plan,
+        client_token: str | None,
+        caller: str | None = None,
+        ticket: Ticket | None = None,
     ) -> Sequence[Subscriber]:
-        """A run's subscribers: the service's, and its recorder when the service records runs (`store.recorder`),
-        which masks the caller's token when a target forwards it (none can without one)."""
+        """A run's subscribers: the service's, the limits' charge at its end (when a limit applies), and its recorder
+        when the service records runs (`store.recorder`), which masks the caller's token when a target forwards it
+        (none can without one) and keeps the caller's key name."""
+        subscribers = self.subscribers if ticket is None else (*self.subscribers, ticket.on_event)
         if self.store is None:
-            return self.subscribers
+            return subscribers
         token = None
         if client_token is not None:
             token = next((t.client_token for t in plan.all_targets() if t.client_token), None)
-        recorder = RunRecorder(self.store.enqueue, request_id, request, self.config.store.capture, token)
-        return (*self.subscribers, recorder)
+        recorder = RunRecorder(self.store.enqueue, request_id, request, self.config.store.capture, token, caller)
+        return (*subscribers, recorder)
 
     def _plan(self, request: ChatRequest, client_token: str | None) -> Plan:
         """`resolve`, remembered per served model for requests without overrides: then it depends only on the
@@ -245,7 +269,7 @@ class ChatHandler:
                     async with self.admission.slot():
                         response = await self.chat(
                             body, client_token=token, request_id=request_id, run_id=run_id, inbound=inbound,
-                            receive=receive,
+                            receive=receive, caller=scope.get(CALLER),
                         )  # fmt: skip
                         if response is not None:
                             await response(scope, receive, send)  # a stream holds its slot until it is sent

@@ -10,7 +10,8 @@ this service's alone (`redact.masked_logs`), so two services in one process neve
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -22,6 +23,7 @@ from ..events import Subscriber
 from ..observe.logs import protect_request_ids, request_log
 from ..protocols import registry as protocols
 from ..protocols.registry import Sides
+from ..quota import quotas_for
 from ..redact import Secrets, masked_logs, protect_logs
 from ..store.settings import recording_store
 from ..upstream.client import Upstream
@@ -72,6 +74,7 @@ def compose(
     subscribers: Sequence[Subscriber] = (),
     store_default: str | None = None,
     host_guard: HostGuard | None = None,
+    clock: Callable[[], float] = time.time,
 ) -> Service:
     """Build a service's parts from `config`.
 
@@ -86,6 +89,7 @@ def compose(
         store_default: the run store's URL when neither the config nor the environment names one (the standalone
             server's SQLite file; None: not recording).
         host_guard: what resolves and checks the host names of override URLs only `"*"` allows.
+        clock: the limits' clock (Unix seconds).
     """
     protect_request_ids()
     protect_logs()
@@ -127,13 +131,16 @@ def compose(
             store=recording_store(config.store, store_default, secrets.values),
             subscribers=(request_log, *subscribers, *telemetry.subscribers),
             tracing=telemetry.tracing,
+            quotas=quotas_for(
+                config, clock=clock, on_refused=telemetry.on_rate_limited, on_error=telemetry.on_limits_error
+            ),
         )
         telemetry.watch(lambda: admission.in_flight, lambda: handler.store)
         return Service(
             config=config,
             handler=handler,
             secrets=secrets,
-            auth=InboundAuth(config.auth_api_keys_env),
+            auth=InboundAuth(config.auth_api_keys_env, config.auth.keys),
             protocols=sides,
             metrics=telemetry.endpoint(),
             standalone=standalone,

@@ -49,6 +49,18 @@ class Telemetry:
         return tuple(found)
 
     @property
+    def on_rate_limited(self) -> Callable[[str, str], None] | None:
+        """What counts a request a limit refused (`quota.quotas_for`'s `on_refused`); None: metrics are off."""
+        metrics = self.metrics
+        return None if metrics is None else lambda scope, limit: metrics.rate_limited.labels(scope, limit).inc()
+
+    @property
+    def on_limits_error(self) -> Callable[[str], None] | None:
+        """What counts a failure of the limits' counters (`quota.quotas_for`'s `on_error`); None: metrics are off."""
+        metrics = self.metrics
+        return None if metrics is None else lambda mode: metrics.limits_errors.labels(mode).inc()
+
+    @property
     def inject(self) -> Callable[[dict[str, str]], None] | None:
         """What adds the current trace context to an upstream call's headers (None: tracing is off)."""
         return self.tracing.inject if self.tracing is not None else None

@@ -131,12 +131,22 @@ class Metrics:
         self.priced = priced
         self.cost = (
             prom.Counter(
-                f"{PREFIX}_cost", "What stage calls cost, in the currency of the config's prices: known costs only, by "
+                f"{PREFIX}_cost",
+                "What stage calls cost, in the currency of the config's prices: known costs only, by "
                 "served model, stage, target model and currency.",
-                ["served_model", "stage", "target_model", "currency"], registry=r,
+                ["served_model", "stage", "target_model", "currency"],
+                registry=r,
             )
             if priced
             else None
+        )
+        self.rate_limited = prom.Counter(
+            f"{PREFIX}_rate_limited", "Requests refused 429 by a limit, by whose limit (key, model) and which.",
+            ["scope", "limit"], registry=r,
+        )  # fmt: skip
+        self.limits_errors = prom.Counter(
+            f"{PREFIX}_limits_errors", "Failed reads or updates of the limits' counters (`limits.url`), by what the "
+            "request then got (`limits.on_error`: open, closed).", ["on_error"], registry=r,
         )  # fmt: skip
         self.store_source: StoreSource | None = None
         self._store: object | None = None

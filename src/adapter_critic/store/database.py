@@ -26,7 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from ..errors import StoreError
 from .cleaning import Cleaner
-from .reads import detail, request_messages, run_end, stored_stages, summary
+from .reads import detail, request_messages, run_end, stored_stages, summary, total_tokens
 from .recorder import Record
 from .records import RunDetail, RunPage, RunQuery, RunSummary, StoredStage, decode_cursor, encode_cursor
 from .schema import instances, runs, stages, upgrade
@@ -37,7 +37,9 @@ from .writes import BatchRows, SqliteFile, building, sqlite_settings, statements
 HEARTBEAT_SECONDS = 30.0
 STALE_BEATS = 4
 _SUMMARY = [
-    c for c in runs.c if c.name not in ("request", "intermediate", "answer", "from_stages", "record", "instance")
+    c
+    for c in runs.c
+    if c.name not in ("request", "intermediate", "answer", "from_stages", "record", "instance", "key_name")
 ]
 
 
@@ -307,6 +309,22 @@ class Database:
         end = run_end(run.record)
         needed = any(row["request_messages"] for row in rows) or (end is not None and end.request_messages)
         return stored_stages(rows, request_messages(run.request) if needed else None, end, index)
+
+    async def key_usage(self, key_name: str, since: float) -> tuple[int, int, float | None]:
+        """The runs a named key started since `since` (Unix seconds), their tokens and their known cost (the runs
+        ended so far; cost None: no run had one)."""
+        statement = select(runs.c.usage, runs.c.cost_known).where(
+            runs.c.key_name == key_name, runs.c.started_at >= since
+        )
+        requests = tokens = 0
+        cost: float | None = None
+        async with self.engine.connect() as conn:
+            async for row in await conn.stream(statement):
+                requests += 1
+                tokens += total_tokens(row.usage)
+                if row.cost_known is not None:
+                    cost = (cost or 0.0) + row.cost_known
+        return requests, tokens, None if cost is None else round(cost, 10)
 
     async def count(self) -> int:
         async with self.engine.connect() as conn:

@@ -79,6 +79,11 @@ def _run_cost(row: Mapping[Any, Any]) -> RunCost | None:
     return RunCost(currency, row["cost_total"], row["cost_known"], unknown)
 
 
+def total_tokens(usage_json: str | None) -> int:
+    """A run's total tokens from its `usage` column (0 while it runs)."""
+    return 0 if usage_json is None else _tokens.decode(usage_json).total_tokens
+
+
 def summary(row: Mapping[Any, Any]) -> RunSummary:
     return RunSummary(**summary_fields(row))
 

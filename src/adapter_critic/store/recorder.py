@@ -32,6 +32,7 @@ class RunOpened:
     capture: Capture
     request: ChatRequest
     secret: str | None = None  # a forwarded caller's token: redacted like a configured key
+    key_name: str | None = None  # the named inbound key that started it (`[[auth.keys]]`)
 
 
 @dataclass(slots=True)
@@ -73,6 +74,7 @@ class RunRecorder:
     request: ChatRequest
     capture: Capture = "full"
     secret: str | None = None
+    key_name: str | None = None
     _run_id: str = ""
     _began: float = 0.0
     _index: int = 0
@@ -109,6 +111,7 @@ class RunRecorder:
                     self.capture,
                     self.request,
                     self.secret,
+                    self.key_name,
                 )
             )
         elif kind is RunFinished:

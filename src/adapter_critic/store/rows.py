@@ -54,7 +54,7 @@ def stored_error(error: APIError, clean: Cleaner) -> StoredError:
 
 # The columns of a run's row as its start sets them, and as its end sets them (`opened_row`, `closed_values`).
 OPEN_COLUMNS = (
-    "run_id", "request_id", "served_model", "mode", "stream", "started_at", "capture", "instance", "request"
+    "run_id", "request_id", "served_model", "mode", "stream", "started_at", "capture", "instance", "request", "key_name"
 )  # fmt: skip
 CLOSED_COLUMNS = (
     "status", "degraded", "finished_at", "duration_ms", "usage", "error", "record",
@@ -87,6 +87,7 @@ def opened_row(record: RunOpened, instance: str, clean: Cleaner) -> Row:
         record.capture,
         instance,
         clean.json({"options": options, "messages": messages}),
+        record.key_name,
     )
 
 

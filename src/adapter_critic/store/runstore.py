@@ -94,6 +94,10 @@ class RunStore:
         """Runs newest first, `limit` at a time; `cursor` is a page's `next_cursor` (BadCursor when it is not)."""
         return await self.database.list_runs(query or RunQuery(), limit, cursor)
 
+    async def key_usage(self, key_name: str, since: float) -> tuple[int, int, float | None]:
+        """How many runs the named key started since `since` (Unix seconds), their tokens and known cost."""
+        return await self.database.key_usage(key_name, since)
+
     async def get_run(self, run_id: str) -> RunDetail | None:
         """The whole record of a run, its stages in order; None when there is no such run."""
         return await self.database.get_run(run_id)

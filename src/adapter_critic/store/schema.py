@@ -68,7 +68,10 @@ runs = Table(
     Column("cost_total", Double),
     Column("cost_known", Double),
     Column("cost_unknown", Text),
+    # The name of the inbound key that started the run (`[[auth.keys]]`), never the key; NULL without one (version 7).
+    Column("key_name", String(128)),
     Index("runs_started", "started_at", "run_id"),
+    Index("runs_key_started", "key_name", "started_at"),
     Index("runs_request_id", "request_id"),
     Index("runs_status", "status"),
 )
@@ -154,13 +157,19 @@ def _v6(conn: Connection) -> None:
     _add_column(conn, "instances", "process", "VARCHAR(128)")
 
 
+def _v7(conn: Connection) -> None:
+    """`runs.key_name`: which named key started a run, for its usage (`keys usage`, `GET /keys/{name}/usage`)."""
+    _add_column(conn, "runs", "key_name", "VARCHAR(128)")
+    conn.execute(text("CREATE INDEX IF NOT EXISTS runs_key_started ON runs (key_name, started_at)"))
+
+
 def _add_column(conn: Connection, table: str, column: str, definition: str) -> None:
     """Add `column` to `table` unless it is there (`_v1` makes a new store with today's columns already)."""
     if column not in {found["name"] for found in inspect(conn).get_columns(table)}:
         conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {definition}"))
 
 
-STEPS: tuple[Callable[[Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6)
+STEPS: tuple[Callable[[Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7)
 VERSION = len(STEPS)
 
 

@@ -1,0 +1,67 @@
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+`GET {prefix}/keys/{name}/usage`: a named key's usage (`quota.usage`), for the key itself or an `admin` key
+(docs/guides/quotas.md). Served only when the config names keys (`[[auth.keys]]`); another caller is refused 403,
+and an admin asking for a name no key has gets 404."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import msgspec
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ..errors import RequestError, ServerError
+from ..protocols.openai.render import JSON, error_response
+from ..quota.usage import key_usage
+from .auth import CALLER
+from .service import Service
+
+logger = logging.getLogger("adapter_critic")
+
+
+def keys_routes(service: Service, prefix: str) -> list[Route]:
+    """The usage route, when there are named keys."""
+    names = {key.name for key in service.config.auth.keys}
+    if not names:
+        return []
+
+    async def usage(scope: Scope, receive: Receive, send: Send) -> None:
+        name: str = scope["path_params"]["name"]
+        caller = scope.get(CALLER)
+        if caller is None or (caller != name and caller not in service.auth.admins):
+            refused = RequestError(
+                "Only the key itself or an admin key (`admin = true`) may read a key's usage.",
+                status_code=403,
+                code="forbidden",
+            )
+            await error_response(refused)(scope, receive, send)
+            return
+        if name not in names:
+            await error_response(RequestError(f"No key is named {name!r}.", status_code=404))(scope, receive, send)
+            return
+        quotas = service.handler.quotas
+        now = quotas.clock() if quotas is not None else time.time()
+        try:
+            found = await key_usage(name, now, service.store, quotas)
+        except Exception as exc:
+            logger.warning("usage of key %r could not be read: %s: %s", name, type(exc).__name__, exc)
+            failed = ServerError("The key's usage cannot be read right now (run store or limits unreachable).")
+            await error_response(failed)(scope, receive, send)
+            return
+        await Response(msgspec.json.encode(found), media_type=JSON)(scope, receive, send)
+
+    return [Route(f"{prefix}/keys/{{name}}/usage", _Endpoint(usage), methods=["GET"])]
+
+
+class _Endpoint:
+    """A plain ASGI function as a route endpoint."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.app(scope, receive, send)

@@ -1,0 +1,40 @@
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+Quotas and budgets per caller and per served model (docs/guides/quotas.md): which windows a request is counted in
+(`windows`), where the counters live (`memory`, `redis`), and the admission of a run and its charge (`gate`)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from ..config import Config
+from ..events import RunRecord
+from .gate import Counters, Quotas, Ticket, known_cost
+from .memory import MemoryCounters
+
+__all__ = ["Quotas", "Ticket", "quotas_for"]
+
+
+def quotas_for(
+    config: Config,
+    *,
+    clock: Callable[[], float] = time.time,
+    run_cost: Callable[[RunRecord], float] = known_cost,
+    on_refused: Callable[[str, str], None] | None = None,
+    on_error: Callable[[str], None] | None = None,
+) -> Quotas | None:
+    """The service's limits, or None when no key or served model has a limit or an allow-list: then a request
+    does no limit work at all."""
+    keys = config.auth.keys
+    if not any(k.limits.any or k.models is not None for k in keys) and not any(
+        served.limits.any for served in config.served_models.values()
+    ):
+        return None
+    if config.limits.url is not None:
+        from .shared import RedisCounters
+
+        counters: Counters = RedisCounters(config.limits.url)
+    else:
+        counters = MemoryCounters(clock)
+    return Quotas(config, counters, clock=clock, run_cost=run_cost, on_refused=on_refused, on_error=on_error)

@@ -1,0 +1,66 @@
+"""A throw-away Redis for the limits tests, from the machine's own `redis-server`: started on a free loopback port in
+a temporary directory, nothing persisted, removed afterwards (as `tests.store.pgserver` does for PostgreSQL)."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+
+import redis
+
+
+def missing_reason() -> str | None:
+    """Why no server can be started here, or None."""
+    return None if shutil.which("redis-server") else "redis-server was not found on PATH"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class RedisServer:
+    """One `redis-server` process; `stop()` ends it early (a Redis going down mid-run)."""
+
+    def __init__(self) -> None:
+        self.root = tempfile.mkdtemp(prefix="adapter-critic-redis-")
+        self.port = _free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        args = ["--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.root, "--save", "", "--appendonly", "no"]
+        self.process = subprocess.Popen(["redis-server", *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        client = redis.Redis(port=self.port, socket_connect_timeout=1)
+        deadline = time.monotonic() + 30
+        try:
+            while True:  # until it accepts connections (it listens within milliseconds)
+                try:
+                    client.ping()
+                    break
+                except redis.ConnectionError:
+                    if time.monotonic() > deadline or self.process.poll() is not None:
+                        raise
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+
+    def close(self) -> None:
+        self.stop()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def redis_server() -> Iterator[RedisServer]:
+    server = RedisServer()
+    try:
+        yield server
+    finally:
+        server.close()
