@@ -17,6 +17,8 @@ import msgspec
 from .redact import redact_userinfo
 
 Role = Literal["system", "developer", "user", "assistant", "tool"]
+# The stage-target key of a draft written elsewhere (`Plan.draft`): another served model, in a chain `a&b-<model>`.
+DRAFT = "draft"
 
 
 class Message(msgspec.Struct, kw_only=True, gc=False):
@@ -116,6 +118,15 @@ class Completion(msgspec.Struct, dict=True):
         self.__dict__["source"] = body
         return self
 
+    @classmethod
+    def of_answer(cls, answer: Answer, usage: Usage) -> Completion:
+        """A run's answer as a completion (a stage run by another served model), with the run's total usage."""
+        choices = [
+            _Choice(_Message("assistant", one.content, one.tool_calls), one.finish_reason)
+            for one in (answer, *answer.more)
+        ]
+        return cls(choices, usage)
+
     @property
     def reasoning(self) -> str | None:
         """The first choice's reasoning text, where the upstream gave one (never part of the answer)."""
@@ -186,11 +197,20 @@ class StageTarget:
     protocol: str = "openai"
     # The checked addresses to connect to, for an override URL only `"*"` allows (see `upstream.pinning`).
     pinned: tuple[str, ...] = ()
-    # `model@base_url`, userinfo masked: how logs, errors and the extension name the target (made once).
+    # Another served model whose whole workflow runs as this stage, in-process (`model` is its id, no `base_url`).
+    served: str | None = None
+    # `model@base_url`, userinfo masked (`served:<id>` for a served model): how logs, errors and the extension name
+    # the target (made once).
     label: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "label", f"{self.model}@{redact_userinfo(self.base_url)}")
+        label = f"served:{self.served}" if self.served is not None else f"{self.model}@{redact_userinfo(self.base_url)}"
+        object.__setattr__(self, "label", label)
+
+    @classmethod
+    def of_served(cls, served_id: str) -> StageTarget:
+        """A stage run by the served model `served_id` (no retries here: its own stage calls have theirs)."""
+        return cls(model=served_id, base_url="", retries=0, served=served_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +228,17 @@ class Plan:
     def target(self, role: str) -> StageTarget:
         """The stage target configured (or overridden) under `role`, else the API target."""
         return self.targets.get(role, self.api)
+
+    @property
+    def draft(self) -> StageTarget:
+        """Where the first API call goes: the `draft` target (another served model's answer is the draft, in a
+        workflow that reviews one), else the API target."""
+        return self.targets.get(DRAFT, self.api)
+
+    @property
+    def nests(self) -> bool:
+        """Whether a stage of this plan runs another served model's workflow."""
+        return any(target.served is not None for target in (self.api, *self.targets.values()))
 
     def all_targets(self) -> list[StageTarget]:
         """Every target a call of this plan may go to, fallbacks included."""

@@ -3,7 +3,9 @@
 What a run reports as it goes, as typed events, and the record folded from them.
 
 A run publishes, in order: `RunStarted`; for each stage call `StageStarted` then `StageFinished` (target,
-attempts, usage, time, output or error); `Noted` for each value a workflow reports (`intermediate` keys);
+attempts, usage, time, output or error) — a stage that ran another served model's workflow (a child run, with
+events of its own) publishes `Nested` with the child's record first; `Noted` for each value a workflow reports
+(`intermediate` keys);
 `AnswerChunks` while a streamed final answer is relayed; and `RunFinished` with the status
 (`ok | degraded | error | cancelled`). Subscribers get every event; the `adapter_critic` response extension,
 and every other view of a run, is built from the `RunRecord` these events fold into — there is no second
@@ -35,6 +37,8 @@ class RunStarted:
     served_model: str
     mode: str
     stream: bool
+    parent: str | None = None  # a child run: the run whose stage it is (its `parent_stage`)
+    parent_stage: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +68,16 @@ class StageFinished:
     reported: bool = True  # False: no attempt's upstream reported usage (the counts are zeros, not measurements)
     finish_reason: str | None = None  # why the answering model stopped (`stop`, `length`, `tool_calls`, …)
     cost: CallCost | None = None  # what the call cost (`pricing`); None when no prices are configured
+    child: str | None = None  # the run id of the served model's run this stage call was (no upstream call of its own)
+
+
+@dataclass(frozen=True, slots=True)
+class Nested:
+    """A stage call ran another served model's workflow: its run's record (the child's own events went to its own
+    subscribers), published before the stage's `StageFinished`, whose usage and cost are the child's totals."""
+
+    stage: str
+    record: RunRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +109,7 @@ class RunFinished:
     error: APIError | None = None
 
 
-Event = RunStarted | StageStarted | StageFinished | Noted | AnswerChunks | RunFinished
+Event = RunStarted | StageStarted | StageFinished | Nested | Noted | AnswerChunks | RunFinished
 # Called with every event, in order, on the request's task: it must not block (a store queues, a counter counts).
 Subscriber = Callable[[Event], None]
 
@@ -129,6 +143,9 @@ class RunRecord:
     status: Status = "running"
     streamed: bool = False  # an `AnswerChunks` went to the client
     currency: str | None = None  # the prices' currency; None: no prices are configured, no cost is reported
+    ended: float | None = None  # when it finished (perf_counter)
+    parent: str | None = None  # a child run: its parent run's id
+    nested: dict[str, list[RunRecord]] = field(default_factory=dict)  # the child runs of each stage, in order
 
     def apply(self, event: Event) -> None:
         kind = type(event)
@@ -158,15 +175,25 @@ class RunRecord:
             assert isinstance(event, RunFinished)
             self.status = event.status
             self.degraded = event.status == "degraded"
+            self.ended = time.perf_counter()
+        elif kind is Nested:
+            assert isinstance(event, Nested)
+            self.nested.setdefault(event.stage, []).append(event.record)
 
     def elapsed_ms(self) -> float:
-        return (time.perf_counter() - self.started) * 1000
+        return ((self.ended or time.perf_counter()) - self.started) * 1000
 
     def total_usage(self) -> Usage:
         total = Usage()
         for stage in self.stages.values():
             total.add(stage.usage)
         return total
+
+    def call_cost(self) -> CallCost | None:
+        """What the run cost as one stage call of its parent's (a child run): None when no prices are configured, an
+        unknown amount when any of its stages' cost is unknown."""
+        cost = self.cost()
+        return None if cost is None else CallCost(cost.currency, cost.total)
 
     def cost(self) -> Cost | None:
         """What the run cost so far, per stage and in total; None when no prices are configured."""
@@ -211,6 +238,10 @@ class Extension(msgspec.Struct, omit_defaults=True):
     targets: dict[str, str] = {}  # stage -> `model@base_url` that answered it (a fallback, after a failure)
     run_id: str = ""  # the run's id: its record in the run store, `GET /runs/{run_id}`
     cost: Cost | None = None  # what the run cost; left out when no prices are configured
+    # Stages that ran another served model's workflow: each call's child run as an extension of its own, in order
+    # (its `served_model` named); the stage's tokens, time and cost in this one are the sum over its children.
+    nested: dict[str, list[Extension]] = {}
+    served_model: str = ""  # set on a child run's extension only (in `nested`)
 
 
 def _tokens(record: RunRecord, stages: dict[str, Usage]) -> Tokens:
@@ -218,8 +249,8 @@ def _tokens(record: RunRecord, stages: dict[str, Usage]) -> Tokens:
     return Tokens(stages=stages, total=record.total_usage(), unreported=unreported, lower_bound=bool(unreported))
 
 
-def extension(record: RunRecord) -> Extension:
-    """The response extension of a finished (or finishing) run."""
+def extension(record: RunRecord, *, child: bool = False) -> Extension:
+    """The response extension of a finished (or finishing) run; `child`: a child run's, inside its parent's."""
     stages = {name: stage.usage for name, stage in record.stages.items()}
     timings = {name: round(stage.elapsed_ms, 3) for name, stage in record.stages.items()}
     timings["total"] = round(record.elapsed_ms(), 3)
@@ -232,4 +263,6 @@ def extension(record: RunRecord) -> Extension:
         targets={name: stage.target for name, stage in record.stages.items() if stage.answered},
         run_id=record.run_id,
         cost=record.cost(),
+        nested={stage: [extension(run, child=True) for run in runs] for stage, runs in record.nested.items()},
+        served_model=record.served_model if child else "",
     )

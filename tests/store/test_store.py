@@ -430,6 +430,7 @@ VERSION_5_COLUMNS = [
     ("stages", "cost"),
     ("stages", "cost_currency"),
 ]
+VERSION_8_COLUMNS = [("runs", "parent_run_id"), ("runs", "parent_stage"), ("stages", "child_run_id")]
 
 
 async def test_a_version_1_store_is_upgraded_and_its_runs_read_as_before(store_url: str) -> None:
@@ -440,7 +441,8 @@ async def test_a_version_1_store_is_upgraded_and_its_runs_read_as_before(store_u
         await store.flush()
     engine = create_async_engine(engine_url(store_url))
     try:
-        # Back to version 1's shape: no `request_messages`, `from_stages`, `record`, costs, `instances.process`.
+        # Back to version 1's shape: no `request_messages`, `from_stages`, `record`, costs, `instances.process`, nor
+        # the links of child runs.
         async with engine.begin() as conn:
             [record] = (await conn.execute(sqlalchemy.text("SELECT record FROM runs"))).scalars().all()
             ended = json.loads(record)  # its end as version 1 wrote it: in the columns of its own
@@ -450,7 +452,8 @@ async def test_a_version_1_store_is_upgraded_and_its_runs_read_as_before(store_u
             await conn.execute(sqlalchemy.text("ALTER TABLE stages DROP COLUMN request_messages"))
             await conn.execute(sqlalchemy.text("ALTER TABLE runs DROP COLUMN from_stages"))
             await conn.execute(sqlalchemy.text("ALTER TABLE runs DROP COLUMN record"))
-            for table, column in VERSION_5_COLUMNS:
+            await conn.execute(sqlalchemy.text("DROP INDEX runs_parent"))
+            for table, column in (*VERSION_5_COLUMNS, *VERSION_8_COLUMNS):
                 await conn.execute(sqlalchemy.text(f"ALTER TABLE {table} DROP COLUMN {column}"))
             await conn.execute(sqlalchemy.text("ALTER TABLE instances DROP COLUMN process"))
             await conn.execute(sqlalchemy.text("UPDATE schema_version SET version = 1"))
@@ -464,10 +467,11 @@ async def test_a_version_1_store_is_upgraded_and_its_runs_read_as_before(store_u
     assert old is not None and [s.messages for s in old.stages] == [[{"role": "user", "content": "Hello"}]] * 2
     assert old.answer is not None and old.answer.content == "Hi!" and old.intermediate["critic"] == "Hi!"
     assert new is not None and new.stages[0].messages == [{"role": "user", "content": "Hello"}]
+    assert old.parent_run_id is None and old.children == [] and old.stages[0].child_run_id is None
     engine = create_async_engine(engine_url(store_url))
     try:
         async with engine.connect() as conn:
-            assert (await conn.execute(sqlalchemy.text("SELECT version FROM schema_version"))).scalar() == VERSION == 7
+            assert (await conn.execute(sqlalchemy.text("SELECT version FROM schema_version"))).scalar() == VERSION == 8
             flags = (await conn.execute(sqlalchemy.text("SELECT request_messages FROM stages"))).scalars().all()
             await conn.execute(sqlalchemy.text("SELECT process FROM instances"))  # version 6's column is back
     finally:

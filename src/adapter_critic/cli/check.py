@@ -53,10 +53,13 @@ def served_table(config: Config, name: str) -> Table:
     for column in ("served model", "mode", "stage", "model", "base_url"):
         table.add_column(column)
     for served_id, model in config.served_models.items():
-        for index, (stage, target) in enumerate([("api", model.api), *model.targets.items()]):
+        for index, (stage, target) in enumerate(model.stage_targets()):
             first = index == 0  # the served model's name and mode on its first row only
-            row = (served_id if first else "", model.mode if first else "", stage, target.model)
-            table.add_row(*row, redact_userinfo(target.url))
+            row = (served_id if first else "", model.mode if first else "", stage)
+            if isinstance(target, str):
+                table.add_row(*row, f"served model {target}", "(in-process)")
+            else:
+                table.add_row(*row, target.model, redact_userinfo(target.url))
     return table
 
 

@@ -89,7 +89,8 @@ def query_of(options: dict[str, Any]) -> RunQuery:
         degraded=options.get("degraded"),
         request_id=options.get("request_id"),
         min_cost=options.get("min_cost"),
-        **times,
+        since=times["since"],
+        until=times["until"],
     )
 
 

@@ -9,11 +9,9 @@ from .schema import (
     DEFAULT_MAX_UPSTREAM_CONNECTIONS,
     DEFAULT_MAX_UPSTREAM_RESPONSE_BYTES,
     Config,
-    ServedModel,
-    Target,
-    is_relative,
-    normalize_url,
 )
+from .served import ServedModel
+from .target import Target, is_relative, normalize_url
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",

@@ -9,6 +9,7 @@ Turning msgspec's validation messages into the config's own: one line naming the
 from __future__ import annotations
 
 import re
+import typing
 from typing import Any, TypeVar
 
 import msgspec
@@ -18,6 +19,7 @@ from ..errors import ConfigError
 _S = TypeVar("_S", bound=msgspec.Struct)
 
 _PATH = re.compile(r"\s*-\s*at\s*`\$(?P<path>[^`]*)`\s*$")
+_OWN_PATH = re.compile(r"(served_models|models)\.\S+: ")
 
 
 # The valid values of every enum-like key, so that a wrong one is reported with the right ones.
@@ -36,13 +38,17 @@ def _known_keys(kind: type[msgspec.Struct], subpath: str) -> tuple[str, ...] | N
     if not subpath:
         return kind.__struct_fields__
     for field in msgspec.structs.fields(kind):
-        if field.name == subpath and isinstance(field.type, type) and issubclass(field.type, msgspec.Struct):
-            return field.type.__struct_fields__
+        if field.name == subpath:
+            for member in (field.type, *typing.get_args(field.type)):  # `Target | None`: the Struct in it
+                if isinstance(member, type) and issubclass(member, msgspec.Struct):
+                    return member.__struct_fields__
     return None
 
 
 def _describe(source: str, prefix: str, msgspec_message: str, kind: type[msgspec.Struct] = msgspec.Struct) -> str:
     """Turn msgspec's "... - at `$.a.b[0]`" into "file: prefix.a.b[0]: ..."."""
+    if _OWN_PATH.match(msgspec_message):  # a whole-config check that names the key path itself
+        return f"{source}: {_PATH.sub('', msgspec_message)}"
     match = _PATH.search(msgspec_message)
     path = prefix
     subpath = ""

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from .schema import Config, is_relative
+from .schema import Config
+from .target import is_relative
 
 
 def load_config(path: str | Path) -> Config:

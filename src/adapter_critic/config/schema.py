@@ -6,7 +6,7 @@ The config's schema as msgspec Structs, and building a validated `Config` from p
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import msgspec
 
@@ -14,95 +14,18 @@ from ..errors import ConfigError
 from ..pricing import Price, PricingConfig
 from ..protocols import registry as protocols
 from ..store.settings import StoreConfig
-from ..workflows import registry
 from .describe import convert
-from .limits import AuthConfig, LimitsConfig, RateLimits
+from .limits import AuthConfig, LimitsConfig
+from .models import ModelsConfig, composed
+from .nesting import check_nesting
+from .served import ServedModel, served_model
+from .target import Target
 from .telemetry import TelemetryConfig
 
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 DEFAULT_MAX_MESSAGES = 2048
 DEFAULT_MAX_UPSTREAM_RESPONSE_BYTES = 16 * 1024 * 1024
 DEFAULT_MAX_UPSTREAM_CONNECTIONS = 256
-
-
-class Target(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
-    """One upstream: the model to ask, where, and which env var holds its bearer token."""
-
-    model: Annotated[str, msgspec.Meta(min_length=1)]
-    """The model name sent upstream."""
-    base_url: Annotated[str, msgspec.Meta(min_length=1)]
-    """The upstream's base URL (`…/v1`; `/chat/completions` is appended). A path such as `"/v1"` is served
-    in-process by the app `AdapterCriticMiddleware` wraps, and works only there."""
-    api_key_env: str | None = None
-    """The env var holding this target's key (sent as `Authorization: Bearer`, or `x-api-key` to Anthropic);
-    not set: `default_api_key_env`. An unset or empty variable sends no key."""
-    api_key_var: str | None = None
-    """Another name for `api_key_env`, kept for configs written for the original adapter_critic."""
-    options: dict[str, Any] = {}
-    """A table merged into every request body this target is sent (`temperature`, `max_tokens`, …)."""
-    forward_client_authorization: bool = False
-    """Send the caller's own key to this target, and never the server's (callers bring their own keys). Not
-    allowed together with `auth_api_keys_env`."""
-    retries: Annotated[int, msgspec.Meta(ge=0, le=10)] | None = None
-    """How often a failed call to this target is retried; not set: the top-level `retries`."""
-    timeout_seconds: Annotated[float, msgspec.Meta(gt=0)] | None = None
-    """The timeout of each call to this target; not set: the top-level `timeout_seconds`."""
-    connect_timeout_seconds: Annotated[float, msgspec.Meta(gt=0)] | None = None
-    """The timeout for opening a connection to this target; not set: the top-level `connect_timeout_seconds`."""
-    fallbacks: list[Target] = []
-    """Other targets (same keys, no `fallbacks` of their own) tried in order once this one's retries are
-    exhausted; each one's key is sent only to its own `base_url`."""
-    protocol: str = protocols.DEFAULT
-    """The API the target speaks: `"openai"` (chat completions) or `"anthropic"` (Messages, at
-    `{base_url}/messages`), or a protocol a plug-in registers."""
-
-    def __post_init__(self) -> None:
-        if self.protocol != protocols.DEFAULT and self.protocol not in protocols.upstream_names():
-            known = ", ".join(map(repr, protocols.upstream_names()))
-            raise ValueError(f"unknown protocol {self.protocol!r}; must be one of {known}")
-        if any(fallback.fallbacks for fallback in self.fallbacks):
-            raise ValueError("a fallback cannot have `fallbacks` of its own; list them all, in order, on the primary")
-        if self.api_key_var is not None:
-            if self.api_key_env is not None and self.api_key_env != self.api_key_var:
-                raise ValueError("`api_key_env` and its alias `api_key_var` disagree; give only one")
-            msgspec.structs.force_setattr(self, "api_key_env", self.api_key_var)
-            msgspec.structs.force_setattr(self, "api_key_var", None)
-
-    @property
-    def url(self) -> str:
-        """`base_url` without a trailing slash: the form credentials are bound to."""
-        return normalize_url(self.base_url)
-
-
-class ServedModel(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
-    """A model id clients can ask for, and the workflow that answers it.
-
-    In a config file the workflows' own keys stand beside `mode` and `api` (`critic = {...}`,
-    `critic_system_prompt = "..."`); loading sorts them into `targets` (stage targets by key) and `settings`
-    (validated by every registered workflow that reads them)."""
-
-    mode: str
-    """The workflow that answers this model: `direct`, `adapter`, `critic`, `advisor`, `panel`, `best_of_n`,
-    `self_consistency`, `self_refine`, `re2`, `mixture_of_agents`, `chain_of_verification`, or a mode a workflow
-    plug-in registers."""
-    api: Target
-    """The API model's target: it writes the drafts and the answers."""
-    on_review_error: Literal["draft", "fail"] = "draft"
-    """What a reviewer stage's failure does: `"draft"` answers with the answer so far (marked degraded), `"fail"`
-    fails the request."""
-    targets: dict[str, Target] = {}
-    """The other stage targets by key (`critic`, …): written beside `mode` in a config file."""
-    settings: dict[str, Any] = {}
-    """The workflows' settings by key (`critic_system_prompt`, …): written beside `mode` in a config file."""
-    limits: RateLimits = RateLimits()
-    """RateLimits on this served model, all callers together (docs/guides/quotas.md)."""
-
-    def __post_init__(self) -> None:
-        if self.mode not in registry.workflows():
-            raise ValueError(f"unknown mode {self.mode!r}; must be one of {', '.join(map(repr, registry.names()))}")
-
-
-_SERVED_KEYS = ("mode", "api", "on_review_error", "limits")
 
 
 class UIConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
@@ -173,6 +96,8 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
     server does not serve…); `model` is unused. Not set: those paths are answered 404."""
     protocols: dict[str, dict[str, Any]] = {}
     """A protocol's own settings, as `[protocols.<name>]` tables."""
+    models: ModelsConfig = ModelsConfig()
+    """Model names beyond the served models: any workflow on any upstream model by a name prefix."""
     store: StoreConfig = StoreConfig()
     """The run store and the runs API."""
     telemetry: TelemetryConfig = TelemetryConfig()
@@ -202,6 +127,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
                 raise ValueError(f"protocols.{name}: {exc}") from None
         if self.passthrough is not None and self.passthrough.protocol != protocols.DEFAULT:
             raise ValueError("passthrough.protocol: the passthrough relays OpenAI requests as they are; leave it out")
+        check_nesting(self)
         budgeted = [f"auth.keys {k.name!r}" for k in self.auth.keys if k.limits.budgeted]
         budgeted += [f"served_models.{i}.limits" for i, m in self.served_models.items() if m.limits.budgeted]
         if budgeted and not self.prices:
@@ -246,7 +172,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
                     raise ConfigError(f"{source}: served_models: served model ids must be strings, got {key!r}")
             # Converted one by one so that errors name the served model id (msgspec says `[...]` for dict keys).
             data["served_models"] = {
-                key: _served_model(value, source, f"served_models.{key}") for key, value in served.items()
+                key: served_model(value, source, f"served_models.{key}") for key, value in served.items()
             }
         prices = data.get("prices")
         if isinstance(prices, Mapping):
@@ -254,6 +180,18 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
         config = convert(data, cls, source, "")
         config.__dict__["source"] = source
         return config
+
+    def served(self, model_id: str) -> ServedModel | None:
+        """The served model a client's `model` names: one of `served_models`, or a prefixed one (`[models]`)."""
+        found = self.served_models.get(model_id)
+        if found is not None:
+            return found
+        made = composed(self, model_id)
+        return made if isinstance(made, ServedModel) else None
+
+    def serves(self, model_id: str) -> bool:
+        """Whether a request for `model_id` is this server's to answer (else it is unknown, or the passthrough's)."""
+        return model_id in self.served_models or self.served(model_id) is not None
 
     def targets(self) -> list[Target]:
         """Every configured target in order: served models in file order; within each `api`, then the other
@@ -272,7 +210,8 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
         """`targets()` with where each is below `served_models` (`x.api`, `x.api.fallbacks[0]`), for messages."""
         found: list[tuple[str, Target]] = []
         for served_id, served in self.served_models.items():
-            for stage, target in [("api", served.api), *served.targets.items()]:
+            api = [("api", served.api)] if served.api is not None else []  # else another served model's
+            for stage, target in [*api, *served.targets.items()]:
                 found.append((f"{served_id}.{stage}", target))
                 found += ((f"{served_id}.{stage}.fallbacks[{i}]", f) for i, f in enumerate(target.fallbacks))
         return found
@@ -288,51 +227,6 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
             names.add(self.auth_api_keys_env)
         names.update(key.key_env for key in self.auth.keys if key.key_env)
         return names
-
-
-def normalize_url(url: str) -> str:
-    return url.rstrip("/")
-
-
-def is_relative(url: str) -> bool:
-    """A `base_url` that is a path, served in-process by the wrapped app (middleware only)."""
-    return url.startswith("/")
-
-
-def _served_model(data: Any, source: str, where: str) -> ServedModel:
-    """A served model from its flat table: `mode`, `api`, `on_review_error`, and the registered workflows'
-    target and settings keys, each validated where it is read."""
-    if not isinstance(data, Mapping):
-        return convert(data, ServedModel, source, where)
-    target_keys = registry.target_keys()
-    settings_keys = {key for w in registry.workflows().values() for key in w.Settings.__struct_fields__}
-    base: dict[str, Any] = {}
-    targets: dict[str, Any] = {}
-    settings: dict[str, Any] = {}
-    for key, value in data.items():
-        if key in _SERVED_KEYS:
-            base[key] = value
-        elif key in target_keys and not (isinstance(value, bool) and key in settings_keys):
-            targets[key] = value  # (`coordinator = false` is a setting: that stage is turned off)
-        elif key in settings_keys:
-            settings[key] = value
-        else:
-            known = ", ".join((*_SERVED_KEYS, *target_keys, *sorted(settings_keys)))
-            raise ConfigError(f"{source}: {where}.{key}: unknown key; known keys here: {known}")
-    for key, value in targets.items():
-        base.setdefault("targets", {})[key] = convert(value, Target, source, f"{where}.{key}")
-    for workflow in registry.workflows().values():
-        keys = workflow.Settings.__struct_fields__
-        convert({k: v for k, v in settings.items() if k in keys}, workflow.Settings, source, where)
-        for key, (path, value) in workflow.settings_targets(settings).items():  # a panel lens's own `target`
-            base.setdefault("targets", {})[key] = convert(value, Target, source, f"{where}.{path}")
-    if settings:
-        base["settings"] = settings
-    # Targets in the order the workflows declare their keys: the order credentials are bound in.
-    if "targets" in base:
-        given = base["targets"]
-        base["targets"] = {key: given[key] for key in (*target_keys, *given) if key in given}
-    return convert(base, ServedModel, source, where)
 
 
 def _prices(prices: Mapping[Any, Any], source: str) -> dict[str, Price]:

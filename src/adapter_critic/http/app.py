@@ -30,7 +30,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ..config import Config, load_config, require_absolute_urls
 from ..errors import RequestError, ServerError
 from ..observe.logs import served_line
-from ..pipeline.resolve import unknown_model
+from ..pipeline.resolve import unknown_model, why_not_served
 from ..protocols.base import Inbound
 from ..protocols.openai.render import JSON, encode, error_response
 from ..redact import masked_logs
@@ -134,12 +134,14 @@ def build_app(service: Service, *, prefix: str = "", on_started: Callable[[], No
     async def model(scope: Scope, receive: Receive, send: Send) -> None:
         served_id: str = scope["path_params"]["model"]
         body = model_bodies.get(served_id)
+        if body is None and config.serves(served_id):  # a prefixed model (`[models]`): never listed, but known
+            body = encode(model_object(served_id, created))
         if body is not None:
             await Response(body, media_type=JSON)(scope, receive, send)
         elif passthrough is not None:
             await passthrough.relay(scope, receive, send, f"/models/{served_id}")
         else:
-            error = unknown_model(served_id, config.served_models)
+            error = unknown_model(served_id, config.served_models, reason=why_not_served(config, served_id))
             await error_response(error, redact=service.secrets.redact)(scope, receive, send)
 
     deep_health = DeepHealth(config, service.upstream)

@@ -23,6 +23,7 @@ from ..core import ChatRequest, Plan
 from ..errors import APIError, Overloaded, RequestError, internal_error
 from ..events import Subscriber
 from ..observe.logs import request_scope
+from ..pipeline.nested import Nesting
 from ..pipeline.resolve import check_overrides, resolve, unknown_model
 from ..pipeline.run import Run
 from ..pricing import price_table
@@ -161,6 +162,7 @@ class ChatHandler:
                 max_concurrent_calls=self.config.max_concurrent_calls_per_run,
                 prices=self.prices,
                 subscribers=self._subscribers(request_id, request, plan, client_token, caller, ticket),
+                nesting=self._nesting(request_id, client_token) if plan.nests else None,
             )
             if request.stream:
                 return StreamResponse(
@@ -213,22 +215,37 @@ class ChatHandler:
         recorder = RunRecorder(self.store.enqueue, request_id, request, self.config.store.capture, token, caller)
         return (*subscribers, recorder)
 
+    def _nesting(self, request_id: str, client_token: str | None) -> Nesting:
+        """How a run of this request runs the served models its stages name: their plans as for a request without
+        overrides, and child runs with the service's subscribers (recorded under the same request id)."""
+        return Nesting(
+            plan_of=lambda served_id: self._plan_of(served_id, client_token),
+            subscribers_of=lambda request, plan: self._subscribers(request_id, request, plan, client_token),
+        )
+
     def _plan(self, request: ChatRequest, client_token: str | None) -> Plan:
-        """`resolve`, remembered per served model for requests without overrides: then it depends only on the
-        (frozen) config, unless a target forwards the caller's token. Unknown models are never remembered
-        (`resolve` raises 404), so this holds at most one plan per served model."""
-        if request.overrides is None and request.model not in self._per_request_plans:
-            plan = self._plans.get(request.model)
-            if plan is not None:
-                return plan
-            plan = resolve(self.config, request.model, None, request.overrides_param)
-            if not _forwards_client_token(plan):
-                self._plans[request.model] = plan
-                return plan
-            self._per_request_plans.add(request.model)
+        if request.overrides is None:
+            return self._plan_of(request.model, client_token, request.overrides_param)
         return resolve(
             self.config, request.model, request.overrides, request.overrides_param, client_token=client_token
         )
+
+    def _plan_of(self, model: str, client_token: str | None, where: str = "x_adapter_critic") -> Plan:
+        """`resolve` without overrides, remembered per served model: then it depends only on the (frozen) config,
+        unless a target forwards the caller's token. Unknown models (`resolve` raises 404) and prefixed ones (a set
+        without end, `[models]`) are never remembered, so this holds at most one plan per served model."""
+        if model not in self._per_request_plans:
+            plan = self._plans.get(model)
+            if plan is not None:
+                return plan
+            plan = resolve(self.config, model, None, where)
+            if not _forwards_client_token(plan):
+                if model in self.config.served_models:
+                    self._plans[model] = plan
+                return plan
+            if model in self.config.served_models:
+                self._per_request_plans.add(model)
+        return resolve(self.config, model, None, where, client_token=client_token)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """The chat-completions endpoint as plain ASGI (`endpoint(OPENAI)`)."""

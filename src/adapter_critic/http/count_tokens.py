@@ -56,6 +56,8 @@ class CountTokens:
             counted = decode_count(await read_body(receive, config.max_body_bytes))
             token = client_token(scope, self.inbound.credential)
             target = resolve(config, counted.model, None, client_token=token).api
+            while target.served is not None:  # another served model's run: counted where its own API model is
+                target = resolve(config, target.served, None, client_token=token).api
             tokens, how = await self.count(target, counted)
         except APIError as exc:
             response = protocol_error(self.inbound, exc, redact=self.service.secrets.redact)

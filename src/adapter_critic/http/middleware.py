@@ -140,7 +140,7 @@ class AdapterCriticMiddleware:
             model = _model_decoder.decode(body).model
         except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
             return False
-        return model is not None and model in self.service.config.served_models
+        return model is not None and self.service.config.serves(model)
 
     async def _lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
         handler = self.service.handler

@@ -39,17 +39,22 @@ class ServedModels:
     """Answers `GET {path}` (merged) and `GET {path}/{served id}`; an ASGI app for those requests."""
 
     def __init__(self, app: ASGIApp, config: Config, path: str) -> None:
-        self.app, self.path = app, path
-        created = int(time.time())
-        self.served = [model_object(served_id, created) for served_id in config.served_models]
+        self.app, self.path, self.config = app, path, config
+        self.created = int(time.time())
+        self.served = [model_object(served_id, self.created) for served_id in config.served_models]
         self._by_id = {model["id"]: encode(model) for model in self.served}
 
     def handles(self, path: str) -> bool:
-        return path == self.path or (path.startswith(self.path + "/") and path[len(self.path) + 1 :] in self._by_id)
+        """The models path, or a served model's below it (a prefixed one too, `[models]`, though never listed)."""
+        if path == self.path:
+            return True
+        model = path[len(self.path) + 1 :] if path.startswith(self.path + "/") else ""
+        return bool(model) and (model in self._by_id or self.config.serves(model))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["path"] != self.path:
-            await _json(send, self._by_id[scope["path"][len(self.path) + 1 :]])
+            model = scope["path"][len(self.path) + 1 :]
+            await _json(send, self._by_id.get(model) or encode(model_object(model, self.created)))
             return
         start, body = await _capture(self.app, scope, receive)
         if start is not None and start["status"] == 404:

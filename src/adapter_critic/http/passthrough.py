@@ -140,7 +140,7 @@ class Passthrough:
         """`endpoint` (a protocol's route: `/responses`) for requests naming a served model; a request naming any
         other model is relayed to `{base_url}{path}`, as it was before this server served the path. A body that
         cannot be read, or is over the limit, is the endpoint's to refuse."""
-        served, limit = self.config.served_models, self.config.max_body_bytes
+        config, limit = self.config, self.config.max_body_bytes
 
         async def app(scope: Scope, receive: Receive, send: Send) -> None:
             messages: list[Message] = []
@@ -153,7 +153,8 @@ class Passthrough:
                 size += len(message.get("body", b""))
                 more = message.get("more_body", False)
             replay = _replay(messages, receive)
-            if size <= limit and _model_of(b"".join(m.get("body", b"") for m in messages)) not in (None, *served):
+            model = _model_of(b"".join(m.get("body", b"") for m in messages)) if size <= limit else None
+            if model is not None and not config.serves(model):
                 await self.relay(scope, replay, send, path)
             else:
                 await endpoint(scope, replay, send)

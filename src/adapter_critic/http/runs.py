@@ -30,7 +30,8 @@ if TYPE_CHECKING:
 _encoder = msgspec.json.Encoder()
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+=-]{0,127}")
 _FILTERS = (
-    "served_model", "mode", "status", "degraded", "since", "until", "request_id", "min_cost", "limit", "cursor"
+    "served_model", "mode", "status", "degraded", "since", "until", "request_id", "parent_run_id", "min_cost",
+    "limit", "cursor",
 )  # fmt: skip
 MAX_LIMIT = 1000
 KEEPALIVE_SECONDS = 15.0
@@ -155,7 +156,7 @@ def _query(scope: Scope) -> tuple[RunQuery, int, str | None]:
             raise RequestError(f"Unknown query parameter {name!r}; the filters are {', '.join(_FILTERS)}.", param=name)
         params[name] = value
     fields: dict[str, Any] = {}
-    for name in ("served_model", "mode", "request_id"):
+    for name in ("served_model", "mode", "request_id", "parent_run_id"):
         if name in params:
             fields[name] = params[name]
     if "status" in params:

@@ -116,7 +116,9 @@ def served_line(config: Config) -> str:
     """The start-up line: each served model, its mode and the upstream hosts its targets call (never keys)."""
     parts = []
     for served_id, served in config.served_models.items():
-        hosts = dict.fromkeys(_host(t.base_url) for _, t in [("api", served.api), *served.targets.items()])
+        hosts = dict.fromkeys(
+            f"served model {t}" if isinstance(t, str) else _host(t.base_url) for _, t in served.stage_targets()
+        )
         parts.append(f"{served_id} ({served.mode} → {', '.join(hosts)})")
     return f"serving {len(parts)} model(s): " + "; ".join(parts)
 

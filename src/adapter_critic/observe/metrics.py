@@ -164,10 +164,14 @@ class Metrics:
 
     # -- the run-event subscriber --------------------------------------------------------------------
     def on_event(self, event: Event) -> None:
+        """Count a run's events. A child run (a stage run by another served model) is part of its parent's request:
+        its stage calls are counted, the parent's stage that ran it (no upstream call of its own) and the child run
+        itself are not."""
         kind = type(event)
         if kind is StageFinished:
             assert isinstance(event, StageFinished)
-            self._stage_finished(event)
+            if event.child is None:
+                self._stage_finished(event)
         elif kind is AnswerChunks:
             stream = _stream.get()
             if stream is not None and not stream.seen:
@@ -175,13 +179,14 @@ class Metrics:
                 self._ttft_child(stream.served_model, stream.mode).observe(_since(stream.started))
         elif kind is RunStarted:
             assert isinstance(event, RunStarted)
-            if event.stream:
+            if event.stream and event.parent is None:
                 _stream.set(_Stream(_now(), event.served_model, event.mode))
             if self.priced:
                 _served.set(event.served_model)
         elif kind is RunFinished:
             assert isinstance(event, RunFinished)
-            self._run_finished(event)
+            if event.record.parent is None:
+                self._run_finished(event)
 
     def _stage_finished(self, event: StageFinished) -> None:
         key = (event.stage, event.target)

@@ -17,7 +17,8 @@ from dataclasses import replace
 import msgspec
 
 from ..config import Config, ServedModel, Target, normalize_url
-from ..core import Plan, StageTarget
+from ..config.models import composed
+from ..core import DRAFT, Plan, StageTarget
 from ..errors import RequestError
 from ..redact import redact_userinfo
 from ..request.decode import locate
@@ -79,34 +80,69 @@ def resolve(
 ) -> Plan:
     """Resolve the served model (404 if unknown) and every stage target its mode uses (400 on a partial target).
 
-    `where` is the overrides' place in the request, for error messages (see `ChatRequest.overrides_param`).
-    `client_token` is the caller's bearer token, kept only on targets that forward it."""
-    served = config.served_models.get(served_id)
+    `served_id` is a served model's id, or a prefixed one (`critic-<model>`, `[models]`). `where` is the overrides'
+    place in the request, for error messages (see `ChatRequest.overrides_param`). `client_token` is the caller's
+    bearer token, kept only on targets that forward it."""
+    served = config.served(served_id)
     if served is None:
-        raise unknown_model(served_id, config.served_models)
+        raise unknown_model(served_id, config.served_models, reason=why_not_served(config, served_id))
     ov = overrides or Overrides()
     mode = ov.mode or served.mode
     workflow = registry.get(mode)
-    token = client_token
-    api_model, api_url = ov.target("api")
-    api = _stage(config, served.api, api_model, api_url, "api", where, token)
+    api = _role(config, served, "api", ov, where, client_token)
     assert api is not None  # the api target is always configured
     targets: dict[str, StageTarget] = {}
-    for role in (*workflow.targets, *workflow.settings_targets(served.settings)):
-        model, url = ov.target(role)
-        resolved = _stage(config, served.targets.get(role), model, url, role, where, token)
+    roles = (*workflow.targets, *workflow.settings_targets(served.settings))
+    if workflow.reviews_draft and DRAFT in served.served:
+        roles = (DRAFT, *roles)
+    for role in roles:
+        resolved = _role(config, served, role, ov, where, client_token)
         if resolved is not None:
             targets[role] = resolved
     settings = _settings(served, workflow, ov, where)
     return Plan(served_id, mode, api, targets, settings, served.on_review_error)
 
 
+def _role(
+    config: Config, served: ServedModel, role: str, overrides: Overrides, where: str, token: str | None
+) -> StageTarget | None:
+    """The stage target of `role`: configured (a target, or another served model's run), overridden, or None (the
+    caller falls back to the API target)."""
+    model, url = overrides.target(role)
+    ref = served.served.get(role)
+    if ref is None:
+        own = served.api if role == "api" else served.targets.get(role)
+        return _stage(config, own, model, url, role, where, token)
+    if model is None and url is None:
+        return StageTarget.of_served(ref)
+    if model is None or url is None:  # replacing another served model's run takes a whole target
+        given, missing = ("model", "base_url") if model is not None else ("base_url", "model")
+        raise RequestError(
+            f"`{where}.{role}_{given}` was given without `{where}.{role}_{missing}`, but this served model's {role} "
+            f"stage is the served model {ref!r}; give both to replace it.",
+            param=f"{where}.{role}_{missing}",
+        )
+    return _stage(config, None, model, url, role, where, token)
+
+
 def _settings(served: ServedModel, workflow: Workflow, overrides: Overrides, where: str) -> msgspec.Struct:
     """The workflow's settings: the served model's keys (validated at load), then the request's overrides of those
-    it lets a request choose (validated as it declares them, `RequestSettings`)."""
+    it lets a request choose (validated as it declares them, `RequestSettings`, and within the served model's
+    `request_limits`)."""
     keys = workflow.Settings.__struct_fields__
     given = {key: value for key, value in served.settings.items() if key in keys}
-    given.update((key, value) for key, value in overrides.settings(workflow).items() if key in keys)
+    chosen = overrides.settings(workflow)
+    for key, value in chosen.items():
+        limit = served.request_limits.get(key)
+        size = len(value) if isinstance(value, list) else value
+        if limit is not None and isinstance(size, int | float) and size > limit:
+            what = f"{size} items" if isinstance(value, list) else repr(value)
+            raise RequestError(
+                f"`{where}.{key}`: {what} is over this served model's limit, request_limits.{key} = {limit}.",
+                param=f"{where}.{key}",
+                code="over_limit",
+            )
+    given.update((key, msgspec.to_builtins(value)) for key, value in chosen.items() if key in keys)
     try:
         return msgspec.convert(given, workflow.Settings)
     except msgspec.ValidationError as exc:  # a plug-in whose `RequestSettings` is looser than its `Settings`
@@ -114,10 +150,18 @@ def _settings(served: ServedModel, workflow: Workflow, overrides: Overrides, whe
         raise RequestError(f"`{param}`: {message}.", param=param) from None
 
 
-def unknown_model(served_id: str, served: Iterable[str]) -> RequestError:
-    """The 404 for a model this server does not serve, listing the ones it does."""
+def why_not_served(config: Config, served_id: str) -> str | None:
+    """Why a prefixed model name (`[models]`) that names workflows is not served; None for any other name."""
+    made = composed(config, served_id)
+    return made if isinstance(made, str) else None
+
+
+def unknown_model(served_id: str, served: Iterable[str], *, reason: str | None = None) -> RequestError:
+    """The 404 for a model this server does not serve, listing the ones it does (and, for a prefixed name that
+    names workflows but cannot be served, why)."""
+    why = f" ({reason})" if reason else ""
     return RequestError(
-        f"The model {served_id!r} does not exist on this server. Served models: {', '.join(sorted(served))}.",
+        f"The model {served_id!r} does not exist on this server{why}. Served models: {', '.join(sorted(served))}.",
         status_code=404,
         param="model",
         code="model_not_found",

@@ -23,6 +23,7 @@ from ..errors import APIError, UpstreamError
 from ..events import (
     AnswerChunks,
     Event,
+    Nested,
     Noted,
     RunFinished,
     RunRecord,
@@ -36,6 +37,7 @@ from ..pricing import PriceTable
 from ..upstream.client import Upstream
 from ..upstream.retry import RetryPolicy
 from ..workflows.base import StageCall, StageFailed, Workflow
+from .nested import Nesting, make_child, run_child
 from .relay import Relay
 from .stages import StageCalls, stage_body
 
@@ -64,13 +66,18 @@ class Run:
         max_concurrent_calls: int | None = None,
         subscribers: Sequence[Subscriber] = (),
         prices: PriceTable | None = None,
+        nesting: Nesting | None = None,
+        parent: tuple[str, str] | None = None,
     ) -> None:
         self.workflow, self.plan, self.request = workflow, plan, request
-        self.upstream = upstream
-        self.record = RunRecord(run_id, plan.served_id, plan.mode)
+        self.upstream, self.policy, self.prices = upstream, policy, prices
+        self.record = RunRecord(run_id, plan.served_id, plan.mode, parent=parent[0] if parent else None)
         if prices is not None:
             self.record.currency = prices.currency
         self.subscribers = subscribers
+        # Stages run by other served models (`pipeline.nested`): how, and this run's place (parent run id, stage).
+        self.nesting, self.parent = nesting, parent
+        self._children = 0
         self._degraded = False
         self._progress: ProgressSink | None = None
         self._progress_lock: anyio.Lock | None = None  # made when stage calls run at once
@@ -98,12 +105,16 @@ class Run:
     def note(self, key: str, value: Value) -> None:
         self._publish(Noted(key, value))
 
+    def note_child(self, stage: str, record: RunRecord) -> None:
+        """`stage` ran another served model: its run's record (`pipeline.nested.run_child`)."""
+        self._publish(Nested(stage, record))
+
     def final(self, stage: str, messages: Any, *, first: bool = False, target: StageTarget | None = None) -> FinalCall:
-        return FinalCall(stage, target or self.plan.api, messages, first=first)
+        return FinalCall(stage, target or (self.plan.draft if first else self.plan.api), messages, first=first)
 
     async def first_call(self, stage: str, messages: Any) -> Completion:
         try:
-            return await self._complete(stage, self.plan.api, messages, api=True)
+            return await self._complete(stage, self.plan.draft, messages, api=True)
         except UpstreamError as exc:
             raise exc.evolve(relay=True) from None  # the client's own 4xx comes back as the upstream said it
 
@@ -164,7 +175,11 @@ class Run:
         each earlier stage as it finishes. Raises the `APIError` that ends the request; the record (and
         `RunFinished`) says how the run ended in every case."""
         self._progress = progress
-        self._publish(RunStarted(self.record.run_id, self.plan.served_id, self.plan.mode, sink is not None))
+        parent, parent_stage = self.parent or (None, None)
+        started = RunStarted(
+            self.record.run_id, self.plan.served_id, self.plan.mode, sink is not None, parent, parent_stage
+        )
+        self._publish(started)
         status: Status = "error"
         error: APIError | None = None
         try:
@@ -200,7 +215,8 @@ class Run:
 
     async def _stream_final(self, final: FinalCall, sink: AnswerSink) -> None:
         """The final call as a stream, retried and fallen back like any stage call, but only while nothing of
-        it was relayed: once a byte of the answer went out, a failure is final."""
+        it was relayed: once a byte of the answer went out, a failure is final. A final call run by another served
+        model streams that model's own final call through."""
         relayed = False
 
         async def send(chunks: AnswerChunks) -> None:
@@ -222,6 +238,10 @@ class Run:
             return relay
 
         try:
+            if final.target.served is not None:
+                completion = await self._nested(final.stage, final.target, final.messages, api=True, sink=send)
+                self.set_answer(Answer.of(completion))
+                return
             relay = await self.calls.call(
                 final.stage, final.target, attempt, lambda r: r.usage, lambda: not relayed, messages=final.messages
             )
@@ -240,9 +260,13 @@ class Run:
     async def _complete(
         self, stage: str, target: StageTarget, messages: Any, *, api: bool, options: Any = None
     ) -> Completion:
-        """A plain stage call; a streaming client that asked for progress hears of it as it ends."""
+        """A plain stage call (or another served model's run); a streaming client that asked for progress hears of it
+        as it ends."""
         try:
-            completion = await self.calls.complete(stage, target, messages, api=api, options=options)
+            if target.served is None:
+                completion = await self.calls.complete(stage, target, messages, api=api, options=options)
+            else:
+                completion = await self._nested(stage, target, messages, api=api, options=options)
         except UpstreamError:
             await self._report(stage)
             raise
@@ -250,6 +274,28 @@ class Run:
             self.note(f"{stage}_reasoning", completion.reasoning or "")
         await self._report(stage)
         return completion
+
+    async def _nested(
+        self,
+        stage: str,
+        target: StageTarget,
+        messages: Any,
+        *,
+        api: bool,
+        options: Any = None,
+        sink: AnswerSink | None = None,
+    ) -> Completion:
+        """A stage run by the served model `target.served`: a child run (`pipeline.nested`), reported as one stage
+        call whose usage is the child's total; its final call streams to `sink` when there is one."""
+        self._children += 1
+        child = make_child(
+            self, stage, target, messages, f"{self.record.run_id}.{self._children}", api=api, options=options
+        )
+
+        async def attempt(to: StageTarget) -> Completion:
+            return await run_child(self, child, stage, sink)
+
+        return await self.calls.call(stage, target, attempt, lambda c: c.usage, messages=messages, child=child.record)
 
     async def _report(self, stage: str) -> None:
         """Tell the progress sink that `stage` finished; one at a time when stages run at once."""

@@ -15,7 +15,7 @@ import anyio
 
 from ..core import Completion, StageTarget, Usage
 from ..errors import UpstreamError
-from ..events import Attempt, Event, StageFinished, StageStarted
+from ..events import Attempt, Event, RunRecord, StageFinished, StageStarted
 from ..pricing import CostTally, PriceTable
 from ..upstream.client import Upstream
 from ..upstream.retry import RetryPolicy, call_with_retries
@@ -52,6 +52,11 @@ class StageCalls:
         self.deadline = math.inf if request_timeout is None else anyio.current_time() + request_timeout
         self.finished: dict[str, StageFinished] = {}
 
+    def share(self, parent: StageCalls) -> None:
+        """A child run's calls (a stage run by another served model) end at its parent's deadline and share its cap."""
+        self.deadline, self.request_timeout = parent.deadline, parent.request_timeout
+        self.limiter = parent.limiter
+
     def at_once(self) -> None:
         """Stage calls are about to be made at once: from now on they share the run's cap."""
         if self.limiter is None and self.max_concurrent_calls:
@@ -81,9 +86,11 @@ class StageCalls:
         may_retry: Callable[[], bool] = lambda: True,
         *,
         messages: Any = None,
+        child: RunRecord | None = None,
     ) -> _T:
         """One stage call: `attempt` with retries and fallbacks within the request deadline, reported as
-        `StageStarted`/`StageFinished` with every attempt, and the usage of every attempt that reported any."""
+        `StageStarted`/`StageFinished` with every attempt, and the usage of every attempt that reported any. `child`
+        is the record of the child run a stage run by another served model is: the stage's cost is that run's."""
         self.publish(StageStarted(stage, target.label, messages))
         attempts: list[Attempt] = []
         usage = Usage()
@@ -92,14 +99,14 @@ class StageCalls:
         finish: str | None = None
         error: UpstreamError | None = None
         answered = target
-        tally = CostTally(self.prices) if self.prices is not None else None
+        tally = CostTally(self.prices) if self.prices is not None and child is None else None
 
         async def counted(to: StageTarget) -> _T:
             nonlocal reported
             if tally is not None:
                 tally.pending = True
             try:
-                if self.limiter is None:
+                if self.limiter is None or to.served is not None:  # a child run's own calls take the slots
                     result = await attempt(to)
                 else:
                     async with self.limiter:
@@ -153,9 +160,10 @@ class StageCalls:
         finally:
             label = answered.label if error is None else (attempts[-1].target if attempts else target.label)
             elapsed = (time.perf_counter() - began) * 1000
-            cost = tally.result() if tally is not None else None
+            cost = child.call_cost() if child is not None else tally.result() if tally is not None else None
+            child_id = None if child is None else child.run_id
             self.finished[stage] = StageFinished(
-                stage, label, tuple(attempts), usage, elapsed, output, error, reported, finish, cost
+                stage, label, tuple(attempts), usage, elapsed, output, error, reported, finish, cost, child_id
             )
             self.publish(self.finished[stage])
 

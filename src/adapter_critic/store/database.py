@@ -256,7 +256,7 @@ class Database:
     async def list_runs(self, query: RunQuery, limit: int, cursor: str | None) -> RunPage:
         statement = select(*_SUMMARY)
         conditions = []
-        for name in ("served_model", "mode", "status", "request_id"):
+        for name in ("served_model", "mode", "status", "request_id", "parent_run_id"):
             value = getattr(query, name)
             if value is not None:
                 conditions.append(runs.c[name] == value)
@@ -291,7 +291,11 @@ class Database:
                 .mappings()
                 .all()
             )
-        return detail(row, stage_rows)
+            children = (
+                select(*_SUMMARY).where(runs.c.parent_run_id == run_id).order_by(runs.c.started_at, runs.c.run_id)
+            )
+            child_rows = (await conn.execute(children)).mappings().all()
+        return detail(row, stage_rows, child_rows)
 
     async def get_summary(self, run_id: str) -> RunSummary | None:
         async with self.engine.connect() as conn:

@@ -66,6 +66,8 @@ def summary_fields(row: Mapping[Any, Any]) -> dict[str, Any]:
         "usage": _maybe(_tokens, row["usage"]),
         "error": _maybe(_error, row["error"]),
         "cost": _run_cost(row),
+        "parent_run_id": row["parent_run_id"],
+        "parent_stage": row["parent_stage"],
     }
 
 
@@ -94,8 +96,10 @@ def request_messages(request_json: str | None) -> list[Any] | None:
     return None if request is None else request.messages
 
 
-def detail(row: Mapping[Any, Any], stage_rows: Sequence[Mapping[Any, Any]]) -> RunDetail:
-    """A run's whole record from its row and its rows of `stages` (in order)."""
+def detail(
+    row: Mapping[Any, Any], stage_rows: Sequence[Mapping[Any, Any]], child_rows: Sequence[Mapping[Any, Any]] = ()
+) -> RunDetail:
+    """A run's whole record from its row, its rows of `stages` (in order) and its child runs' rows."""
     request: StoredRequest | None = _maybe(_request, row["request"])
     messages = None if request is None else request.messages
     end = run_end(row["record"])
@@ -119,6 +123,7 @@ def detail(row: Mapping[Any, Any], stage_rows: Sequence[Mapping[Any, Any]]) -> R
         intermediate=intermediate,
         answer=answer,
         stages=stored_stages(stage_rows, messages, end),
+        children=[summary(child) for child in child_rows],
     )
 
 
@@ -161,4 +166,5 @@ def stage(row: Mapping[Any, Any], client_messages: list[Any] | None) -> StoredSt
         output=row["output"],
         error=_maybe(_attempt_error_decoder, row["error"]),
         cost=None if row["cost_currency"] is None else StageCost(row["cost_currency"], row["cost"]),
+        child_run_id=row["child_run_id"],
     )

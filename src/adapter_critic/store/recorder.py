@@ -33,6 +33,8 @@ class RunOpened:
     request: ChatRequest
     secret: str | None = None  # a forwarded caller's token: redacted like a configured key
     key_name: str | None = None  # the named inbound key that started it (`[[auth.keys]]`)
+    parent_run_id: str | None = None  # a child run (a stage run by another served model): its parent and that stage
+    parent_stage: str | None = None
 
 
 @dataclass(slots=True)
@@ -112,6 +114,8 @@ class RunRecorder:
                     self.request,
                     self.secret,
                     self.key_name,
+                    event.parent,
+                    event.parent_stage,
                 )
             )
         elif kind is RunFinished:

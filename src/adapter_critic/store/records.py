@@ -98,6 +98,7 @@ class StoredStage(msgspec.Struct):
     output: str | None = None
     error: AttemptError | None = None
     cost: StageCost | None = None  # null when the server had no prices
+    child_run_id: str | None = None  # the child run this call was, when it ran another served model's workflow
 
 
 class RunSummary(msgspec.Struct):
@@ -118,6 +119,9 @@ class RunSummary(msgspec.Struct):
     usage: Tokens | None = None
     error: StoredError | None = None
     cost: RunCost | None = None
+    # A child run (a stage of another run that ran this served model's workflow): that run's id and the stage.
+    parent_run_id: str | None = None
+    parent_stage: str | None = None
     object: str = "run"
 
 
@@ -169,6 +173,7 @@ class RunDetail(RunSummary, kw_only=True):
     intermediate: dict[str, Any] = {}  # the extension's `intermediate`: text or JSON data (null under metadata)
     answer: StoredAnswer | None = None
     stages: list[StoredStage] = []
+    children: list[RunSummary] = []  # its child runs (stages run by other served models), in the order they started
 
 
 class RunPage(msgspec.Struct):
@@ -193,6 +198,7 @@ class RunQuery(msgspec.Struct, kw_only=True):
     until: float | None = None
     request_id: str | None = None
     min_cost: float | None = None
+    parent_run_id: str | None = None
 
 
 # -- cursors and times ----------------------------------------------------------------------------------------------

@@ -54,7 +54,8 @@ def stored_error(error: APIError, clean: Cleaner) -> StoredError:
 
 # The columns of a run's row as its start sets them, and as its end sets them (`opened_row`, `closed_values`).
 OPEN_COLUMNS = (
-    "run_id", "request_id", "served_model", "mode", "stream", "started_at", "capture", "instance", "request", "key_name"
+    "run_id", "request_id", "served_model", "mode", "stream", "started_at", "capture", "instance", "request",
+    "key_name", "parent_run_id", "parent_stage",
 )  # fmt: skip
 CLOSED_COLUMNS = (
     "status", "degraded", "finished_at", "duration_ms", "usage", "error", "record",
@@ -64,6 +65,7 @@ RUNNING: tuple[Any, ...] = ("running", False, *[None] * (len(CLOSED_COLUMNS) - 2
 STAGE_COLUMNS = (
     "run_id", "idx", "stage", "status", "target_model", "target_host", "started_offset_ms", "elapsed_ms", "attempts",
     "usage", "usage_reported", "messages", "output", "error", "request_messages", "cost", "cost_currency",
+    "child_run_id",
 )  # fmt: skip
 Row = tuple[Any, ...]
 
@@ -88,6 +90,8 @@ def opened_row(record: RunOpened, instance: str, clean: Cleaner) -> Row:
         instance,
         clean.json({"options": options, "messages": messages}),
         record.key_name,
+        record.parent_run_id,
+        None if record.parent_stage is None else clean.name(record.parent_stage),
     )
 
 
@@ -120,6 +124,7 @@ def _stored_stage(record: StageDone, clean: Cleaner) -> StoredStage:
         output=finished.output if full else None,
         error=attempt_error(finished.error),
         cost=None if finished.cost is None else StageCost(finished.cost.currency, finished.cost.amount),
+        child_run_id=finished.child,
     )
 
 
@@ -144,6 +149,7 @@ def stage_row(record: StageDone, clean: Cleaner) -> Row:
         record.capture == "full" and record.request_messages,
         None if stage.cost is None else stage.cost.amount,
         None if stage.cost is None else stage.cost.currency,
+        stage.child_run_id,
     )
 
 

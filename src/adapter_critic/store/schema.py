@@ -70,10 +70,15 @@ runs = Table(
     Column("cost_unknown", Text),
     # The name of the inbound key that started the run (`[[auth.keys]]`), never the key; NULL without one (version 7).
     Column("key_name", String(128)),
+    # A child run — a stage of another run that ran this served model's workflow — names that run and stage
+    # (schema version 8); NULL for a client's own run.
+    Column("parent_run_id", String(128)),
+    Column("parent_stage", String(128)),
     Index("runs_started", "started_at", "run_id"),
     Index("runs_key_started", "key_name", "started_at"),
     Index("runs_request_id", "request_id"),
     Index("runs_status", "status"),
+    Index("runs_parent", "parent_run_id"),
 )
 
 stages = Table(
@@ -100,6 +105,8 @@ stages = Table(
     # prices.
     Column("cost", Double),
     Column("cost_currency", String(16)),
+    # The child run this stage call was, when it ran another served model's workflow (schema version 8).
+    Column("child_run_id", String(128)),
 )
 
 # The server processes writing to the store: a run left `running` by a process that is gone is `interrupted`.
@@ -163,13 +170,21 @@ def _v7(conn: Connection) -> None:
     conn.execute(text("CREATE INDEX IF NOT EXISTS runs_key_started ON runs (key_name, started_at)"))
 
 
+def _v8(conn: Connection) -> None:
+    """Child runs: `runs.parent_run_id` and `runs.parent_stage` (indexed by parent), `stages.child_run_id`."""
+    _add_column(conn, "runs", "parent_run_id", "VARCHAR(128)")
+    _add_column(conn, "runs", "parent_stage", "VARCHAR(128)")
+    _add_column(conn, "stages", "child_run_id", "VARCHAR(128)")
+    next(index for index in runs.indexes if index.name == "runs_parent").create(conn, checkfirst=True)
+
+
 def _add_column(conn: Connection, table: str, column: str, definition: str) -> None:
     """Add `column` to `table` unless it is there (`_v1` makes a new store with today's columns already)."""
     if column not in {found["name"] for found in inspect(conn).get_columns(table)}:
         conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {definition}"))
 
 
-STEPS: tuple[Callable[[Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7)
+STEPS: tuple[Callable[[Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8)
 VERSION = len(STEPS)
 
 

@@ -26,6 +26,7 @@ class AdapterSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, k
 
 
 class AdapterRequestSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    adapter_system_prompt: str | None = None
     # At most 5 from a request (10 from the config): each retry is an upstream call the operator pays for.
     max_adapter_retries: Annotated[int, msgspec.Meta(ge=0, le=5)] | None = None
 
@@ -36,6 +37,7 @@ class Adapter(Workflow):
     targets = ("adapter",)
     Settings = AdapterSettings
     RequestSettings = AdapterRequestSettings
+    reviews_draft = True
 
     async def run(self, run: RunContext) -> FinalCall | None:
         settings: AdapterSettings = run.plan.settings

@@ -22,11 +22,16 @@ class AdvisorSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, k
     """Replaces the advisor's system prompt; not set: the built-in one."""
 
 
+class AdvisorRequestSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    advisor_system_prompt: str | None = None
+
+
 class Advisor(Workflow):
     name = "advisor"
     stages = ("advisor", "api")
     targets = ("advisor",)
     Settings = AdvisorSettings
+    RequestSettings = AdvisorRequestSettings
 
     async def run(self, run: RunContext) -> FinalCall | None:
         settings: AdvisorSettings = run.plan.settings

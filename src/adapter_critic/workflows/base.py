@@ -112,6 +112,10 @@ class Workflow:
         final_key: the `intermediate` key that holds the client's answer.
         many_choices: whether it answers a request's `n > 1` with that many choices (only `direct` relays them
             all); a workflow that answers with one refuses `n > 1` with a 400 rather than dropping choices.
+        reviews_draft: whether its first API call (`RunContext.first_call`) writes a draft its later stages review.
+            Only such a workflow may have a `draft` stage target, and come second in a chain (`a&b-model`): its
+            draft is then the first workflow's answer (docs/guides/workflows.md, "Composing workflows").
+        aliases: other names a model-name prefix may give it (`moa` for `mixture_of_agents`), besides `name`.
     """
 
     name: ClassVar[str]
@@ -121,6 +125,8 @@ class Workflow:
     RequestSettings: ClassVar[type[msgspec.Struct]] = NoSettings
     final_key: ClassVar[str] = "final"
     many_choices: ClassVar[bool] = False
+    reviews_draft: ClassVar[bool] = False
+    aliases: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def settings_targets(cls, settings: Mapping[str, Any]) -> dict[str, tuple[str, Any]]:

@@ -45,6 +45,14 @@ class BestOfNSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, k
     `{ temperature = 0.8 }`)."""
 
 
+class BestOfNRequestSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    # At most 8 candidates from a request (16 from the config); `candidate_options` stay the operator's: they are
+    # laid over the call's body, `model` and `messages` included.
+    n: Annotated[int, msgspec.Meta(ge=1, le=8)] | None = None
+    judging: Literal["pairwise", "pointwise"] | None = None
+    judge_system_prompt: str | None = None
+
+
 class _Stopped(AdapterCriticError):
     """A judge call failed (the run is degraded): the judging ends with the leader so far."""
 
@@ -121,6 +129,8 @@ class BestOfN(Workflow):
     stages = ("candidate:<i>", "judge")
     targets = ("judge",)
     Settings = BestOfNSettings
+    RequestSettings = BestOfNRequestSettings
+    aliases = ("bon",)
 
     async def run(self, run: RunContext) -> FinalCall | None:
         settings: BestOfNSettings = run.plan.settings

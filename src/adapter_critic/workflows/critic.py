@@ -20,11 +20,17 @@ class CriticSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw
     """Replaces the critic's system prompt; not set: the built-in one."""
 
 
+class CriticRequestSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    critic_system_prompt: str | None = None
+
+
 class Critic(Workflow):
     name = "critic"
     stages = ("api_draft", "critic", "api_final")
     targets = ("critic",)
     Settings = CriticSettings
+    RequestSettings = CriticRequestSettings
+    reviews_draft = True
 
     async def run(self, run: RunContext) -> FinalCall | None:
         settings: CriticSettings = run.plan.settings

@@ -27,6 +27,14 @@ class Lens(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True
     """A target of its own (a target table, as `api`); not set: the `critic` target, else `api`."""
 
 
+class RequestLens(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """A lens as a request may give it (`x_adapter_critic.lenses`): a name and a system prompt, never a `target` —
+    where a stage's call goes is the operator's, within the override URL checks (docs/guides/overrides.md)."""
+
+    name: LensName
+    system_prompt: Annotated[str, msgspec.Meta(min_length=1)]
+
+
 _FORMAT = """
 
 Write a short critique the assistant will use to revise its draft: a list of concrete problems, each with how to \

@@ -22,6 +22,7 @@ from .lenses import (
     DEFAULT_COORDINATOR_SYSTEM_PROMPT,
     DEFAULT_LENSES,
     Lens,
+    RequestLens,
     concatenated,
     coordinator_messages,
     lens_messages,
@@ -47,6 +48,13 @@ class PanelSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_
             raise ValueError(f"lens names must be unique; given more than once: {', '.join(twice)}")
 
 
+class PanelRequestSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    # At most 8 lenses from a request (32 from the config): each is an upstream call the operator pays for.
+    lenses: Annotated[list[RequestLens], msgspec.Meta(min_length=1, max_length=8)] | None = None
+    coordinator: bool | None = None
+    coordinator_system_prompt: str | None = None
+
+
 def lens_role(name: str) -> str:
     """The stage-target key of a lens's own target (`lenses[i].target`)."""
     return f"lens:{name}"
@@ -57,6 +65,8 @@ class Panel(Workflow):
     stages = ("api_draft", "lens:<name>", "coordinator", "api_final")
     targets = ("critic", "coordinator")
     Settings = PanelSettings
+    RequestSettings = PanelRequestSettings
+    reviews_draft = True
 
     @classmethod
     def settings_targets(cls, settings: Mapping[str, Any]) -> dict[str, tuple[str, Any]]:

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import functools
 
+import msgspec
+import msgspec.inspect
+
 from ..plugins import load_plugins
 from .base import Workflow
 
@@ -54,3 +57,40 @@ def target_keys() -> tuple[str, ...]:
     for workflow in workflows().values():
         keys.update(dict.fromkeys(workflow.targets))
     return tuple(keys)
+
+
+@functools.cache
+def limitable() -> dict[str, str]:
+    """Every setting a request may choose that a served model's `request_limits` may cap, and what is capped:
+    `"value"` (a number) or `"items"` (a list), as the workflows' `RequestSettings` type them."""
+    found: dict[str, str] = {}
+    for workflow in workflows().values():
+        for field in msgspec.structs.fields(workflow.RequestSettings):
+            kind = _capped(msgspec.inspect.type_info(field.type))
+            if kind is not None:
+                found.setdefault(field.name, kind)
+    return found
+
+
+def _capped(info: msgspec.inspect.Type) -> str | None:
+    if isinstance(info, msgspec.inspect.Metadata):
+        return _capped(info.type)
+    if isinstance(info, msgspec.inspect.UnionType):
+        kinds = {_capped(member) for member in info.types if not isinstance(member, msgspec.inspect.NoneType)}
+        return kinds.pop() if len(kinds) == 1 else None
+    if isinstance(info, msgspec.inspect.IntType | msgspec.inspect.FloatType):
+        return "value"
+    if isinstance(info, msgspec.inspect.ListType):
+        return "items"
+    return None
+
+
+@functools.cache
+def prefixes() -> dict[str, str]:
+    """The mode each model-name prefix names (`critic`, `moa` → `mixture_of_agents`): every mode's name, then the
+    aliases its workflow declares (a name wins over another workflow's alias)."""
+    found = {name: name for name in workflows()}
+    for name, workflow in workflows().items():
+        for alias in workflow.aliases:
+            found.setdefault(alias, name)
+    return found

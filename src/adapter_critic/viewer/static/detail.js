@@ -84,6 +84,9 @@ function page(run, navigate) {
       "dl",
       { class: "summary" },
       run.requestId !== run.id ? fact("Request id", h("code", {}, run.requestId)) : null,
+      run.parentRunId
+        ? fact("Part of", h("a", { href: `#/runs/${encodeURIComponent(run.parentRunId)}`, id: "parent-run" }, run.parentRunId), ` (its ${run.parentStage} stage)`)
+        : null,
       fact("Served model", run.servedModel),
       fact("Mode", run.mode),
       fact("Status", statusBadge(run.status)),
@@ -112,6 +115,7 @@ function page(run, navigate) {
       run.toolCalls ? [h("h4", {}, "Tool calls"), jsonBlock(run.toolCalls)] : null,
     ),
     h("section", { id: "stages" }, h("h2", {}, "Stages"), run.stages.map(stageBox)),
+    run.children.length ? h("section", { id: "children" }, h("h2", {}, "Child runs"), childTable(run.children)) : null,
     h("section", { id: "tokens" }, h("h2", {}, "Tokens"), tokenTable(run)),
     run.options || run.messages
       ? h(
@@ -137,8 +141,34 @@ function workflowSection(run) {
   return parts.length ? h("section", { id: "workflow" }, h("h2", {}, "What the workflow did"), parts) : null;
 }
 
-function fact(name, value) {
-  return h("div", {}, h("dt", {}, name), h("dd", {}, value));
+function fact(name, ...value) {
+  return h("div", {}, h("dt", {}, name), h("dd", {}, ...value));
+}
+
+// The runs that stages of this one were: another served model's workflow, run in-process, recorded on its own.
+function childTable(children) {
+  return h(
+    "table",
+    { class: "children" },
+    h("thead", {}, h("tr", {}, ["Stage", "Run", "Served model", "Mode", "Status", "Tokens", "Latency"].map((name) => h("th", { scope: "col" }, name)))),
+    h(
+      "tbody",
+      {},
+      children.map((child) =>
+        h(
+          "tr",
+          { "data-child": child.id },
+          h("td", {}, child.stage),
+          h("td", {}, h("a", { href: `#/runs/${encodeURIComponent(child.id)}` }, child.id)),
+          h("td", {}, child.servedModel),
+          h("td", {}, child.mode),
+          h("td", {}, statusBadge(child.status)),
+          h("td", { class: "num" }, count(child.tokens.total)),
+          h("td", { class: "num" }, ms(child.durationMs)),
+        ),
+      ),
+    ),
+  );
 }
 
 function stageBox(stage, index) {
@@ -169,6 +199,9 @@ function stageBox(stage, index) {
           )
         : null,
       stage.error ? h("div", { class: "callout error-box" }, h("h4", {}, "Error"), jsonBlock(stage.error)) : null,
+      stage.childRunId
+        ? h("p", { class: "child-run" }, "Another served model's workflow ran this stage: ", h("a", { href: `#/runs/${encodeURIComponent(stage.childRunId)}` }, `run ${stage.childRunId}`))
+        : null,
       h("h4", {}, "Messages sent"),
       stage.messages === null ? h("p", { class: "muted" }, "Not recorded (capture = metadata).") : messageList(stage.messages),
       h("h4", {}, "Output"),

@@ -49,6 +49,18 @@ export function runView(run) {
     toolCalls: answer.tool_calls ?? null,
     finishReason: answer.finish_reason ?? null,
     stages: labelled((run.stages || []).map(stageView)),
+    // A child run (a stage of another run that ran this served model's workflow), and a run's own child runs.
+    parentRunId: run.parent_run_id || null,
+    parentStage: run.parent_stage || null,
+    children: (run.children || []).map((child) => ({
+      id: child.id,
+      servedModel: child.served_model,
+      mode: child.mode,
+      status: child.status,
+      stage: child.parent_stage || "",
+      tokens: usageOf(child.usage),
+      durationMs: child.duration_ms ?? null,
+    })),
   };
 }
 
@@ -85,6 +97,7 @@ export function stageView(stage) {
     messages: stage.messages ?? null,
     output: stage.output ?? null,
     error: stage.error || null,
+    childRunId: stage.child_run_id || null,
   };
 }
 
