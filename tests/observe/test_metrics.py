@@ -24,7 +24,7 @@ from adapter_critic.observe.metrics import MAX_TARGET_MODELS, Metrics
 from adapter_critic.observe.targets import TargetName, target_name
 from adapter_critic.store import open_store
 
-from ..conftest import UVICORN, AppFactory, RemoteUpstream, asgi_client, chat, make_config, run_server, sdk
+from ..conftest import UPSTREAM_URL, UVICORN, AppFactory, RemoteUpstream, asgi_client, chat, make_config, run_server, sdk
 from ..helpers import served_toml
 from ..scripted_upstream import ScriptedUpstream
 
@@ -265,6 +265,24 @@ async def test_a_mounted_app_serves_metrics_only_when_configured(serve: AppFacto
         assert (await client.post("/chat/completions", json=chat("m-direct"))).status_code == 200
         got = parse((await client.get("/stats")).text)
     assert value(got, "adapter_critic_requests_total", served_model="m-direct", mode="direct", status="ok") == 1
+
+
+@pytest.mark.anyio
+async def test_a_stage_run_by_another_served_model_is_counted_once(serve: AppFactory) -> None:
+    """A child run's upstream calls count; the parent's stage that ran it (the same tokens again) and the child run
+    (part of the client's one request) do not."""
+    inner = {"mode": "critic", "api": {"model": "inner-api", "base_url": UPSTREAM_URL}}
+    outer = {"mode": "critic", "api": {"model": "outer-api", "base_url": UPSTREAM_URL}, "critic": {"served": "inner"}}
+    config = make_config(telemetry={"metrics": True}, served_models={"inner": inner, "outer": outer})
+    async with serve(config) as client:
+        assert (await client.post("/chat/completions", json=chat("outer"))).status_code == 200
+        got = parse((await client.get("/metrics")).text)
+    assert value(got, "adapter_critic_requests_total", served_model="outer", mode="critic", status="ok") == 1
+    assert value(got, "adapter_critic_requests_total", served_model="inner", mode="critic", status="ok") == 0
+    # Every call reports 1 prompt token: the outer draft and the inner one; the inner critic alone.
+    assert value(got, "adapter_critic_tokens_total", stage="api_draft", direction="input") == 2
+    assert value(got, "adapter_critic_tokens_total", stage="critic", direction="input") == 1
+    assert value(got, "adapter_critic_tokens_total", stage="api_final", direction="input") == 2
 
 
 @pytest.mark.anyio

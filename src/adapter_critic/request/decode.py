@@ -174,6 +174,9 @@ def _decode_overrides(raw: msgspec.Raw, where: str) -> Overrides:
         if message.startswith("Object contains unknown field"):
             names = ", ".join(known.names)
             raise RequestError(f"`{param}`: {message}. Known override fields: {names}.", param=param) from None
+        choices = known.choices.get(param.rpartition(".")[2], ())
+        if choices and message.startswith("Invalid enum value"):
+            message += f"; must be one of {', '.join(map(repr, choices))}"
         raise RequestError(f"`{param}`: {message}.", param=param) from None
     except msgspec.DecodeError:
         raise RequestError(f"`{where}` must be a JSON object.", param=where) from None

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
+import msgspec.inspect
 
 from ..workflows import registry
 
@@ -34,6 +35,7 @@ class Schema:
     names: tuple[str, ...]  # every field, in the order they are listed in messages
     roles: tuple[str, ...]  # `api` and every stage-target key
     settings: tuple[type[msgspec.Struct], ...]  # every workflow's `RequestSettings` that has fields
+    choices: dict[str, tuple[Any, ...]]  # the values a setting of fixed choices takes (`judging`), for messages
 
     def check_settings(self, given: dict[str, Any]) -> None:
         """Check the given settings against every workflow that declares them (msgspec.ValidationError if not)."""
@@ -64,7 +66,16 @@ def schema() -> Schema:
         forbid_unknown_fields=True,
         kw_only=True,
     )
-    return Schema(msgspec.json.Decoder(kind), tuple(fields), roles, tuple(settings))
+    choices = {name: values for name, type_ in fields.items() if (values := _choices(type_))}
+    return Schema(msgspec.json.Decoder(kind), tuple(fields), roles, tuple(settings), choices)
+
+
+def _choices(type_: Any) -> tuple[Any, ...]:
+    """The values of a `Literal[...]` type (alone, or with None)."""
+    info = msgspec.inspect.type_info(type_)
+    if isinstance(info, msgspec.inspect.UnionType):
+        info = next((t for t in info.types if not isinstance(t, msgspec.inspect.NoneType)), info)
+    return info.values if isinstance(info, msgspec.inspect.LiteralType) else ()
 
 
 class Overrides:
