@@ -34,9 +34,12 @@ MARKER = re.compile(r"^<!-- config-schema: (?P<name>[\w:.-]+) -->$", re.MULTILIN
 # A stage target that falls back to another than `api` when it is not configured (the workflow's code decides).
 _TARGET_FALLBACKS = {("panel", "coordinator"): "the `critic` target, else `api`"}
 
+# A stage target written as another served model, whose whole workflow runs as that stage.
+_SERVED_REF = '`{ served = "<id>" }`'
+
 # Internal fields a config file never writes: a served model's other keys stand beside `mode` and are sorted into
 # these two when the config loads.
-_FLATTENED = {"targets", "settings"}
+_FLATTENED = {"targets", "served", "settings"}
 
 
 @dataclass
@@ -277,6 +280,7 @@ def sections() -> list[Section]:
         found.append(Section(name, cls.__name__, name, struct_doc(cls), rows_of(cls, links)))
     for mode, kind in settings_structs.items():
         found.append(workflow_section(mode, kind, links))
+    found.append(request_settings_section(links))
     return found
 
 
@@ -299,25 +303,36 @@ def served_model_section(links: dict[type, str], settings: dict[str, type[msgspe
     for row in section.rows:
         if row.key == "mode":
             row.type = " or ".join(modes) + " (or a plug-in's)"
-    by_key: dict[str, Row] = {}
+        elif row.key == "api":  # a target table or another served model: one of the two is required
+            row.type, row.default = f"{links[_target()]} or {_SERVED_REF}", "required"
+    drafting = ", ".join(f"`{name}`" for name, w in workflows.workflows().items() if w.reviews_draft)
+    draft = Row(
+        "draft",
+        _SERVED_REF,
+        "the `api` target",
+        "Another served model whose answer is the draft its later stages review, in place of the API model's first "
+        f"call. Used by: {drafting}.",
+    )
+    by_key: dict[str, Row] = {"draft": draft}
     for mode, workflow in workflows.workflows().items():
         for key in workflow.targets:
             row = by_key.get(key)
             if row is None:
                 fallback = _TARGET_FALLBACKS.get((mode, key), "the `api` target")
-                row = by_key[key] = Row(key, links[_target()], fallback, f"The target of the `{key}` stage. Used by: ")
+                kind = f"{links[_target()]} or {_SERVED_REF}"
+                row = by_key[key] = Row(key, kind, fallback, f"The target of the `{key}` stage. Used by: ")
                 row.doc += f"`{mode}`"
             else:
                 row.doc += f", `{mode}`"
     for row in by_key.values():
-        row.doc += "."
+        row.doc = row.doc if row.doc.endswith(".") else row.doc + "."
     for mode, kind in settings.items():
         for setting in rows_of(kind, links):
             row = by_key.get(setting.key)
             if row is None:
                 setting.doc += f" Used by: `{mode}`."
                 by_key[setting.key] = setting
-            elif row.type == links[_target()]:  # `coordinator`: a target, or `false` (that stage off)
+            elif row.type.startswith(links[_target()]):  # `coordinator`: a target, or `false` (that stage off)
                 row.type += f" or {setting.type}"
                 row.doc = row.doc.rstrip(".") + f". {setting.doc}"
             else:
@@ -352,6 +367,33 @@ def workflow_section(mode: str, kind: type[msgspec.Struct], links: dict[type, st
     return Section(f"workflow:{mode}", f"`{mode}` keys", f"workflow-{mode}", "", rows)
 
 
+def request_settings_section(links: dict[type, str]) -> Section:
+    """`overrides`: every setting a request may choose (`x_adapter_critic.<key>`), typed as the workflows'
+    `RequestSettings` take it (as strict as the config, or stricter), with its meaning from the served-model key of
+    the same name, the modes that read it and whether a served model's `limits` may cap it."""
+    from adapter_critic.workflows import registry as workflows
+    from adapter_critic.workflows.lenses import RequestLens
+
+    links = {**links, RequestLens: "[lens](#lens) (`name` and `system_prompt`: a request gives no `target`)"}
+    by_key: dict[str, Row] = {}
+    for mode, workflow in workflows.workflows().items():
+        docs = {row.key: row.doc for row in rows_of(workflow.Settings, links)}
+        for f in struct_fields(workflow.RequestSettings):
+            row = by_key.get(f.encode_name)
+            if row is not None:
+                row.doc = row.doc.rstrip(".") + f", `{mode}`."
+                continue
+            capped = workflows.limitable().get(f.name)
+            cap = {"value": "its value", "items": "its number of items"}.get(capped or "", "")
+            limit = f" `limits.{f.name}` caps {cap}." if cap else ""
+            row = Row(f.encode_name, type_text(f.type, links), "the served model's", docs.get(f.name, ""))
+            if not row.doc:
+                log.warning("config reference: %s.%s has no docstring", workflow.Settings.__qualname__, f.name)
+            row.doc = f"{row.doc}{limit} Used by: `{mode}`."
+            by_key[f.encode_name] = row
+    return Section("overrides", "Per-request settings", "per-request-settings", "", list(by_key.values()))
+
+
 # -- rendering -----------------------------------------------------------------------------------------------------
 
 
@@ -375,7 +417,7 @@ def render(name: str, *, base: str = "") -> str:
     if name == "all":
         parts = []
         for section in found:
-            if section.name.startswith("workflow:"):
+            if section.name.startswith("workflow:") or section.name == "overrides":
                 continue
             parts.append(f"## {section.title} {{#{section.anchor}}}\n")
             if section.intro:

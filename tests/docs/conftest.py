@@ -85,6 +85,11 @@ critic = {{ model = "demo-direct", base_url = "{url}/v1" }}
 [served_models.served-direct]
 mode = "direct"
 api = {{ model = "demo-direct", base_url = "{url}/v1" }}
+
+# `critic-demo-direct`, `best_of_n&critic-demo-direct`…: any workflow on the demo server's models, by name.
+[models]
+technique_prefixes = true
+upstream = "served-direct"
 """
 
 

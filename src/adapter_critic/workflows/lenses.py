@@ -24,7 +24,8 @@ class Lens(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True
     system_prompt: Annotated[str, msgspec.Meta(min_length=1)]
     """What this reviewer looks for."""
     target: dict[str, Any] | None = None
-    """A target of its own (a target table, as `api`); not set: the `critic` target, else `api`."""
+    """A target of its own (a target table, as `api`, or another served model: `{ served = "<id>" }`); not set: the
+    `critic` target, else `api`."""
 
 
 class RequestLens(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
