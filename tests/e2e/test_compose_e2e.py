@@ -303,10 +303,7 @@ def test_per_request_settings_are_refused_naming_the_setting(
     assert up.calls() == []  # refused before any stage ran
 
 
-def test_a_cycle_of_served_models_refuses_to_start(tmp_path: Path) -> None:
-    path = tmp_path / "cycle.toml"
-    path.write_text(
-        """
+CYCLE = """
 [served_models.a]
 mode = "critic"
 api = { model = "m", base_url = "http://127.0.0.1:9/v1" }
@@ -316,12 +313,41 @@ critic = { served = "b" }
 mode = "direct"
 api = { served = "a" }
 """
-    )
+# m0's API model is m1's run, whose API model is m2's… m5's: five served models below m0, one more than allowed.
+TOO_DEEP = "".join(f'[served_models.m{i}]\nmode = "direct"\napi = {{ served = "m{i + 1}" }}\n' for i in range(5)) + (
+    '[served_models.m5]\nmode = "direct"\napi = { model = "m", base_url = "http://127.0.0.1:9/v1" }\n'
+)
+
+
+@pytest.mark.parametrize(
+    ("config", "words"),
+    [
+        (CYCLE, "served_models.b.api: served model a → critic → b → api → a is a cycle"),
+        (TOO_DEEP, "served_models.m0: served model m0 → api → m1 → api → m2 → api → m3 → api → m4 → api → m5 nests "
+         "5 served models deep; at most 4 are allowed"),
+    ],
+    ids=["cycle", "too-deep"],
+)  # fmt: skip
+def test_a_cycle_or_a_nesting_too_deep_refuses_to_start(tmp_path: Path, config: str, words: str) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(config)
     with run_server(UVICORN, env={"ADAPTER_CRITIC_CONFIG": str(path)}) as (_, proc):
         returncode = proc.wait(timeout=10)
         stderr = stop_server(proc)
     assert returncode != 0
     message = [line for line in stderr.splitlines() if line.strip()][-1]
-    assert str(path) in message
-    assert "served model a → critic → b → api → a is a cycle" in message
+    assert f"{path}: {words}" in message
     assert "Traceback" not in stderr
+
+
+def test_a_chain_too_long_is_not_served(client: OpenAI, up: RemoteUpstream) -> None:
+    with pytest.raises(openai.NotFoundError) as refused:
+        client.chat.completions.create(model="critic&critic&critic&critic&critic&critic-qwen", messages=MESSAGES)
+    assert "a chain of at most 5 workflows is served, not 6" in refused.value.message
+    assert up.calls() == []
+    five = client.chat.completions.create(model="critic&critic&critic&critic&critic-qwen", messages=MESSAGES)
+    ext = extension(five)
+    for _ in range(4):  # each critic's draft was the run of the chain before it, four levels deep
+        [ext] = ext["nested"]["api_draft"]
+    assert ext["served_model"] == "critic-qwen" and "nested" not in ext
+    assert len(up.calls()) == 3 + 4 * 2  # the innermost drafts; each critic after it critiques and revises
