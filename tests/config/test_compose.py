@@ -12,11 +12,10 @@ from adapter_critic import Config, ConfigError
 from adapter_critic.config.models import MAX_NESTING, composed
 from adapter_critic.config.served import ServedModel
 
-UP = "http://up.test/v1"
+from ..conftest import UPSTREAM_URL
+from ..helpers import target
 
-
-def api(model: str = "m") -> dict[str, Any]:
-    return {"model": model, "base_url": UP}
+M = target("m")  # a plain stage target
 
 
 def load(served: dict[str, Any], **top: Any) -> Config:
@@ -32,7 +31,7 @@ def refused(served: dict[str, Any], **top: Any) -> str:
 def test_a_stage_target_may_be_another_served_model() -> None:
     config = load(
         {
-            "inner": {"mode": "critic", "api": api()},
+            "inner": {"mode": "critic", "api": M},
             "outer": {"mode": "panel", "api": {"served": "inner"}, "critic": {"served": "inner"},
                       "lenses": [{"name": "x", "system_prompt": "Check.", "target": {"served": "inner"}}]},
         }
@@ -46,11 +45,11 @@ def test_a_stage_target_may_be_another_served_model() -> None:
 @pytest.mark.parametrize(
     ("served", "words"),
     [
-        ({"a": {"mode": "critic", "api": api(), "critic": {"served": "a"}}}, "served model a → critic → a is a cycle"),
+        ({"a": {"mode": "critic", "api": M, "critic": {"served": "a"}}}, "served model a → critic → a is a cycle"),
         (
             {
-                "a": {"mode": "critic", "api": api(), "critic": {"served": "b"}},
-                "b": {"mode": "adapter", "api": api(), "adapter": {"served": "c"}},
+                "a": {"mode": "critic", "api": M, "critic": {"served": "b"}},
+                "b": {"mode": "adapter", "api": M, "adapter": {"served": "c"}},
                 "c": {"mode": "direct", "api": {"served": "a"}},
             },
             "served_models.c.api: served model a → critic → b → adapter → c → api → a is a cycle",
@@ -66,7 +65,7 @@ def test_a_cycle_is_refused_with_its_path(served: dict[str, Any], words: str) ->
 def chain(length: int) -> dict[str, Any]:
     """`m0` whose API model is `m1`'s run, whose API model is `m2`'s… down to `m<length>`, a plain model."""
     served = {f"m{i}": {"mode": "direct", "api": {"served": f"m{i + 1}"}} for i in range(length)}
-    served[f"m{length}"] = {"mode": "direct", "api": api()}
+    served[f"m{length}"] = {"mode": "direct", "api": M}
     return served
 
 
@@ -82,16 +81,16 @@ def test_nesting_is_bounded() -> None:
 @pytest.mark.parametrize(
     ("served", "path", "words"),
     [
-        ({"a": {"mode": "critic", "api": api(), "critic": {"served": "nobody"}}}, "served_models.a.critic",
+        ({"a": {"mode": "critic", "api": M, "critic": {"served": "nobody"}}}, "served_models.a.critic",
          "'nobody' is not a served model"),
-        ({"a": {"mode": "critic", "api": api(), "critic": {"served": "b", "model": "x"}}},
+        ({"a": {"mode": "critic", "api": M, "critic": {"served": "b", "model": "x"}}},
          "served_models.a.critic.model", "unknown key"),
-        ({"a": {"mode": "critic", "api": api(), "draft": api()}}, "served_models.a.draft", "another served model"),
-        ({"a": {"mode": "direct", "api": api()}, "b": {"mode": "advisor", "api": api(), "draft": {"served": "a"}}},
+        ({"a": {"mode": "critic", "api": M, "draft": M}}, "served_models.a.draft", "another served model"),
+        ({"a": {"mode": "direct", "api": M}, "b": {"mode": "advisor", "api": M, "draft": {"served": "a"}}},
          "served_models.b", "reviews a draft"),
-        ({"a": {"mode": "best_of_n", "api": api(), "limits": {"temperature_of_the_sun": 3}}}, "served_models.a",
+        ({"a": {"mode": "best_of_n", "api": M, "limits": {"temperature_of_the_sun": 3}}}, "served_models.a",
          "limits.temperature_of_the_sun: not a setting a request may choose"),
-        ({"a": {"mode": "best_of_n", "api": api(), "limits": {"n": -1}}}, "served_models.a.limits", ">= 0"),
+        ({"a": {"mode": "best_of_n", "api": M, "limits": {"n": -1}}}, "served_models.a.limits", ">= 0"),
         ({"a": {"mode": "critic"}}, "served_models.a.api", "required key is missing"),
     ],
 )  # fmt: skip
@@ -104,8 +103,8 @@ def test_a_wrong_reference_or_limit_names_its_key_path(served: dict[str, Any], p
 def test_a_draft_stage_and_limits_are_accepted_where_they_apply() -> None:
     config = load(
         {
-            "best": {"mode": "best_of_n", "api": api(), "limits": {"n": 4, "lenses": 2, "max_adapter_retries": 1}},
-            "reviewed": {"mode": "critic", "api": api(), "draft": {"served": "best"}},
+            "best": {"mode": "best_of_n", "api": M, "limits": {"n": 4, "lenses": 2, "max_adapter_retries": 1}},
+            "reviewed": {"mode": "critic", "api": M, "draft": {"served": "best"}},
         }
     )
     assert config.served_models["best"].limits == {"n": 4, "lenses": 2, "max_adapter_retries": 1}
@@ -116,19 +115,19 @@ PREFIXED = {"technique_prefixes": True}
 
 
 def test_prefixed_models_need_an_upstream() -> None:
-    served = {"base": {"mode": "direct", "api": api()}}
+    served = {"base": {"mode": "direct", "api": M}}
     assert "models.technique_prefixes: prefixed models need an upstream" in refused(served, models=PREFIXED)
     assert "models.upstream: 'nobody' must name a served model" in refused(
         served, models={**PREFIXED, "upstream": "nobody"}
     )
     load(served, models={**PREFIXED, "upstream": "base"})
-    load(served, models=PREFIXED, passthrough={"model": "unused", "base_url": UP})
+    load(served, models=PREFIXED, passthrough=target("unused"))
 
 
 def test_a_prefixed_model_may_be_a_stage_target_too() -> None:
     served = {
-        "base": {"mode": "direct", "api": api("base-model")},
-        "outer": {"mode": "critic", "api": api(), "critic": {"served": "nothing&critic-qwen"}},
+        "base": {"mode": "direct", "api": target("base-model")},
+        "outer": {"mode": "critic", "api": M, "critic": {"served": "nothing&critic-qwen"}},
     }
     assert "'nothing&critic-qwen' is not a served model" in refused(served, models={**PREFIXED, "upstream": "base"})
     served["outer"]["critic"] = {"served": "best_of_n&critic-qwen"}
@@ -150,24 +149,24 @@ def test_a_prefixed_model_may_be_a_stage_target_too() -> None:
     ],
 )
 def test_a_composed_id_is_read_from_its_prefix(model_id: str, expected: tuple[str, str, dict[str, str]] | None) -> None:
-    config = load({"base": {"mode": "direct", "api": api("base-model")}}, models={**PREFIXED, "upstream": "base"})
+    config = load({"base": {"mode": "direct", "api": target("base-model")}}, models={**PREFIXED, "upstream": "base"})
     made = composed(config, model_id)
     if expected is None:
         assert made is None and config.served(model_id) is None
         return
     assert isinstance(made, ServedModel) and made.api is not None
     assert (made.mode, made.api.model, made.served) == expected
-    assert made.api.base_url == UP
+    assert made.api.base_url == UPSTREAM_URL
     assert config.serves(model_id)
 
 
 def test_a_composed_id_that_cannot_be_served_says_why() -> None:
-    config = load({"base": {"mode": "direct", "api": api()}}, models={**PREFIXED, "upstream": "base"})
+    config = load({"base": {"mode": "direct", "api": M}}, models={**PREFIXED, "upstream": "base"})
     assert composed(config, "critic&advisor-q") == (
         "'advisor' reviews no draft, so it cannot follow `&` in a chain (these can: adapter, critic, panel)"
     )
     too_long = "&".join(["critic"] * (MAX_NESTING + 2)) + "-q"
     assert composed(config, too_long) == f"a chain of at most {MAX_NESTING + 1} workflows is served, not 6"
     assert not config.serves("critic&advisor-q")
-    unprefixed = load({"base": {"mode": "direct", "api": api()}})
+    unprefixed = load({"base": {"mode": "direct", "api": M}})
     assert composed(unprefixed, "critic-q") is None and not unprefixed.serves("critic-q")

@@ -17,9 +17,9 @@ import openai
 import pytest
 from openai import OpenAI
 
-from ..conftest import RemoteUpstream, run_server, sdk, stop_server
+from ..conftest import UVICORN, RemoteUpstream, run_server, sdk, stop_server
+from ..helpers import extension, usage
 
-UVICORN = ["-m", "uvicorn", "adapter_critic.asgi:app", "--log-level", "warning"]
 MESSAGES: list[Any] = [{"role": "user", "content": "Name a prime."}]
 KEY = "sk-e2e-compose"
 
@@ -69,14 +69,13 @@ coordinator = false
 
 
 @pytest.fixture(scope="module")
-def urls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    with run_server(["-m", "tests.scripted_upstream"]) as (upstream_url, _):
-        folder: Path = tmp_path_factory.mktemp("compose")
-        path = folder / "config.toml"
-        path.write_text(config_toml(upstream_url))
-        env = {"ADAPTER_CRITIC_CONFIG": str(path), "UP_KEY": KEY, "XDG_DATA_HOME": str(folder / "data")}
-        with run_server(UVICORN, env=env) as (app_url, _):
-            yield upstream_url, app_url
+def urls(tmp_path_factory: pytest.TempPathFactory, upstream_url: str) -> Iterator[tuple[str, str]]:
+    folder: Path = tmp_path_factory.mktemp("compose")
+    path = folder / "config.toml"
+    path.write_text(config_toml(upstream_url))
+    env = {"ADAPTER_CRITIC_CONFIG": str(path), "UP_KEY": KEY, "XDG_DATA_HOME": str(folder / "data")}
+    with run_server(UVICORN, env=env) as (app_url, _):
+        yield upstream_url, app_url
 
 
 @pytest.fixture
@@ -94,17 +93,6 @@ def client(app_url: str) -> OpenAI:
     return sdk(OpenAI(base_url=f"{app_url}/v1", api_key="x", max_retries=0))
 
 
-def extension(response: Any) -> dict[str, Any]:
-    assert response.model_extra is not None
-    ext: dict[str, Any] = response.model_extra["adapter_critic"]
-    return ext
-
-
-def usage(total: int) -> dict[str, int]:
-    """Usage whose parts tell the calls apart: `total` split 10 to 1 (e.g. 11 → 10 in, 1 out)."""
-    return {"prompt_tokens": total * 10 // 11, "completion_tokens": total // 11, "total_tokens": total}
-
-
 def run_of(app_url: str, run_id: str) -> dict[str, Any]:
     """A run's record, once the store has written it finished (it writes in the background: poll the API, each
     look waiting on the server, never a sleep)."""
@@ -120,11 +108,11 @@ def run_of(app_url: str, run_id: str) -> dict[str, Any]:
 def script_outer(up: RemoteUpstream) -> None:
     """`outer`: its draft, then `inner`'s whole critic run as its critic stage, then its second pass."""
     up.script(
-        {"content": "Nine.", "model": "outer-api", "usage": usage(11)},
-        {"content": "9 = 3 x 3.", "model": "inner-api", "usage": usage(22)},
-        {"content": "Say why it matters.", "model": "inner-critic", "usage": usage(33)},
-        {"content": "Nine is not prime: 9 = 3 x 3.", "model": "inner-api", "usage": usage(44)},
-        {"content": "Seven.", "model": "outer-api", "usage": usage(55)},
+        {"content": "Nine.", "model": "outer-api", "usage": usage(10, 1)},
+        {"content": "9 = 3 x 3.", "model": "inner-api", "usage": usage(20, 2)},
+        {"content": "Say why it matters.", "model": "inner-critic", "usage": usage(30, 3)},
+        {"content": "Nine is not prime: 9 = 3 x 3.", "model": "inner-api", "usage": usage(40, 4)},
+        {"content": "Seven.", "model": "outer-api", "usage": usage(50, 5)},
     )
 
 
@@ -157,9 +145,9 @@ def test_a_served_model_as_a_stage_runs_its_workflow_nested_and_recorded(
     )
     assert list(child["tokens"]["stages"]) == ["api_draft", "critic", "api_final"]
     # Accounting: the nested stage is the sum of its child's stages, the parent's total the sum of its stages.
-    assert child["tokens"]["total"] == usage(22 + 33 + 44)
+    assert child["tokens"]["total"] == usage(90, 9)
     assert ext["tokens"]["stages"]["critic"] == child["tokens"]["total"]
-    assert ext["tokens"]["total"] == usage(11 + 99 + 55)
+    assert ext["tokens"]["total"] == usage(150, 15)
     assert response.usage is not None and response.usage.total_tokens == 165
     assert ext["targets"]["critic"] == "served:inner"
 

@@ -24,8 +24,8 @@ from adapter_critic.observe.metrics import MAX_TARGET_MODELS, Metrics
 from adapter_critic.observe.targets import TargetName, target_name
 from adapter_critic.store import open_store
 
-from ..conftest import UPSTREAM_URL, UVICORN, AppFactory, RemoteUpstream, asgi_client, chat, make_config, run_server, sdk
-from ..helpers import served_toml
+from ..conftest import UVICORN, AppFactory, RemoteUpstream, asgi_client, chat, make_config, run_server, sdk
+from ..helpers import served_toml, target
 from ..scripted_upstream import ScriptedUpstream
 
 MESSAGES: list[Any] = [{"role": "user", "content": "Where is the Eiffel Tower?"}]
@@ -271,8 +271,8 @@ async def test_a_mounted_app_serves_metrics_only_when_configured(serve: AppFacto
 async def test_a_stage_run_by_another_served_model_is_counted_once(serve: AppFactory) -> None:
     """A child run's upstream calls count; the parent's stage that ran it (the same tokens again) and the child run
     (part of the client's one request) do not."""
-    inner = {"mode": "critic", "api": {"model": "inner-api", "base_url": UPSTREAM_URL}}
-    outer = {"mode": "critic", "api": {"model": "outer-api", "base_url": UPSTREAM_URL}, "critic": {"served": "inner"}}
+    inner = {"mode": "critic", "api": target("inner-api")}
+    outer = {"mode": "critic", "api": target("outer-api"), "critic": {"served": "inner"}}
     config = make_config(telemetry={"metrics": True}, served_models={"inner": inner, "outer": outer})
     async with serve(config) as client:
         assert (await client.post("/chat/completions", json=chat("outer"))).status_code == 200

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from ..conftest import run_server
-from .conftest import UVICORN, ask, row, screenshot, wait_ready
+from ..conftest import UVICORN, run_server
+from .conftest import ask, row, screenshot, wait_ready
 
 
 @pytest.fixture(scope="module")
