@@ -35,6 +35,10 @@ technique_prefixes = true
 upstream = "base"          # prefixed models are called where `base`'s API model is, with its key
 limits = {{ n = 2 }}
 
+[prices."*"]               # every model: 1 per million prompt tokens, 2 per million completion tokens
+input = 1
+output = 2
+
 [served_models.base]
 mode = "direct"
 api = {{ model = "base-model", base_url = "{up}" }}
@@ -150,6 +154,10 @@ def test_a_served_model_as_a_stage_runs_its_workflow_nested_and_recorded(
     assert ext["tokens"]["total"] == usage(150, 15)
     assert response.usage is not None and response.usage.total_tokens == 165
     assert ext["targets"]["critic"] == "served:inner"
+    # And so is its cost (per million tokens: 1 a prompt token, 2 a completion token).
+    assert child["cost"]["total"] == pytest.approx((90 + 2 * 9) / 1e6)
+    assert ext["cost"]["stages"]["critic"] == child["cost"]["total"]
+    assert ext["cost"]["total"] == pytest.approx((150 + 2 * 15) / 1e6) == sum(ext["cost"]["stages"].values())
 
     parent = run_of(app_url, response.id)
     child_run = run_of(app_url, child["run_id"])
@@ -158,7 +166,8 @@ def test_a_served_model_as_a_stage_runs_its_workflow_nested_and_recorded(
     assert parent["children"][0]["parent_stage"] == "critic" and parent["parent_run_id"] is None
     assert [s["stage"] for s in parent["stages"]] == ["api_draft", "critic", "api_final"]
     assert [s["child_run_id"] for s in parent["stages"]] == [None, child["run_id"], None]
-    assert parent["usage"]["total_tokens"] == 165
+    assert parent["usage"]["total_tokens"] == 165 and parent["cost"]["total"] == ext["cost"]["total"]
+    assert parent["stages"][1]["cost"]["amount"] == child_run["cost"]["total"] == child["cost"]["total"]
     assert (child_run["parent_run_id"], child_run["parent_stage"]) == (response.id, "critic")
     assert (child_run["served_model"], child_run["request_id"]) == ("inner", response.id)
     assert [s["stage"] for s in child_run["stages"]] == ["api_draft", "critic", "api_final"]

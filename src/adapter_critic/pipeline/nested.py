@@ -101,3 +101,25 @@ async def run_child(
     if not any(one.reported for one in record.stages.values()):
         completion.usage = None  # no stage of it reported usage: its zeros are not measurements
     return completion
+
+
+async def call_served(
+    parent: Run,
+    stage: str,
+    target: StageTarget,
+    messages: Any,
+    *,
+    api: bool,
+    options: Any = None,
+    sink: Callable[[AnswerChunks], Awaitable[None]] | None = None,
+) -> Completion:
+    """`parent`'s `stage` run by the served model `target.served`: a child run, reported as one stage call whose
+    usage and cost are the child's totals; its final call streams to `sink` when there is one."""
+    parent.children += 1
+    child_id = f"{parent.record.run_id}.{parent.children}"
+    child = make_child(parent, stage, target, messages, child_id, api=api, options=options)
+
+    async def attempt(to: StageTarget) -> Completion:
+        return await run_child(parent, child, stage, sink)
+
+    return await parent.calls.call(stage, target, attempt, lambda c: c.usage, messages=messages, child=child.record)

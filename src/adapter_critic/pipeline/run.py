@@ -37,7 +37,7 @@ from ..pricing import PriceTable
 from ..upstream.client import Upstream
 from ..upstream.retry import RetryPolicy
 from ..workflows.base import StageCall, StageFailed, Workflow
-from .nested import Nesting, make_child, run_child
+from .nested import Nesting, call_served
 from .relay import Relay
 from .stages import StageCalls, stage_body
 
@@ -77,7 +77,7 @@ class Run:
         self.subscribers = subscribers
         # Stages run by other served models (`pipeline.nested`): how, and this run's place (parent run id, stage).
         self.nesting, self.parent = nesting, parent
-        self._children = 0
+        self.children = 0  # child runs made so far (their ids count them: `<run id>.<n>`)
         self._degraded = False
         self._progress: ProgressSink | None = None
         self._progress_lock: anyio.Lock | None = None  # made when stage calls run at once
@@ -239,7 +239,7 @@ class Run:
 
         try:
             if final.target.served is not None:
-                completion = await self._nested(final.stage, final.target, final.messages, api=True, sink=send)
+                completion = await call_served(self, final.stage, final.target, final.messages, api=True, sink=send)
                 self.set_answer(Answer.of(completion))
                 return
             relay = await self.calls.call(
@@ -266,7 +266,7 @@ class Run:
             if target.served is None:
                 completion = await self.calls.complete(stage, target, messages, api=api, options=options)
             else:
-                completion = await self._nested(stage, target, messages, api=api, options=options)
+                completion = await call_served(self, stage, target, messages, api=api, options=options)
         except UpstreamError:
             await self._report(stage)
             raise
@@ -274,28 +274,6 @@ class Run:
             self.note(f"{stage}_reasoning", completion.reasoning or "")
         await self._report(stage)
         return completion
-
-    async def _nested(
-        self,
-        stage: str,
-        target: StageTarget,
-        messages: Any,
-        *,
-        api: bool,
-        options: Any = None,
-        sink: AnswerSink | None = None,
-    ) -> Completion:
-        """A stage run by the served model `target.served`: a child run (`pipeline.nested`), reported as one stage
-        call whose usage is the child's total; its final call streams to `sink` when there is one."""
-        self._children += 1
-        child = make_child(
-            self, stage, target, messages, f"{self.record.run_id}.{self._children}", api=api, options=options
-        )
-
-        async def attempt(to: StageTarget) -> Completion:
-            return await run_child(self, child, stage, sink)
-
-        return await self.calls.call(stage, target, attempt, lambda c: c.usage, messages=messages, child=child.record)
 
     async def _report(self, stage: str) -> None:
         """Tell the progress sink that `stage` finished; one at a time when stages run at once."""
