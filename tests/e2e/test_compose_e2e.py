@@ -348,3 +348,29 @@ def test_a_chain_too_long_is_not_served(client: OpenAI, up: RemoteUpstream) -> N
         [ext] = ext["nested"]["api_draft"]
     assert ext["served_model"] == "critic-qwen" and "nested" not in ext
     assert len(up.calls()) == 3 + 4 * 2  # the innermost drafts; each critic after it critiques and revises
+
+
+def test_every_workflow_composes_and_takes_its_settings_from_a_request(client: OpenAI, up: RemoteUpstream) -> None:
+    up.script(*[{"content": "So the answer is 18.", "model": "qwen"}] * 2)
+    chained = client.chat.completions.create(
+        model="self_consistency&self_refine-qwen",
+        messages=MESSAGES,
+        extra_body={"x_adapter_critic": {"max_rounds": 1}},  # the request's settings are self_refine's, the outer
+    )
+    ext = extension(chained)
+    [voted] = ext["nested"]["api_draft"]  # self_refine's draft was self-consistency's vote
+    assert (voted["mode"], voted["intermediate"]["final"]) == ("self_consistency", "So the answer is 18.")
+    assert list(ext["tokens"]["stages"]) == ["api_draft", "feedback:1", "refine:1"]  # one round, as asked
+    assert ext["tokens"]["stages"]["api_draft"] == voted["tokens"]["total"]
+    assert len(up.calls()) == 5 + 2  # five samples (self_consistency's default), then one feedback and one refine
+
+    up.reset()
+    reread = client.chat.completions.create(
+        model="re2-qwen", messages=MESSAGES, extra_body={"x_adapter_critic": {"reread_lead": "Once more: "}}
+    )
+    assert extension(reread)["intermediate"]["reread"] == "Once more: Name a prime."
+    with pytest.raises(openai.BadRequestError) as refused:  # [models] limits = { n = 2 }
+        client.chat.completions.create(
+            model="self_consistency-qwen", messages=MESSAGES, extra_body={"x_adapter_critic": {"n": 3}}
+        )
+    assert "limits.n = 2" in refused.value.message

@@ -26,12 +26,17 @@ class Re2Settings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_on
     """What comes before the repeated question."""
 
 
+class Re2RequestSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    reread_lead: Annotated[str, msgspec.Meta(min_length=1, max_length=500)] | None = None
+
+
 class Re2(Workflow):
     name = "re2"
     stages = ("api",)
     final_key = "api"
     many_choices = True  # one API call, as in `direct`: every choice the upstream gives is relayed
     Settings = Re2Settings
+    RequestSettings = Re2RequestSettings
 
     async def run(self, run: RunContext) -> FinalCall:
         settings: Re2Settings = run.plan.settings

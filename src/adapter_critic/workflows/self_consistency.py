@@ -70,6 +70,8 @@ class SelfConsistencyRequestSettings(msgspec.Struct, forbid_unknown_fields=True,
     n: Annotated[int, msgspec.Meta(ge=1, le=8)] | None = None
     temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] | None = None
     extract: Annotated[str, msgspec.Meta(pattern=_REQUEST_EXTRACT, max_length=200)] | None = None
+    sampling: Literal["parallel", "n"] | None = None
+    consistency_system_prompt: str | None = None
 
 
 class SelfConsistency(Workflow):

@@ -56,6 +56,8 @@ class SelfRefineSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True
 class SelfRefineRequestSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     # At most 5 rounds from a request (10 from the config): each round is two upstream calls the operator pays for.
     max_rounds: Annotated[int, msgspec.Meta(ge=1, le=5)] | None = None
+    stop_phrase: Annotated[str, msgspec.Meta(min_length=1, max_length=100, pattern=r"\S")] | None = None
+    feedback_system_prompt: str | None = None
 
 
 class SelfRefine(Workflow):
@@ -64,6 +66,7 @@ class SelfRefine(Workflow):
     targets = ("feedback",)
     Settings = SelfRefineSettings
     RequestSettings = SelfRefineRequestSettings
+    reviews_draft = True
 
     async def run(self, run: RunContext) -> FinalCall | None:
         settings: SelfRefineSettings = run.plan.settings
