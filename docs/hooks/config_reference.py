@@ -373,8 +373,13 @@ def request_settings_section(links: dict[type, str]) -> Section:
     the same name, the modes that read it and whether a served model's `limits` may cap it."""
     from adapter_critic.workflows import registry as workflows
     from adapter_critic.workflows.lenses import RequestLens
+    from adapter_critic.workflows.mixture_of_agents import RequestProposer
 
-    links = {**links, RequestLens: "[lens](#lens) (`name` and `system_prompt`: a request gives no `target`)"}
+    links = {
+        **links,
+        RequestLens: "[lens](#lens) (`name` and `system_prompt`: a request gives no `target`)",
+        RequestProposer: "[proposer](#proposer) (`options` of `temperature`, `top_p`, `seed` only: no `target`)",
+    }
     by_key: dict[str, Row] = {}
     for mode, workflow in workflows.workflows().items():
         docs = {row.key: row.doc for row in rows_of(workflow.Settings, links)}

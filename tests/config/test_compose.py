@@ -164,7 +164,7 @@ def test_a_composed_id_that_cannot_be_served_says_why() -> None:
     config = load({"base": {"mode": "direct", "api": M}}, models={**PREFIXED, "upstream": "base"})
     assert composed(config, "critic&advisor-q") == (
         "'advisor' reviews no draft, so it cannot follow `&` in a chain "
-        "(these can: adapter, critic, panel, self_refine)"
+        "(these can: adapter, critic, panel, self_refine, chain_of_verification)"
     )
     too_long = "&".join(["critic"] * (MAX_NESTING + 2)) + "-q"
     assert composed(config, too_long) == f"a chain of at most {MAX_NESTING + 1} workflows is served, not 6"

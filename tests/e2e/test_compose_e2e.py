@@ -374,3 +374,41 @@ def test_every_workflow_composes_and_takes_its_settings_from_a_request(client: O
             model="self_consistency-qwen", messages=MESSAGES, extra_body={"x_adapter_critic": {"n": 3}}
         )
     assert "limits.n = 2" in refused.value.message
+
+
+def test_a_mixture_of_agents_answer_is_verified_by_chain_of_verification(client: OpenAI, up: RemoteUpstream) -> None:
+    up.script(
+        {"content": "Seven.", "match": "<responses_from_models>"},  # the aggregator, shown the proposers' answers
+        {"content": "1. Is 7 a prime number?", "match": "verification questions about the draft"},
+        {"content": "Yes.", "match": "Is 7 a prime number?"},
+        {"content": "Seven, checked.", "match": "To check your previous reply"},
+    )
+    response = client.chat.completions.create(
+        model="moa&cove-qwen", messages=MESSAGES, extra_body={"x_adapter_critic": {"max_questions": 1}}
+    )
+    ext = extension(response)
+    [mixture] = ext["nested"]["baseline"]  # chain-of-verification's baseline was the mixture's answer
+    assert (ext["mode"], mixture["mode"], mixture["intermediate"]["final"]) == (
+        "chain_of_verification",
+        "mixture_of_agents",
+        "Seven.",
+    )
+    assert ext["intermediate"]["questions"] == ["Is 7 a prime number?"]
+    assert response.choices[0].message.content == "Seven, checked."
+    assert len(up.calls()) == 3 + 1 + 3  # three proposers and the aggregator; the plan, one question, the final
+
+    up.reset()
+    two = [[{"options": {"temperature": 0.1}}, {"options": {"temperature": 0.9}}]]
+    chosen = client.chat.completions.create(
+        model="moa-qwen", messages=MESSAGES, extra_body={"x_adapter_critic": {"layers": two}}
+    )
+    proposers = [call for call in up.calls() if call["body"]["messages"] == MESSAGES]
+    assert sorted(call["body"]["temperature"] for call in proposers) == [0.1, 0.9]  # the request's layer of two
+    assert set(extension(chosen)["tokens"]["stages"]) == {"proposer:1.1", "proposer:1.2", "aggregator"}
+    elsewhere = [[{"target": {"model": "m", "base_url": "http://elsewhere.test/v1"}}]]
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(
+            model="moa-qwen", messages=MESSAGES, extra_body={"x_adapter_critic": {"layers": elsewhere}}
+        )
+    assert refused.value.body is not None
+    assert refused.value.body["param"] == "x_adapter_critic.layers[0][0].target"  # type: ignore[index]

@@ -49,11 +49,22 @@ class ChainOfVerificationSettings(msgspec.Struct, forbid_unknown_fields=True, fr
     questions about a document or data the user gave; `false`: the question alone, as in the paper."""
 
 
+class ChainOfVerificationRequestSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    # At most 8 questions from a request (16 from the config): each is a call the operator pays for.
+    max_questions: Annotated[int, msgspec.Meta(ge=1, le=8)] | None = None
+    plan_system_prompt: str | None = None
+    verify_system_prompt: str | None = None
+    verify_with_conversation: bool | None = None
+
+
 class ChainOfVerification(Workflow):
     name = "chain_of_verification"
     stages = ("baseline", "plan", "verify:<i>", "final")
     targets = ("verifier",)
     Settings = ChainOfVerificationSettings
+    RequestSettings = ChainOfVerificationRequestSettings
+    reviews_draft = True
+    aliases = ("cove",)
 
     async def run(self, run: RunContext) -> FinalCall | None:
         settings: ChainOfVerificationSettings = run.plan.settings

@@ -33,7 +33,8 @@ class Proposer(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=
     """One proposer of a mixture-of-agents layer: the target it calls and the options laid over its call."""
 
     target: dict[str, Any] | None = None
-    """A target of its own (a target table, as `api`); not set: the `api` target."""
+    """A target of its own (a target table, as `api`, or another served model: `{ served = "<id>" }`); not set: the
+    `api` target."""
     options: dict[str, Any] = {}
     """A table laid over this proposer's call, after its target's and the request's options (e.g.
     `{ temperature = 0.9 }`)."""
@@ -61,6 +62,33 @@ class MixtureOfAgentsSettings(msgspec.Struct, forbid_unknown_fields=True, frozen
     numbered responses; not set: the built-in one."""
 
 
+class ProposerOptions(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True, omit_defaults=True):
+    """The sampling options a request may give a proposer: nothing else of a call's body (its model, its messages)."""
+
+    temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] | None = None
+    top_p: Annotated[float, msgspec.Meta(gt=0, le=1)] | None = None
+    seed: int | None = None
+
+
+class RequestProposer(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True, omit_defaults=True):
+    """A proposer as a request may give it (`x_adapter_critic.layers`): its sampling options, never a `target` —
+    where a stage's call goes is the operator's (docs/guides/overrides.md)."""
+
+    options: ProposerOptions = ProposerOptions()
+
+
+class MixtureOfAgentsRequestSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    # At most 3 layers of 6 from a request (4 of 16 from the config): each proposer is a call the operator pays for.
+    layers: (
+        Annotated[
+            list[Annotated[list[RequestProposer], msgspec.Meta(min_length=1, max_length=6)]],
+            msgspec.Meta(min_length=1, max_length=3),
+        ]
+        | None
+    ) = None
+    synthesis_prompt: str | None = None
+
+
 def proposer_stage(layer: int, index: int) -> str:
     """The stage (and stage-target key) of the `index`-th proposer of `layer`, both counted from 1."""
     return f"proposer:{layer}.{index}"
@@ -71,6 +99,8 @@ class MixtureOfAgents(Workflow):
     stages = ("proposer:<layer>.<i>", "aggregator")
     targets = ("aggregator",)
     Settings = MixtureOfAgentsSettings
+    RequestSettings = MixtureOfAgentsRequestSettings
+    aliases = ("moa",)
 
     @classmethod
     def settings_targets(cls, settings: Mapping[str, Any]) -> dict[str, tuple[str, Any]]:
