@@ -370,7 +370,7 @@ def workflow_section(mode: str, kind: type[msgspec.Struct], links: dict[type, st
 def request_settings_section(links: dict[type, str]) -> Section:
     """`overrides`: every setting a request may choose (`x_adapter_critic.<key>`), typed as the workflows'
     `RequestSettings` take it (as strict as the config, or stricter), with its meaning from the served-model key of
-    the same name, the modes that read it and whether a served model's `limits` may cap it."""
+    the same name, the modes that read it and whether a served model's `request_limits` may cap it."""
     from adapter_critic.workflows import registry as workflows
     from adapter_critic.workflows.lenses import RequestLens
     from adapter_critic.workflows.mixture_of_agents import RequestProposer
@@ -390,7 +390,7 @@ def request_settings_section(links: dict[type, str]) -> Section:
                 continue
             capped = workflows.limitable().get(f.name)
             cap = {"value": "its value", "items": "its number of items"}.get(capped or "", "")
-            limit = f" `limits.{f.name}` caps {cap}." if cap else ""
+            limit = f" `request_limits.{f.name}` caps {cap}." if cap else ""
             row = Row(f.encode_name, type_text(f.type, links), "the served model's", docs.get(f.name, ""))
             if not row.doc:
                 log.warning("config reference: %s.%s has no docstring", workflow.Settings.__qualname__, f.name)

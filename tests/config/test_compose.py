@@ -1,6 +1,7 @@
 """Composing workflows in the config: served models as stage targets (references, cycles, depth), `draft` stages,
-`[models]` (prefixed model names and their upstream) and a served model's `limits` — each mistake refused when the
-config loads, naming the key path (and, for a cycle or a nesting too deep, the served models on its path)."""
+`[models]` (prefixed model names and their upstream) and a served model's `request_limits` — each mistake refused
+when the config loads, naming the key path (and, for a cycle or a nesting too deep, the served models on its
+path)."""
 
 from __future__ import annotations
 
@@ -88,9 +89,9 @@ def test_nesting_is_bounded() -> None:
         ({"a": {"mode": "critic", "api": M, "draft": M}}, "served_models.a.draft", "another served model"),
         ({"a": {"mode": "direct", "api": M}, "b": {"mode": "advisor", "api": M, "draft": {"served": "a"}}},
          "served_models.b", "reviews a draft"),
-        ({"a": {"mode": "best_of_n", "api": M, "limits": {"temperature_of_the_sun": 3}}}, "served_models.a",
-         "limits.temperature_of_the_sun: not a setting a request may choose"),
-        ({"a": {"mode": "best_of_n", "api": M, "limits": {"n": -1}}}, "served_models.a.limits", ">= 0"),
+        ({"a": {"mode": "best_of_n", "api": M, "request_limits": {"temperature_of_the_sun": 3}}}, "served_models.a",
+         "request_limits.temperature_of_the_sun: not a setting a request may choose"),
+        ({"a": {"mode": "best_of_n", "api": M, "request_limits": {"n": -1}}}, "served_models.a.request_limits", ">= 0"),
         ({"a": {"mode": "critic"}}, "served_models.a.api", "required key is missing"),
     ],
 )  # fmt: skip
@@ -100,14 +101,14 @@ def test_a_wrong_reference_or_limit_names_its_key_path(served: dict[str, Any], p
     assert words in message
 
 
-def test_a_draft_stage_and_limits_are_accepted_where_they_apply() -> None:
+def test_a_draft_stage_and_request_limits_are_accepted_where_they_apply() -> None:
     config = load(
         {
-            "best": {"mode": "best_of_n", "api": M, "limits": {"n": 4, "lenses": 2, "max_adapter_retries": 1}},
+            "best": {"mode": "best_of_n", "api": M, "request_limits": {"n": 4, "lenses": 2, "max_adapter_retries": 1}},
             "reviewed": {"mode": "critic", "api": M, "draft": {"served": "best"}},
         }
     )
-    assert config.served_models["best"].limits == {"n": 4, "lenses": 2, "max_adapter_retries": 1}
+    assert config.served_models["best"].request_limits == {"n": 4, "lenses": 2, "max_adapter_retries": 1}
     assert config.served_models["reviewed"].served == {"draft": "best"}
 
 

@@ -33,7 +33,7 @@ retries = 0
 [models]
 technique_prefixes = true
 upstream = "base"          # prefixed models are called where `base`'s API model is, with its key
-limits = {{ n = 2 }}
+request_limits = {{ n = 2 }}
 
 [prices."*"]               # every model: 1 per million prompt tokens, 2 per million completion tokens
 input = 1
@@ -62,7 +62,7 @@ mode = "best_of_n"
 api = {{ model = "best-api", base_url = "{up}" }}
 judge = {{ model = "judge-model", base_url = "{up}" }}
 n = 2
-limits = {{ n = 3 }}
+request_limits = {{ n = 3 }}
 
 [served_models.reviewed]
 mode = "panel"
@@ -216,11 +216,11 @@ def test_a_prefixed_model_runs_that_workflow_on_that_model_at_the_upstream(clien
     assert extension(best)["mode"] == "best_of_n"  # `bon`: best_of_n's alias
     models = [call["body"]["model"] for call in up.calls()]
     assert models == ["qwen2.5-7b"] * 4  # two candidates (as asked), judged in both orders
-    with pytest.raises(openai.BadRequestError) as refused:  # [models] limits = { n = 2 }
+    with pytest.raises(openai.BadRequestError) as refused:  # [models] request_limits = { n = 2 }
         client.chat.completions.create(
             model="bon-qwen2.5-7b", messages=MESSAGES, extra_body={"x_adapter_critic": {"n": 3}}
         )
-    assert "limits.n = 2" in refused.value.message
+    assert "request_limits.n = 2" in refused.value.message
 
 
 def test_a_chain_reviews_the_first_workflows_answer(client: OpenAI, up: RemoteUpstream) -> None:
@@ -278,7 +278,7 @@ def test_per_request_settings_are_accepted_within_the_limits(client: OpenAI, up:
 @pytest.mark.parametrize(
     ("model", "overrides", "param", "words"),
     [
-        ("best", {"n": 4}, "x_adapter_critic.n", "limits.n = 3"),
+        ("best", {"n": 4}, "x_adapter_critic.n", "request_limits.n = 3"),
         ("best", {"n": 9}, "x_adapter_critic.n", "<= 8"),
         ("best", {"judging": "vibes"}, "x_adapter_critic.judging", "pairwise"),
         ("best", {"bogus": 1}, "x_adapter_critic.bogus", "Known override fields"),
@@ -369,11 +369,11 @@ def test_every_workflow_composes_and_takes_its_settings_from_a_request(client: O
         model="re2-qwen", messages=MESSAGES, extra_body={"x_adapter_critic": {"reread_lead": "Once more: "}}
     )
     assert extension(reread)["intermediate"]["reread"] == "Once more: Name a prime."
-    with pytest.raises(openai.BadRequestError) as refused:  # [models] limits = { n = 2 }
+    with pytest.raises(openai.BadRequestError) as refused:  # [models] request_limits = { n = 2 }
         client.chat.completions.create(
             model="self_consistency-qwen", messages=MESSAGES, extra_body={"x_adapter_critic": {"n": 3}}
         )
-    assert "limits.n = 2" in refused.value.message
+    assert "request_limits.n = 2" in refused.value.message
 
 
 def test_a_mixture_of_agents_answer_is_verified_by_chain_of_verification(client: OpenAI, up: RemoteUpstream) -> None:
