@@ -42,7 +42,7 @@ from .auth import AuthMiddleware
 from .chat import ChatHandler
 from .count_tokens import HEADER as TOKEN_COUNT_HEADER
 from .count_tokens import count_tokens_routes
-from .fastpath import App
+from .fastpath import App, ASGIEndpoint
 from .health import DeepHealth
 from .keys import keys_routes
 from .models import model_object
@@ -180,12 +180,12 @@ def build_app(service: Service, *, prefix: str = "", on_started: Callable[[], No
         routes=[
             *(Route(path, endpoint, methods=["POST"]) for path, endpoint in endpoints.items()),
             Route(f"{prefix}/models", models, methods=["GET"]),
-            Route(f"{prefix}/models/{{model:path}}", _ASGIEndpoint(model), methods=["GET"]),
+            Route(f"{prefix}/models/{{model:path}}", ASGIEndpoint(model), methods=["GET"]),
             Route(f"{prefix}/health", health, methods=["GET"]),
             *count_tokens_routes(service, prefix, passthrough),
             *runs_routes(service, prefix),
             *keys_routes(service, prefix),
-            *([Route(metrics_path, _ASGIEndpoint(metrics), methods=["GET"])] if metrics is not None else []),
+            *([Route(metrics_path, ASGIEndpoint(metrics), methods=["GET"])] if metrics is not None else []),
             *(viewer.routes() if viewer is not None else []),
             *([Route(f"{prefix}/{{path:path}}", passthrough)] if passthrough is not None else []),
         ],
@@ -212,20 +212,10 @@ def _protocol_routes(service: Service, prefix: str) -> dict[str, Inbound]:
     return {f"{prefix}{path}": inbound for path, inbound in service.protocols.inbound.items()}
 
 
-def _protocol_endpoint(handler: ChatHandler, inbound: Inbound, passthrough: Passthrough | None) -> _ASGIEndpoint:
+def _protocol_endpoint(handler: ChatHandler, inbound: Inbound, passthrough: Passthrough | None) -> ASGIEndpoint:
     """A protocol's route; with a passthrough, requests for models this server does not serve are relayed to it."""
     endpoint = handler.endpoint(inbound)
-    return _ASGIEndpoint(endpoint if passthrough is None else passthrough.unless_served(endpoint, inbound.path))
-
-
-class _ASGIEndpoint:
-    """A plain ASGI function as a route endpoint (Starlette treats a function endpoint as request -> response)."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self.app(scope, receive, send)
+    return ASGIEndpoint(endpoint if passthrough is None else passthrough.unless_served(endpoint, inbound.path))
 
 
 def runs_routes(service: Service, prefix: str) -> list[Route]:
@@ -237,7 +227,7 @@ def runs_routes(service: Service, prefix: str) -> list[Route]:
     async def runs(scope: Scope, receive: Receive, send: Send) -> None:
         await api.dispatch(scope, receive, send, scope["path_params"]["rest"])
 
-    return [Route(f"{prefix}/runs{{rest:path}}", _ASGIEndpoint(runs), methods=["GET"])]
+    return [Route(f"{prefix}/runs{{rest:path}}", ASGIEndpoint(runs), methods=["GET"])]
 
 
 def _middleware(service: Service, prefix: str, public: list[str]) -> list[Middleware]:

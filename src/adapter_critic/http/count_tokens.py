@@ -30,6 +30,7 @@ from ..upstream.tokenize import TokenCounter
 from .auth import client_token
 from .body import body_too_large, read_body
 from .chat import protocol_error
+from .fastpath import ASGIEndpoint
 from .passthrough import Passthrough
 from .service import Service
 
@@ -93,10 +94,10 @@ def count_tokens_routes(service: Service, prefix: str, passthrough: Passthrough 
     endpoint: ASGIApp = CountTokens(service, inbound)
     if passthrough is not None:  # a model this server does not serve is counted where it is served
         endpoint = passthrough.unless_served(endpoint, PATH)
-        return [Route(f"{prefix}{PATH}", _Endpoint(endpoint), methods=["POST"])]
+        return [Route(f"{prefix}{PATH}", ASGIEndpoint(endpoint), methods=["POST"])]
     return [
-        Route(f"{prefix}{PATH}", _Endpoint(endpoint), methods=["POST"]),
-        Route(f"{prefix}/messages/{{rest:path}}", _Endpoint(_not_found(inbound, prefix))),
+        Route(f"{prefix}{PATH}", ASGIEndpoint(endpoint), methods=["POST"]),
+        Route(f"{prefix}/messages/{{rest:path}}", ASGIEndpoint(_not_found(inbound, prefix))),
     ]
 
 
@@ -112,13 +113,3 @@ def _not_found(inbound: Inbound, prefix: str) -> ASGIApp:
         await protocol_error(inbound, error)(scope, receive, send)
 
     return app
-
-
-class _Endpoint:
-    """A plain ASGI function as a route endpoint (Starlette treats a function endpoint as request -> response)."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self.app(scope, receive, send)

@@ -52,6 +52,16 @@ class App(Starlette):
             await super().__call__(scope, receive, send)
 
 
+class ASGIEndpoint:
+    """A plain ASGI function as a route endpoint (Starlette treats a function endpoint as request -> response)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.app(scope, receive, send)
+
+
 async def answer(endpoint: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
     """`endpoint`'s answer with the request's `x-request-id`; an unexpected error is logged and, when nothing was
     sent yet, answered with a 500 envelope."""

@@ -12,12 +12,13 @@ import time
 import msgspec
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from ..errors import RequestError, ServerError
 from ..protocols.openai.render import JSON, error_response
 from ..quota.usage import key_usage
 from .auth import CALLER
+from .fastpath import ASGIEndpoint
 from .service import Service
 
 logger = logging.getLogger("adapter_critic")
@@ -54,14 +55,4 @@ def keys_routes(service: Service, prefix: str) -> list[Route]:
             return
         await Response(msgspec.json.encode(found), media_type=JSON)(scope, receive, send)
 
-    return [Route(f"{prefix}/keys/{{name}}/usage", _Endpoint(usage), methods=["GET"])]
-
-
-class _Endpoint:
-    """A plain ASGI function as a route endpoint."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self.app(scope, receive, send)
+    return [Route(f"{prefix}/keys/{{name}}/usage", ASGIEndpoint(usage), methods=["GET"])]
