@@ -6,7 +6,7 @@ for a workflow that answers with one choice (400)."""
 from __future__ import annotations
 
 import msgspec
-from starlette.types import Receive
+from starlette.types import Receive, Scope
 
 from ..core import ChatRequest
 from ..errors import RequestError
@@ -36,6 +36,14 @@ def body_too_large(limit: int) -> RequestError:
         status_code=413,
         code="request_too_large",
     )
+
+
+def declared_too_large(scope: Scope, limit: int) -> bool:
+    """The request's `Content-Length` says its body is over `limit`: refused before a byte of it is read."""
+    for name, value in scope["headers"]:  # noqa: SIM110 (a plain loop: it runs for every request)
+        if name == b"content-length" and value.isdigit() and int(value) > limit:
+            return True
+    return False
 
 
 async def read_body(receive: Receive, limit: int) -> bytes:

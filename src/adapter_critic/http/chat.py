@@ -39,7 +39,7 @@ from ..upstream.retry import RetryPolicy
 from ..workflows import registry
 from .admission import Admission
 from .auth import CALLER, client_token
-from .body import body_too_large, read_body, refuse_many_choices
+from .body import body_too_large, declared_too_large, read_body, refuse_many_choices
 from .disconnect import ClientGone, cancel_on_disconnect, guard_send, log_client_gone
 from .requestid import bind
 from .stream import StreamResponse
@@ -263,9 +263,8 @@ class ChatHandler:
         """Read the body within the limit, answer it in the `inbound` protocol."""
         limit = self.config.max_body_bytes
         try:
-            for name, value in scope["headers"]:
-                if name == b"content-length" and value.isdigit() and int(value) > limit:
-                    raise body_too_large(limit)
+            if declared_too_large(scope, limit):
+                raise body_too_large(limit)
             body = await read_body(receive, limit)
         except RequestError as exc:
             await protocol_error(inbound, exc)(scope, receive, send)

@@ -28,7 +28,7 @@ from ..protocols.base import Inbound
 from ..protocols.openai.render import JSON, encode
 from ..upstream.tokenize import TokenCounter
 from .auth import client_token
-from .body import body_too_large, read_body
+from .body import body_too_large, declared_too_large, read_body
 from .chat import protocol_error
 from .fastpath import ASGIEndpoint
 from .passthrough import Passthrough
@@ -51,9 +51,8 @@ class CountTokens:
         config = self.service.config
         response: Response
         try:
-            for name, value in scope["headers"]:
-                if name == b"content-length" and value.isdigit() and int(value) > config.max_body_bytes:
-                    raise body_too_large(config.max_body_bytes)
+            if declared_too_large(scope, config.max_body_bytes):
+                raise body_too_large(config.max_body_bytes)
             counted = decode_count(await read_body(receive, config.max_body_bytes))
             token = client_token(scope, self.inbound.credential)
             target = resolve(config, counted.model, None, client_token=token).api

@@ -30,6 +30,7 @@ from ..upstream.client import Upstream
 from ..upstream.failures import TRANSPORT_ERRORS, transport_error
 from ..upstream.limits import read_limited, sent
 from .auth import client_token
+from .body import body_too_large, declared_too_large
 
 logger = logging.getLogger("adapter_critic")
 _MODEL_LIST_ERRORS: tuple[type[Exception], ...] = (
@@ -94,10 +95,9 @@ class Passthrough:
             (k.encode(), v.encode()) for k, v in self.upstream.headers_for(target).items() if k == "authorization"
         ]
         limit = self.config.max_body_bytes
-        for name, value in scope["headers"]:
-            if name == b"content-length" and value.isdigit() and int(value) > limit:
-                await error_response(_too_large(limit))(scope, receive, send)
-                return
+        if declared_too_large(scope, limit):
+            await error_response(body_too_large(limit))(scope, receive, send)
+            return
         client = self.upstream.client_for(url)
         request = client.build_request(scope["method"], url, headers=headers, content=_body(receive, limit))
         try:
@@ -193,14 +193,6 @@ def _replay(messages: list[Message], receive: Receive) -> Receive:
     return replayed
 
 
-def _too_large(limit: int) -> RequestError:
-    return RequestError(
-        f"The request body is larger than this server's limit of {limit} bytes (max_body_bytes).",
-        status_code=413,
-        code="request_too_large",
-    )
-
-
 async def _body(receive: Receive, limit: int) -> AsyncIterator[bytes]:
     """The request body as it arrives, refused past `limit` bytes."""
     size = 0
@@ -211,7 +203,7 @@ async def _body(receive: Receive, limit: int) -> AsyncIterator[bytes]:
         chunk: bytes = message.get("body", b"")
         size += len(chunk)
         if size > limit:
-            raise _too_large(limit)
+            raise body_too_large(limit)
         if chunk:
             yield chunk
         if not message.get("more_body", False):
