@@ -1,7 +1,8 @@
 """Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
 
 Quotas and budgets per caller and per served model (docs/guides/quotas.md): which windows a request is counted in
-(`windows`), where the counters live (`memory`, `redis`), and the admission of a run and its charge (`gate`)."""
+(`windows`), where the counters live (this process: `memory`; a Redis: `shared`), the admission of a run and its
+charge (`gate`), and a key's usage (`usage`)."""
 
 from __future__ import annotations
 

@@ -29,7 +29,8 @@ from .windows import Kind, reset_text, retry_after, window
 logger = logging.getLogger("adapter_critic")
 
 _MARGIN = 60  # seconds a counter outlives its window (clocks of instances differ a little)
-_LIMIT_FIELDS: dict[Kind, str] = {
+# Each kind of window and the `RateLimits` setting that limits it (also how messages and the usage endpoint name it).
+LIMIT_FIELDS: dict[Kind, str] = {
     "requests": "requests_per_minute",
     "tokens": "tokens_per_minute",
     "cost_day": "cost_per_day",
@@ -62,7 +63,7 @@ class Bucket:
     what: str  # for messages: "key 'team-a'"
 
     def kinds(self) -> list[tuple[Kind, float]]:
-        found = ((kind, getattr(self.limits, field)) for kind, field in _LIMIT_FIELDS.items())
+        found = ((kind, getattr(self.limits, field)) for kind, field in LIMIT_FIELDS.items())
         return [(kind, float(limit)) for kind, limit in found if limit is not None]
 
 
@@ -119,7 +120,9 @@ class Quotas:
         self.window_seconds = config.limits.window_seconds
         self.fail_open = config.limits.on_error == "open"
         self._prefix = config.limits.key_prefix
-        self._keys = {k.name: Bucket(f"key:{k.name}", k.limits, f"key {k.name!r}") for k in config.auth.keys}
+        self._keys = {
+            k.name: Bucket(f"key:{k.name}", k.limits, f"key {k.name!r}") for k in config.auth.keys if k.limits.any
+        }
         self._models = {
             served_id: Bucket(f"model:{served_id}", served.limits, f"served model {served_id!r}")
             for served_id, served in config.served_models.items()
@@ -138,7 +141,7 @@ class Quotas:
     async def admit(self, caller: str | None, served_model: str) -> Ticket | None:
         """Count a run in; None when no limit applies (or the counters failed open). Raises `RateLimited` (429) over
         a limit, `Overloaded` (503) when the counters failed and `limits.on_error = "closed"`."""
-        buckets = [b for b in (self._keys.get(caller or ""), self._models.get(served_model)) if b and b.limits.any]
+        buckets = [b for b in (self._keys.get(caller or ""), self._models.get(served_model)) if b is not None]
         if not buckets:
             return None
         now = self.clock()
@@ -159,9 +162,9 @@ class Quotas:
         if refused is not None:
             bucket, kind, limit, reset = states[refused]
             if self._on_refused is not None:
-                self._on_refused(bucket.id.split(":", 1)[0], _LIMIT_FIELDS[kind])
+                self._on_refused(bucket.id.split(":", 1)[0], LIMIT_FIELDS[kind])
             raise RateLimited(
-                f"Rate limit reached for {bucket.what}: {_amount(kind, limit)} ({_LIMIT_FIELDS[kind]}). "
+                f"Rate limit reached for {bucket.what}: {_amount(kind, limit)} ({LIMIT_FIELDS[kind]}). "
                 f"Retry in {retry_after(reset)} s.",
                 code="rate_limit_exceeded",
                 headers={**rate_headers(usages), "retry-after": retry_after(reset), "retry-after-ms": _ms(reset)},

@@ -9,7 +9,7 @@ from typing import Protocol
 
 import msgspec
 
-from .gate import Quotas
+from .gate import LIMIT_FIELDS, Quotas
 from .windows import day_start, month_start
 
 
@@ -48,14 +48,6 @@ class RunCounts(Protocol):
     async def key_usage(self, key_name: str, since: float) -> tuple[int, int, float | None]: ...
 
 
-_FIELDS = {
-    "requests": "requests_per_minute",
-    "tokens": "tokens_per_minute",
-    "cost_day": "cost_per_day",
-    "cost_month": "cost_per_month",
-}
-
-
 async def key_usage(name: str, now: float, store: RunCounts | None, quotas: Quotas | None) -> KeyUsage:
     """`name`'s usage at `now`; raises what the store or the counters raise."""
     today, month = Period(since=day_start(now)), Period(since=month_start(now))
@@ -71,7 +63,7 @@ async def key_usage(name: str, now: float, store: RunCounts | None, quotas: Quot
             month.cost = state.used
         windows.append(
             Window(
-                limit=_FIELDS[state.kind],
+                limit=LIMIT_FIELDS[state.kind],
                 value=state.limit,
                 used=state.used,
                 remaining=state.remaining,
