@@ -140,7 +140,8 @@ class StreamResponse:
         if chunks.finish is not None:
             self._finish = chunks.finish
         if chunks.payloads:
-            self._beginning(chunks.usage)
+            if self._begin is not None:  # checked here: this runs for every read of the answer
+                self._beginning(chunks.usage)
             await self._write(self.chunks.relayed(chunks.payloads))
 
     def _beginning(self, reported: Usage | None) -> None:
