@@ -3,7 +3,7 @@
 What `POST /messages/count_tokens` counts: a Messages request without `max_tokens` (Anthropic's count request),
 seen the three ways an upstream can be asked about it, and this server's own estimate when none can be.
 
-- `Counted.messages_body`: the request as the client sent it, for an Anthropic-protocol target's own
+- `Counted.for_anthropic`: the request as the client sent it, for an Anthropic-protocol target's own
   `/messages/count_tokens` (the model swapped for the target's, `x_adapter_critic` left out);
 - `Counted.chat`: the chat-completions `messages` and `tools` it means (`inbound.chat_body`, as a run would send
   them), for a vLLM server's `/tokenize`;
@@ -51,14 +51,16 @@ class Counted:
     """A count request, decoded and checked, in each form an upstream (or the estimate) takes it."""
 
     model: str
-    messages_body: dict[str, msgspec.Raw]
+    body: bytes  # as the client sent it
     chat: dict[str, Any]
     text: str
     images: int
 
     def for_anthropic(self, model: str) -> bytes:
-        """The body of an Anthropic target's `/messages/count_tokens` call."""
-        body = {key: value for key, value in self.messages_body.items() if key != "x_adapter_critic"}
+        """The body of an Anthropic target's `/messages/count_tokens` call (the client's body is read field by field
+        only here: no other target needs it)."""
+        fields = _body_decoder.decode(self.body)
+        body = {key: value for key, value in fields.items() if key != "x_adapter_critic"}
         body["model"] = msgspec.Raw(_encoder.encode(model))
         return _encoder.encode(body)
 
@@ -80,7 +82,7 @@ def decode_count(body: bytes) -> Counted:
     chat = chat_body(as_messages)
     chat = {key: chat[key] for key in ("messages", "tools") if key in chat}
     text, images = rendered(chat)
-    return Counted(request.model, _body_decoder.decode(body), chat, text, images)
+    return Counted(request.model, body, chat, text, images)
 
 
 def rendered(chat: dict[str, Any]) -> tuple[str, int]:
