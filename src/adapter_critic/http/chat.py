@@ -94,8 +94,19 @@ class ChatHandler:
 
     async def stop(self) -> None:
         """Lifespan shutdown: let the requests in flight finish (up to `shutdown_grace_seconds`), then close."""
+        await self.finish()
+        await self.close()
+
+    async def finish(self) -> None:
+        """The first half of shutdown: the requests in flight finish (up to `shutdown_grace_seconds`) and their runs
+        are written. The middleware does this before its wrapped app hears of the shutdown (its requests may be
+        calling that app in-process), and `close`s once the app has shut down."""
         await self.admission.drain(self.config.shutdown_grace_seconds)
         await self.stop_recording()
+
+    async def close(self) -> None:
+        """The second half of shutdown: close the upstream client and the limits' counters (their charges under way
+        written first)."""
         await self.upstream.aclose()
         if self.quotas is not None:
             await self.quotas.aclose()

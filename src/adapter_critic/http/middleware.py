@@ -144,7 +144,6 @@ class AdapterCriticMiddleware:
 
     async def _lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
         handler = self.service.handler
-        upstream = handler.upstream
 
         async def lifespan_receive() -> Message:
             message = await receive()
@@ -153,14 +152,12 @@ class AdapterCriticMiddleware:
                 handler.start()
                 await handler.start_recording()
             elif message["type"] == "lifespan.shutdown":
-                # Before the wrapped app hears of it: our requests in flight may be calling it in-process.
-                await handler.admission.drain(handler.config.shutdown_grace_seconds)
-                await handler.stop_recording()
+                await handler.finish()  # before the wrapped app hears of it: our requests may be calling it
             return message
 
         async def lifespan_send(message: Message) -> None:
             if message["type"] in ("lifespan.shutdown.complete", "lifespan.shutdown.failed"):
-                await upstream.aclose()
+                await handler.close()
             await send(message)
 
         await self.app(scope, lifespan_receive, lifespan_send)
