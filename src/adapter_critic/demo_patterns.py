@@ -5,13 +5,14 @@ A string that matches a regular expression: what the demo model puts in a string
 
 The common syntax is read (literals, escapes, classes, `.`, groups, the first alternative of `|`, quantifiers,
 anchors and lookarounds taken as nothing); the string made is checked against the pattern, and None is the answer
-when it does not match.
+when it does not match. Patterns are compiled by `compiled`, as Python reads them today.
 """
 
 from __future__ import annotations
 
 import re
 import string
+import warnings
 
 # What a class or `.` stands for: its first candidate here, the next one at each repetition (`\d{5}` is `12345`).
 _CANDIDATES = string.ascii_lowercase + "1234567890" + string.ascii_uppercase + " -_.@/:+"
@@ -24,9 +25,22 @@ def example(pattern: str) -> str | None:
     """A short string `pattern` matches (searched for, as JSON Schema does), or None."""
     try:
         text, _ = _Reader(pattern).alternation(0)
-        return text if re.search(pattern, text) is not None else None
+        return text if compiled(pattern).search(text) is not None else None
     except (re.error, IndexError, ValueError, RecursionError):
         return None
+
+
+def compiled(pattern: str) -> re.Pattern[str]:
+    """`pattern` compiled as Python (and JSON Schema's ECMA-262) reads it today; `re.error` when it cannot be read.
+
+    A class with a set syntax a later Python may read otherwise (`[[`, `--`, `&&`, `||`, `~~`) makes `re` warn
+    (FutureWarning) the first time it compiles it. The pattern is the client's, not the server's to warn about,
+    so the warning is silenced: the demo's answer is then the same whether `re` warned, had the pattern cached
+    or runs where warnings are errors.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        return re.compile(pattern)
 
 
 class _Reader:
@@ -119,6 +133,6 @@ class _Reader:
 
 def _pick(char_class: str, turn: int) -> str:
     """The `turn`-th candidate character (counting round) that `char_class` (a `[...]` expression) matches."""
-    compiled = re.compile(char_class)
-    matching = [c for c in _CANDIDATES if compiled.fullmatch(c)]
+    reader = compiled(char_class)
+    matching = [c for c in _CANDIDATES if reader.fullmatch(c)]
     return matching[turn % len(matching)] if matching else ""

@@ -16,7 +16,7 @@ import math
 import re
 from typing import Any
 
-from .demo_patterns import example
+from .demo_patterns import compiled, example
 
 # Properties whose string is the reply itself, and those whose string is what the user asked.
 ANSWER_KEYS = frozenset(
@@ -290,6 +290,6 @@ def _singular(key: str) -> str:
 
 def _matches(pattern: str, text: str) -> bool:
     try:
-        return re.search(pattern, text) is not None
+        return compiled(pattern).search(text) is not None
     except re.error:
         return True  # a pattern Python cannot read is not one the demo can aim at

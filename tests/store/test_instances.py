@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 from sqlalchemy import update
 
-from adapter_critic.store.database import Database, process_identity
+from adapter_critic.store.database import Database
+from adapter_critic.store.processes import process_identity
 from adapter_critic.store.runstore import RunStore
 from adapter_critic.store.schema import instances
 

@@ -16,6 +16,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from ..store.processes import start_time
+
 logger = logging.getLogger("adapter_critic")
 
 ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -30,7 +32,7 @@ def prepare_multiprocess_dir() -> str | None:
     if multiprocessing.parent_process() is None:
         return None  # one process: its own numbers are the server's
     supervisor = os.getppid()
-    path = Path(tempfile.gettempdir()) / f"adapter_critic-metrics-{supervisor}-{_start_time(supervisor)}"
+    path = Path(tempfile.gettempdir()) / f"adapter_critic-metrics-{supervisor}-{start_time(supervisor) or ''}"
     try:
         path.mkdir(mode=0o700, exist_ok=True)
         if path.stat().st_uid != os.getuid():
@@ -45,12 +47,3 @@ def prepare_multiprocess_dir() -> str | None:
         return None
     os.environ[ENV] = str(path)
     return str(path)
-
-
-def _start_time(pid: int) -> str:
-    """When process `pid` started (clock ticks since boot, from /proc), or "" where /proc is not there."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rpartition(")")[2].split()[19]
-    except (OSError, IndexError):
-        return ""

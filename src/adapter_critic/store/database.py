@@ -5,8 +5,9 @@ server) or PostgreSQL through asyncpg (several workers and instances sharing one
 once, for both.
 
 It owns the SQL: the reads of the runs API, the instances table (which process runs what, so runs of a process
-that is gone become `interrupted`), retention, and writing a batch of records in one transaction — whose rows and
-statements are `writes`'s, sent with the standard library's `sqlite3` for a SQLite file.
+that is gone — `processes` tells — become `interrupted`), retention, and writing a batch of records in one
+transaction — whose rows and statements are `writes`'s, sent with the standard library's `sqlite3` for a SQLite
+file.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from ..errors import StoreError
 from .cleaning import Cleaner
+from .processes import process_gone, process_identity
 from .reads import detail, request_messages, run_end, stored_stages, summary, total_tokens
 from .recorder import Record
 from .records import RunDetail, RunPage, RunQuery, RunSummary, StoredStage, decode_cursor, encode_cursor
@@ -74,48 +76,6 @@ def _sqlite_begin(conn: Any) -> None:
     # A writing transaction takes the write lock at once (BEGIN IMMEDIATE): two workers that both read, then write,
     # would otherwise find each other's write lock mid-transaction and fail or wait out the busy timeout.
     conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("writes") else "BEGIN")
-
-
-def process_identity(pid: int) -> str | None:
-    """`<pid namespace>/<start time>` of process `pid` (its start in clock ticks since boot), from /proc; None
-    where /proc does not say (another system, another user's process)."""
-    try:
-        namespace = os.readlink(f"/proc/{pid}/ns/pid")
-    except OSError:
-        return None
-    started = _start_time(pid)
-    return None if started is None else f"{namespace}/{started}"
-
-
-def _start_time(pid: int) -> str | None:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rpartition(")")[2].split()[19]
-    except (OSError, IndexError):
-        return None
-
-
-def process_gone(pid: int, process: str | None) -> bool:
-    """Whether the instance that registered as `pid` (`process`: its `process_identity`) on this host is gone: no
-    such pid, or one started since (the pid reused). An instance in another pid namespace — another container that
-    shares this host's name, as `--network host` does — cannot be looked up here: it is not gone by this test."""
-    if process is None:
-        return not pid_alive(pid)
-    namespace, _, started = process.rpartition("/")
-    own = process_identity(os.getpid())
-    if own is None or own.rpartition("/")[0] != namespace:
-        return False
-    return not pid_alive(pid) or _start_time(pid) != started
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process: alive
-        return True
-    return True
 
 
 class Database:

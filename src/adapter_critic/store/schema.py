@@ -175,7 +175,7 @@ def _v8(conn: Connection) -> None:
     _add_column(conn, "runs", "parent_run_id", "VARCHAR(128)")
     _add_column(conn, "runs", "parent_stage", "VARCHAR(128)")
     _add_column(conn, "stages", "child_run_id", "VARCHAR(128)")
-    next(index for index in runs.indexes if index.name == "runs_parent").create(conn, checkfirst=True)
+    conn.execute(text("CREATE INDEX IF NOT EXISTS runs_parent ON runs (parent_run_id)"))
 
 
 def _add_column(conn: Connection, table: str, column: str, definition: str) -> None:

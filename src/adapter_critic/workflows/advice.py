@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 
 from ..core import Message
-from .prompts import render_conversation, with_text_added
+from .prompts import reviewer_messages, shown_conversation, with_text_added
 
 DEFAULT_ADVISOR_SYSTEM_PROMPT = """\
 You are an expert advisor to an AI assistant. You are shown a conversation; the assistant will answer its last \
@@ -37,11 +37,11 @@ mention it or the advisor.
 
 def advisor_messages(system_prompt: str, messages: list[Message]) -> list[dict[str, Any]]:
     """The advisor's call: its system prompt, and the whole conversation rendered as text."""
-    user = (
-        f"<conversation>\n{render_conversation(messages)}\n</conversation>\n\n"
-        "Write your guidance for the assistant's answer to the last message."
+    return reviewer_messages(
+        system_prompt,
+        shown_conversation(messages),
+        "Write your guidance for the assistant's answer to the last message.",
     )
-    return [{"role": "system", "content": system_prompt}, {"role": "user", "content": user}]
 
 
 def with_guidance(raw_messages: list[msgspec.Raw], messages: list[Message], guidance: str) -> list[Any]:

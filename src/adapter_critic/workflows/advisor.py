@@ -1,6 +1,7 @@
 """Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
 
-`advisor`: an advisor writes guidance for the answer first, then the API model answers with it (issue 12).
+`advisor`: an advisor writes guidance for the answer first, then the API model answers with it
+(docs/guides/workflows.md).
 
 The advisor sees the whole conversation with its own system prompt and none of the request's options (no tools:
 it answers in text). Its guidance is appended to the last user message in a delimited block, and the API model

@@ -1,6 +1,6 @@
 """Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
 
-`best_of_n`: n candidate answers of the API model at once, then a judge picks one (issue 12).
+`best_of_n`: n candidate answers of the API model at once, then a judge picks one (docs/guides/workflows.md).
 
 Judging is `pairwise` (a knockout: the leader so far meets each next candidate, every comparison asked in both
 orders to cancel the judge's position bias; a split verdict is a tie, kept by the earlier candidate) or

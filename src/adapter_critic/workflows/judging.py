@@ -13,7 +13,7 @@ import re
 from typing import Any, Literal
 
 from ..core import Message
-from .prompts import render_conversation
+from .prompts import reviewer_messages, shown_conversation, tagged
 
 Vote = Literal["A", "B", "tie"]
 
@@ -58,21 +58,22 @@ _BARE = re.compile(
 
 def pairwise_messages(system_prompt: str, messages: list[Message], first: str, second: str) -> list[dict[str, Any]]:
     """A comparison as the judge sees it: `first` shown as A, `second` as B."""
-    user = (
-        f"<conversation>\n{render_conversation(messages)}\n</conversation>\n\n"
-        f"<reply_A>\n{first}\n</reply_A>\n\n<reply_B>\n{second}\n</reply_B>\n\n"
-        "Which reply is better? End with `Winner: A`, `Winner: B` or `Winner: tie`."
+    return reviewer_messages(
+        system_prompt,
+        shown_conversation(messages),
+        tagged("reply_A", first),
+        tagged("reply_B", second),
+        "Which reply is better? End with `Winner: A`, `Winner: B` or `Winner: tie`.",
     )
-    return [{"role": "system", "content": system_prompt}, {"role": "user", "content": user}]
 
 
 def pointwise_messages(system_prompt: str, messages: list[Message], candidate: str) -> list[dict[str, Any]]:
-    user = (
-        f"<conversation>\n{render_conversation(messages)}\n</conversation>\n\n"
-        f"<reply>\n{candidate}\n</reply>\n\n"
-        "Score the reply from 0 to 10. End with `Score: N`."
+    return reviewer_messages(
+        system_prompt,
+        shown_conversation(messages),
+        tagged("reply", candidate),
+        "Score the reply from 0 to 10. End with `Score: N`.",
     )
-    return [{"role": "system", "content": system_prompt}, {"role": "user", "content": user}]
 
 
 def retry_messages(previous: list[dict[str, Any]], reply: str, pairwise: bool) -> list[dict[str, Any]]:

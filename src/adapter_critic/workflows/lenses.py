@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import msgspec
 
 from ..core import Message
-from .prompts import critic_messages, render_conversation
+from .prompts import critic_messages, reviewer_messages, shown_conversation, tagged
 
 LensName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
 
@@ -90,13 +90,13 @@ def lens_messages(lens: Lens, messages: list[Message], draft: str) -> list[dict[
 def coordinator_messages(
     system_prompt: str, messages: list[Message], draft: str, critiques: dict[str, str]
 ) -> list[dict[str, Any]]:
-    user = (
-        f"<conversation>\n{render_conversation(messages)}\n</conversation>\n\n"
-        f"<draft_reply>\n{draft}\n</draft_reply>\n\n"
-        f"<critiques>\n{concatenated(critiques)}\n</critiques>\n\n"
-        "Merge the critiques into one prioritised list."
+    return reviewer_messages(
+        system_prompt,
+        shown_conversation(messages),
+        tagged("draft_reply", draft),
+        tagged("critiques", concatenated(critiques)),
+        "Merge the critiques into one prioritised list.",
     )
-    return [{"role": "system", "content": system_prompt}, {"role": "user", "content": user}]
 
 
 def concatenated(critiques: dict[str, str]) -> str:

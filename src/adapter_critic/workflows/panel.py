@@ -1,7 +1,7 @@
 """Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
 
 `panel`: an API draft, a panel of lenses reviewing it at once, a coordinator merging their critiques, then the
-API model's second pass (issue 12).
+API model's second pass (docs/guides/workflows.md).
 
 Each lens is a critic with a concern of its own (correctness, completeness, …) and, optionally, a target of its
 own. The coordinator merges the critiques into one prioritised list (`coordinator = false`: they are put one

@@ -101,13 +101,29 @@ def render_conversation(messages: list[Message]) -> str:
     return "\n\n".join(blocks)
 
 
+def tagged(tag: str, text: str) -> str:
+    """`text` between `<tag>` and `</tag>` lines: how a reviewer is shown each part of what it reviews."""
+    return f"<{tag}>\n{text}\n</{tag}>"
+
+
+def shown_conversation(messages: list[Message]) -> str:
+    """The conversation rendered as text between `<conversation>` tags."""
+    return tagged("conversation", render_conversation(messages))
+
+
+def reviewer_messages(system_prompt: str, *parts: str) -> list[dict[str, Any]]:
+    """A reviewer's call (adapter, critic, judge, lens, …): its system prompt, then one user message of `parts`
+    with a blank line between each (the tagged conversation and reply first, the question last)."""
+    return [{"role": "system", "content": system_prompt}, {"role": "user", "content": "\n\n".join(parts)}]
+
+
 def adapter_messages(system_prompt: str, messages: list[Message], draft: str) -> list[dict[str, Any]]:
-    user = (
-        f"<conversation>\n{render_conversation(messages)}\n</conversation>\n\n"
-        f"<draft_reply>\n{draft}\n</draft_reply>\n\n"
-        "Review the draft reply. Answer lgtm or with SEARCH/REPLACE edit blocks."
+    return reviewer_messages(
+        system_prompt,
+        shown_conversation(messages),
+        tagged("draft_reply", draft),
+        "Review the draft reply. Answer lgtm or with SEARCH/REPLACE edit blocks.",
     )
-    return [{"role": "system", "content": system_prompt}, {"role": "user", "content": user}]
 
 
 def adapter_retry_messages(previous: list[dict[str, Any]], reply: str, reason: str) -> list[dict[str, Any]]:
@@ -122,13 +138,13 @@ def critic_messages(system_prompt: str, messages: list[Message], draft: str) -> 
     first_system = next((m for m in messages if m.role in ("system", "developer")), None)
     assistant_prompt = content_text(first_system.content) if first_system is not None else "(none)"
     conversation = [m for m in messages if m is not first_system]
-    user = (
-        f"<assistant_system_prompt>\n{assistant_prompt}\n</assistant_system_prompt>\n\n"
-        f"<conversation>\n{render_conversation(conversation)}\n</conversation>\n\n"
-        f"<draft_reply>\n{draft}\n</draft_reply>\n\n"
-        "Write your critique of the draft reply."
+    return reviewer_messages(
+        system_prompt,
+        tagged("assistant_system_prompt", assistant_prompt),
+        shown_conversation(conversation),
+        tagged("draft_reply", draft),
+        "Write your critique of the draft reply.",
     )
-    return [{"role": "system", "content": system_prompt}, {"role": "user", "content": user}]
 
 
 def second_pass_messages(raw_messages: list[msgspec.Raw], draft: str, critique: str) -> list[Any]:

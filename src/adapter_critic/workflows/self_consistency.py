@@ -19,7 +19,7 @@ import msgspec
 
 from ..core import Answer, Completion, FinalCall, Message
 from .base import RunContext, StageCall, Workflow
-from .prompts import render_conversation
+from .prompts import reviewer_messages, shown_conversation, tagged
 from .sampling import Samples, noted, sample
 from .voting import extractor, tally
 
@@ -130,15 +130,13 @@ async def _most_consistent(run: RunContext, settings: SelfConsistencySettings, s
 
 def consistency_messages(system_prompt: str, messages: list[Message], responses: list[str]) -> list[dict[str, Any]]:
     """The question universal self-consistency asks: the conversation, then the responses numbered from 1."""
-    shown = "\n\n".join(
-        f"<response_{i}>\nResponse {i}:\n{text}\n</response_{i}>" for i, text in enumerate(responses, 1)
-    )
-    user = (
-        f"<conversation>\n{render_conversation(messages)}\n</conversation>\n\n{shown}\n\n"
+    return reviewer_messages(
+        system_prompt,
+        shown_conversation(messages),
+        *(tagged(f"response_{i}", f"Response {i}:\n{text}") for i, text in enumerate(responses, 1)),
         'Which response is the most consistent with the others? Start with "The most consistent response is '
-        'Response X".'
+        'Response X".',
     )
-    return [{"role": "system", "content": system_prompt}, {"role": "user", "content": user}]
 
 
 def parse_pick(reply: str, count: int) -> int | None:

@@ -20,7 +20,7 @@ import msgspec
 from ..core import Answer, FinalCall, Message
 from .base import RunContext, Workflow, note_draft
 from .edits import is_only
-from .prompts import draft_as_text, render_conversation
+from .prompts import draft_as_text, reviewer_messages, shown_conversation, tagged
 
 STOP_PHRASE = "NO CHANGES NEEDED"
 
@@ -105,12 +105,9 @@ class SelfRefine(Workflow):
 
 
 def feedback_messages(system_prompt: str, messages: list[Message], answer: str) -> list[dict[str, Any]]:
-    user = (
-        f"<conversation>\n{render_conversation(messages)}\n</conversation>\n\n"
-        f"<reply>\n{answer}\n</reply>\n\n"
-        "Give your feedback on the reply."
+    return reviewer_messages(
+        system_prompt, shown_conversation(messages), tagged("reply", answer), "Give your feedback on the reply."
     )
-    return [{"role": "system", "content": system_prompt}, {"role": "user", "content": user}]
 
 
 def says_stop(feedback: str, stop_phrase: str) -> bool:

@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 
 from ..core import Message
-from .prompts import with_text_added
+from .prompts import tagged, with_text_added
 
 DEFAULT_SYNTHESIS_PROMPT = """\
 You have been given a set of responses, written by several different models, to the latest user query. Your task \
@@ -29,7 +29,7 @@ RESPONSES_CLOSE = "</responses_from_models>"
 
 def responses_block(instruction: str, responses: list[str]) -> str:
     """The instruction, then the responses numbered in order, each between its own tags."""
-    numbered = "\n\n".join(f"<response_{i}>\n{text}\n</response_{i}>" for i, text in enumerate(responses, 1))
+    numbered = "\n\n".join(tagged(f"response_{i}", text) for i, text in enumerate(responses, 1))
     return f"{instruction}\n\n{RESPONSES_OPEN}\n{numbered}\n{RESPONSES_CLOSE}"
 
 

@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 from ..core import Message
-from .prompts import render_conversation
+from .prompts import reviewer_messages, shown_conversation, tagged
 
 DEFAULT_PLAN_SYSTEM_PROMPT = """\
 You help check an AI assistant's draft reply for factual errors. You are shown the conversation and the draft \
@@ -51,21 +51,20 @@ answer only: no preamble, and no mention of the questions or of this check.\
 
 def plan_messages(system_prompt: str, messages: list[Message], draft: str, limit: int) -> list[dict[str, Any]]:
     """The planner's call: the conversation and the baseline draft, asking for at most `limit` questions."""
-    user = (
-        f"<conversation>\n{render_conversation(messages)}\n</conversation>\n\n"
-        f"<draft_reply>\n{draft}\n</draft_reply>\n\n"
-        f"Write at most {limit} verification questions about the draft reply's claims, as a numbered list."
+    return reviewer_messages(
+        system_prompt,
+        shown_conversation(messages),
+        tagged("draft_reply", draft),
+        f"Write at most {limit} verification questions about the draft reply's claims, as a numbered list.",
     )
-    return [{"role": "system", "content": system_prompt}, {"role": "user", "content": user}]
 
 
 def verify_messages(system_prompt: str, question: str, conversation: list[Message] | None) -> list[dict[str, Any]]:
     """One verification question, asked on its own: never with the draft it checks. `conversation` (the
     `verify_with_conversation` setting) comes before it, for questions about what the user gave."""
-    user = question
-    if conversation is not None:
-        user = f"<conversation>\n{render_conversation(conversation)}\n</conversation>\n\nQuestion: {question}"
-    return [{"role": "system", "content": system_prompt}, {"role": "user", "content": user}]
+    if conversation is None:
+        return reviewer_messages(system_prompt, question)
+    return reviewer_messages(system_prompt, shown_conversation(conversation), f"Question: {question}")
 
 
 def checks_text(checks: list[tuple[str, str]]) -> str:
