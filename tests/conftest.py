@@ -243,6 +243,10 @@ class RemoteUpstream:
     def models(self) -> list[str]:
         return [call["body"]["model"] for call in self.calls()]
 
+    def resume(self) -> None:
+        """Let go the streams paused by their reply's `stream_pause_after`."""
+        httpx.post(f"{self.url}/_resume").raise_for_status()
+
     def holding(self, count: int, wait: float) -> int:
         """How many calls are held by their reply's `delay`, once `count` are (or `wait` seconds passed)."""
         answer = httpx.get(f"{self.url}/_holding", params={"count": count, "wait": wait}, timeout=wait + 5)
