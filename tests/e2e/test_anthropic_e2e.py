@@ -20,8 +20,8 @@ import httpx
 import openai
 import pytest
 
-from ..conftest import UVICORN, run_server, sdk
 from ..conftest import RemoteUpstream as Upstream
+from ..conftest import run_app, sdk
 
 INBOUND_KEY = "in-key-e2e"
 CLAUDE_KEY = "sk-ant-e2e"
@@ -67,17 +67,15 @@ api = {{ {api} }}
 @pytest.fixture(scope="module")
 def back_url(upstream_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     path = tmp_path_factory.mktemp("anthropic") / "back.toml"
-    path.write_text(back_config(upstream_url))
-    env = {"ADAPTER_CRITIC_CONFIG": str(path), "INBOUND_KEYS": INBOUND_KEY, "CLAUDE_KEY": CLAUDE_KEY, "LOCAL_KEY": ""}
-    with run_server(UVICORN, env=env) as (url, _):
+    env = {"INBOUND_KEYS": INBOUND_KEY, "CLAUDE_KEY": CLAUDE_KEY, "LOCAL_KEY": ""}
+    with run_app(path, back_config(upstream_url), **env) as (url, _):
         yield url
 
 
 @pytest.fixture(scope="module")
 def front_url(upstream_url: str, back_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     path = tmp_path_factory.mktemp("anthropic") / "front.toml"
-    path.write_text(front_config(upstream_url, back_url))
-    with run_server(UVICORN, env={"ADAPTER_CRITIC_CONFIG": str(path), "BACK_KEY": INBOUND_KEY}) as (url, _):
+    with run_app(path, front_config(upstream_url, back_url), BACK_KEY=INBOUND_KEY) as (url, _):
         yield url
 
 
