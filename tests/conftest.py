@@ -208,6 +208,16 @@ def run_server(args: list[str], env: dict[str, str] | None = None) -> Iterator[t
             proc.stderr.close()
 
 
+Server = contextlib.AbstractContextManager[tuple[str, subprocess.Popen[bytes]]]  # `with server as (url, process):`
+
+
+def run_app(config: Path, text: str, **env: str) -> Server:
+    """`run_server(UVICORN)`: the standalone app serving the config `text` (TOML, or JSON in a `.json` file) written
+    to the file `config` (its `ADAPTER_CRITIC_CONFIG`), with `env` added to its environment."""
+    config.write_text(text, encoding="utf-8")
+    return run_server(UVICORN, env={"ADAPTER_CRITIC_CONFIG": str(config), **env})
+
+
 @pytest.fixture(scope="module")
 def upstream_url() -> Iterator[str]:
     """The scripted upstream as a real server on loopback, one per test module (`RemoteUpstream` scripts it)."""
@@ -242,6 +252,10 @@ class RemoteUpstream:
 
     def models(self) -> list[str]:
         return [call["body"]["model"] for call in self.calls()]
+
+    def resume(self) -> None:
+        """Let go the streams paused by their reply's `stream_pause_after`."""
+        httpx.post(f"{self.url}/_resume").raise_for_status()
 
     def holding(self, count: int, wait: float) -> int:
         """How many calls are held by their reply's `delay`, once `count` are (or `wait` seconds passed)."""

@@ -1,8 +1,8 @@
 """Builders the test files share instead of each keeping a copy: what an upstream answers (`completion`, `usage`,
 `sse`), what a client reads (`envelope`, `extension`), deeply nested JSON (`nested`), an adapter's edit blocks
 (`block`), configs (`target`, `forwarding_config`; as TOML files, `direct_toml` and `served_toml`), ASGI requests
-made by hand (`post_scope`, `raw_post`), a request read off a raw socket (`read_request`), and the app under test
-against a hand-written upstream (`hostile`).
+made by hand (`post_scope`, `body_then`, `raw_post`), a request read off a raw socket (`read_request`), and the app
+under test against a hand-written upstream (`hostile`).
 
 `make_config`, the scripted upstream's config, stays in tests/conftest.py with the fixtures; this module holds none.
 """
@@ -123,11 +123,8 @@ def post_scope(path: str, raw: bytes) -> Scope:
     }
 
 
-async def raw_post(app: ASGIApp, body: dict[str, Any], receive_after: Receive, send: Send) -> None:
-    """POST `body` to `/chat/completions` on `app` with our own receive/send; after the body, `receive` is
-    `receive_after`."""
-    raw = json.dumps(body).encode()
-    scope = post_scope("/chat/completions", raw)
+def body_then(raw: bytes, receive_after: Receive) -> Receive:
+    """An ASGI `receive` handing the app the request body `raw`, whole, then what `receive_after` receives."""
     request_sent = False
 
     async def receive() -> Message:
@@ -137,8 +134,15 @@ async def raw_post(app: ASGIApp, body: dict[str, Any], receive_after: Receive, s
             return {"type": "http.request", "body": raw, "more_body": False}
         return await receive_after()
 
+    return receive
+
+
+async def raw_post(app: ASGIApp, body: dict[str, Any], receive_after: Receive, send: Send) -> None:
+    """POST `body` to `/chat/completions` on `app` with our own receive/send; after the body, `receive` is
+    `receive_after`."""
+    raw = json.dumps(body).encode()
     with anyio.fail_after(5):  # a hang guard: the app must return
-        await app(scope, receive, send)
+        await app(post_scope("/chat/completions", raw), body_then(raw, receive_after), send)
 
 
 async def read_request(stream: anyio.abc.ByteStream) -> tuple[dict[str, str], bytes]:

@@ -4,7 +4,8 @@ In-process, tests hand `ScriptedUpstream().app` to `httpx.ASGITransport`. As a r
 (`python -m tests.scripted_upstream --fd N`), tests script it and read its calls over HTTP:
 `POST /_script` (a JSON list of replies), `GET /_calls`, `POST /_reset`, `GET /_aborted` (the calls whose
 slow reply or stream was cancelled or closed before it finished, or whose caller disconnected during the
-reply's `delay`: the client went away), `GET /_holding` (how many calls their reply's `delay` holds now).
+reply's `delay`: the client went away), `GET /_holding` (how many calls their reply's `delay` holds now),
+`POST /_resume` (let go the streams their reply's `stream_pause_after` holds).
 
 A reply with no script answers `echo <model>: <last user text>` with usage 1/2/3.
 """
@@ -55,6 +56,9 @@ class Reply:
     stream_drop: bool = False  # with stream_break_after: drop the connection instead (the app raises)
     stream_error: dict[str, Any] | None = None  # an `{"error": ...}` event at the break (else before the finish chunk)
     stream_no_done: bool = False  # every chunk, but no `data: [DONE]`
+    # Send this many events, then hold the rest until the test resumes the upstream (`resume`, `POST /_resume`; up to
+    # 10 s): what the app does with the first ones cannot depend on how the events happened to be split into reads.
+    stream_pause_after: int | None = None
     # Where usage sits in the stream, as real servers put it: "openai" (a last chunk with `choices: []`),
     # "litellm" (LiteLLM's proxy: a last chunk whose `choices` keeps `[{"index": 0, "delta": {}}]`),
     # "every_chunk" (the running usage repeated on every chunk, the last one the total).
@@ -99,6 +103,7 @@ class ScriptedUpstream:
         self.max_in_flight = 0  # the most chat calls this upstream had in flight at once
         self.holding = 0  # calls being held by their reply's `delay` now
         self._holding_changed: anyio.Event | None = None
+        self._resumed: anyio.Event | None = None
         self.app = Starlette(
             routes=[
                 Route("/{prefix:path}/chat/completions", self._chat, methods=["POST"]),
@@ -118,6 +123,7 @@ class ScriptedUpstream:
                 Route("/_reset", self._reset, methods=["POST"]),
                 Route("/_aborted", self._aborted, methods=["GET"]),
                 Route("/_holding", self._holding, methods=["GET"]),
+                Route("/_resume", self._resume, methods=["POST"]),
             ]
         )
 
@@ -131,7 +137,18 @@ class ScriptedUpstream:
         self._aborted_event = None
         self._holding_event = None
         self._groups.clear()
+        self._resumed = None
         self.in_flight = self.max_in_flight = 0
+
+    def resume(self) -> None:
+        """Let go the streams paused by their reply's `stream_pause_after` (and any that pause later)."""
+        self._resumed = self._resumed or anyio.Event()
+        self._resumed.set()
+
+    async def _paused(self) -> None:
+        self._resumed = self._resumed or anyio.Event()
+        with anyio.move_on_after(10):  # a test that never resumes fails on what it reads, not by hanging
+            await self._resumed.wait()
 
     def aborted_signal(self) -> anyio.Event:
         """An event set once a call was aborted (create it inside the event loop, e.g. in the test)."""
@@ -238,7 +255,7 @@ class ScriptedUpstream:
         if reply.usage is not None:
             completion["usage"] = reply.usage
         if body.get("stream"):
-            events = _sse(completion, reply, lambda: self._abort(call))
+            events = _sse(completion, reply, lambda: self._abort(call), self._paused)
             return StreamingResponse(events, media_type="text/event-stream", headers=reply.headers)
         return JSONResponse(completion, status_code=reply.status, headers=reply.headers)
 
@@ -376,6 +393,10 @@ class ScriptedUpstream:
             await self.until_holding(count)
         return JSONResponse({"holding": self.holding})
 
+    async def _resume(self, request: Request) -> Response:
+        self.resume()
+        return JSONResponse({"ok": True})
+
     async def _aborted(self, request: Request) -> Response:
         """The aborted calls; with `?wait=S`, first wait up to S seconds for one (or for `?count=N` of them): a long
         poll, not a sleep loop."""
@@ -413,7 +434,7 @@ class _Dropped(Exception):
     """Raised by a stream scripted to drop its connection: a real server then aborts the response."""
 
 
-async def _sse(completion: dict[str, Any], reply: Reply | None = None, on_abort: Any = None):  # type: ignore[no-untyped-def]
+async def _sse(completion: dict[str, Any], reply: Reply | None = None, on_abort: Any = None, paused: Any = None):  # type: ignore[no-untyped-def]
     reply = reply or Reply()
     base = {k: completion[k] for k in ("id", "created", "model")}
     base.update(reply.extra)
@@ -454,6 +475,8 @@ async def _sse(completion: dict[str, Any], reply: Reply | None = None, on_abort:
             delay = reply.first_chunk_delay if i == 0 else reply.chunk_delay
             if delay:
                 await anyio.sleep(delay)
+            if i == reply.stream_pause_after and paused is not None:
+                await paused()
             yield item
         if reply.stream_drop:
             raise _Dropped("scripted connection drop")

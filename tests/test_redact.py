@@ -26,25 +26,25 @@ INBOUND_CANARY = "inbound-canary-789"
 FORWARDED = "sk-callers-own-canary-000"
 
 
+# Direct served models named for how `redaction_handler` fails their upstream call, each with the key it was given.
+FAILING = (
+    "relay4xx",
+    "relay4xx-escaped",
+    "plain4xx",
+    "rate429",
+    "fail500",
+    "unreachable",
+    "timeout",
+    "badjson",
+    "deep",
+)
+
+
 def redaction_config(**top: Any) -> Config:
     def target(model: str, **extra: Any) -> dict[str, Any]:
         return {"model": model, "base_url": UPSTREAM_URL, **extra}
 
-    served: dict[str, Any] = {
-        name: {"mode": "direct", "api": target(name)}
-        for name in (
-            "relay4xx",
-            "relay4xx-escaped",
-            "plain4xx",
-            "rate429",
-            "fail500",
-            "unreachable",
-            "timeout",
-            "badjson",
-            "stream-error",
-            "deep",
-        )
-    }
+    served: dict[str, Any] = {name: {"mode": "direct", "api": target(name)} for name in (*FAILING, "stream-error")}
     served["degraded-adapter"] = {
         "mode": "adapter",
         "api": target("ok"),
@@ -130,18 +130,7 @@ async def test_no_key_leaks_from_any_error_path(
 
     statuses: dict[str, int] = {}
     async with hostile(redaction_config(), redaction_handler) as client:
-        for model in (
-            "relay4xx",
-            "relay4xx-escaped",
-            "plain4xx",
-            "rate429",
-            "fail500",
-            "unreachable",
-            "timeout",
-            "badjson",
-            "deep",
-            "failing-critic",
-        ):
+        for model in (*FAILING, "failing-critic"):
             statuses[model] = (await post(client, chat(model))).status_code
             statuses[f"{model} (stream)"] = (await post(client, chat(model, stream=True))).status_code
         for model in ("degraded-adapter", "degraded-critic"):

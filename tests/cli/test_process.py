@@ -7,8 +7,6 @@ import json
 import signal
 import socket
 import subprocess
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,15 +34,6 @@ def closed_port() -> int:
 
 def chat_calls(upstream: RemoteUpstream) -> list[dict[str, Any]]:
     return [call for call in upstream.calls() if call["path"].endswith("/chat/completions")]
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 20) -> bool:
-    """Poll `condition` (each poll is a request to the upstream) until it holds or `timeout` passes."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-    return True
 
 
 def test_version() -> None:
@@ -218,7 +207,8 @@ def test_ctrl_c_keeps_what_was_done_and_resume_finishes(tmp_path: Path, upstream
     assert process.stderr is not None and process.stdout is not None
     lines = Lines(process.stderr)
     lines.wait_for(lambda line: line.startswith("[1/5]"))
-    assert wait_until(lambda: len(chat_calls(upstream)) == 2)  # the second request is held by the upstream
+    assert upstream.holding(count=1, wait=20) == 1  # the second request is held by the upstream (its `delay`)
+    assert len(chat_calls(upstream)) == 2
     process.send_signal(signal.SIGINT)
     stdout = process.stdout.read()
     stderr = lines.rest()

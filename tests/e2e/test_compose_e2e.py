@@ -17,7 +17,7 @@ import openai
 import pytest
 from openai import OpenAI
 
-from ..conftest import UVICORN, RemoteUpstream, run_server, sdk, stop_server
+from ..conftest import RemoteUpstream, run_app, sdk, stop_server
 from ..helpers import extension, usage
 
 MESSAGES: list[Any] = [{"role": "user", "content": "Name a prime."}]
@@ -75,10 +75,8 @@ coordinator = false
 @pytest.fixture(scope="module")
 def urls(tmp_path_factory: pytest.TempPathFactory, upstream_url: str) -> Iterator[tuple[str, str]]:
     folder: Path = tmp_path_factory.mktemp("compose")
-    path = folder / "config.toml"
-    path.write_text(config_toml(upstream_url))
-    env = {"ADAPTER_CRITIC_CONFIG": str(path), "UP_KEY": KEY, "XDG_DATA_HOME": str(folder / "data")}
-    with run_server(UVICORN, env=env) as (app_url, _):
+    env = {"UP_KEY": KEY, "XDG_DATA_HOME": str(folder / "data")}
+    with run_app(folder / "config.toml", config_toml(upstream_url), **env) as (app_url, _):
         yield upstream_url, app_url
 
 
@@ -327,8 +325,7 @@ TOO_DEEP = "".join(f'[served_models.m{i}]\nmode = "direct"\napi = {{ served = "m
 )  # fmt: skip
 def test_a_cycle_or_a_nesting_too_deep_refuses_to_start(tmp_path: Path, config: str, words: str) -> None:
     path = tmp_path / "config.toml"
-    path.write_text(config)
-    with run_server(UVICORN, env={"ADAPTER_CRITIC_CONFIG": str(path)}) as (_, proc):
+    with run_app(path, config) as (_, proc):
         returncode = proc.wait(timeout=10)
         stderr = stop_server(proc)
     assert returncode != 0

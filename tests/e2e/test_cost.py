@@ -16,7 +16,7 @@ from openai import OpenAI
 
 from adapter_critic import Config
 
-from ..conftest import UVICORN, AppFactory, RemoteUpstream, chat, make_config, run_server, sdk
+from ..conftest import AppFactory, RemoteUpstream, chat, make_config, run_app, sdk
 from ..docs.snippets import ROOT, collect
 from ..helpers import extension, usage
 from ..scripted_upstream import Reply, ScriptedUpstream
@@ -85,9 +85,7 @@ api = {{ model = "down-model", base_url = "{up}", fallbacks = [{{ model = "api-m
 @pytest.fixture(scope="module")
 def app_url(upstream_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     path: Path = tmp_path_factory.mktemp("cost") / "config.toml"
-    path.write_text(config_toml(upstream_url))
-    env = {"ADAPTER_CRITIC_CONFIG": str(path), "COST_UP_KEY": "", "ADAPTER_CRITIC_STORE": "none"}
-    with run_server(UVICORN, env=env) as (url, _):
+    with run_app(path, config_toml(upstream_url), COST_UP_KEY="", ADAPTER_CRITIC_STORE="none") as (url, _):
         yield url
 
 

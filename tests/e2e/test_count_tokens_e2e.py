@@ -13,8 +13,8 @@ import anthropic
 import httpx
 import pytest
 
-from ..conftest import UVICORN, run_server, sdk
 from ..conftest import RemoteUpstream as Upstream
+from ..conftest import run_app, sdk
 
 CLAUDE_KEY = "sk-ant-count"
 INBOUND_KEY = "in-key-count"
@@ -54,9 +54,7 @@ api = {{ model = "gpt-model", base_url = "{upstream_url}/v1" }}
 @pytest.fixture(scope="module")
 def app_url(upstream_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     path = tmp_path_factory.mktemp("count") / "count.toml"
-    path.write_text(config_toml(upstream_url))
-    env = {"ADAPTER_CRITIC_CONFIG": str(path), "INBOUND_KEYS": INBOUND_KEY, "CLAUDE_KEY": CLAUDE_KEY}
-    with run_server(UVICORN, env=env) as (url, _):
+    with run_app(path, config_toml(upstream_url), INBOUND_KEYS=INBOUND_KEY, CLAUDE_KEY=CLAUDE_KEY) as (url, _):
         yield url
 
 

@@ -19,7 +19,7 @@ from openai import OpenAI
 from adapter_critic.demo import demo_config
 from adapter_critic.version import USER_AGENT
 
-from ..conftest import UVICORN, run_server, sdk, stop_server
+from ..conftest import UVICORN, Server, run_app, run_server, sdk, stop_server
 from ..conftest import RemoteUpstream as Upstream
 from ..helpers import direct_toml, extension
 
@@ -62,12 +62,9 @@ def config_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("e2e")
 
 
-def start_app(upstream_url: str, directory: Path, name: str, **options: Any) -> Any:
-    """`run_server` for the standalone app with a config file pointing at the scripted upstream."""
-    path = directory / f"{name}.toml"
-    path.write_text(config_toml(upstream_url, **options))
-    env = {"ADAPTER_CRITIC_CONFIG": str(path), "UP_KEY": KEY, "E2E_LOCAL_KEY": ""}
-    return run_server(UVICORN, env=env)
+def start_app(upstream_url: str, directory: Path, name: str, **options: Any) -> Server:
+    """`run_app` with a config file pointing at the scripted upstream."""
+    return run_app(directory / f"{name}.toml", config_toml(upstream_url, **options), UP_KEY=KEY, E2E_LOCAL_KEY="")
 
 
 @pytest.fixture(scope="module")
@@ -364,8 +361,7 @@ def test_without_config_the_demo_is_served(monkeypatch: pytest.MonkeyPatch) -> N
 
 def test_relative_base_url_refuses_to_start(tmp_path: Path) -> None:
     path = tmp_path / "relative.toml"
-    path.write_text(direct_toml("/v1", name="x", model="m"))
-    with run_server(UVICORN, env={"ADAPTER_CRITIC_CONFIG": str(path)}) as (_, proc):
+    with run_app(path, direct_toml("/v1", name="x", model="m")) as (_, proc):
         returncode = proc.wait(timeout=10)
         stderr = stop_server(proc)
 

@@ -16,7 +16,7 @@ import anyio.abc
 import openai
 import pytest
 
-from ..conftest import UVICORN, run_server
+from ..conftest import run_app
 from ..helpers import direct_toml
 from ..upstream.test_encoding import LIMIT, RawUpstream, nested_gzip_bomb
 
@@ -32,18 +32,15 @@ async def standalone(tmp_path: Path, upstream: RawUpstream, settings: str = "") 
     """The standalone server in front of a loopback `upstream`; an SDK client for it."""
     listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
     upstream_url = f"http://127.0.0.1:{listener.extra(anyio.abc.SocketAttribute.local_port)}/v1"
-    config = tmp_path / "config.toml"
-    config.write_text(
-        f"""
+    config = f"""
 retries = 0
 max_upstream_response_bytes = {LIMIT}
 allowed_override_base_urls = ["*"]
 {settings}
 {direct_toml(upstream_url, model="api-model")}"""
-    )
     async with listener, anyio.create_task_group() as tg:
         tg.start_soon(listener.serve, upstream.handle)
-        with run_server(UVICORN, env={"ADAPTER_CRITIC_CONFIG": str(config)}) as (url, _):
+        with run_app(tmp_path / "config.toml", config) as (url, _):
             async with openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=60) as client:
                 yield client
         tg.cancel_scope.cancel()

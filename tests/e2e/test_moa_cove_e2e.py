@@ -19,7 +19,7 @@ from openai import OpenAI
 from adapter_critic.workflows.synthesis import DEFAULT_SYNTHESIS_PROMPT, RESPONSES_OPEN
 from adapter_critic.workflows.verification import VERIFIED_LEAD
 
-from ..conftest import UVICORN, RemoteUpstream, run_server, sdk
+from ..conftest import RemoteUpstream, run_app, sdk
 from ..helpers import extension
 
 ASKED = "Name a prime."
@@ -57,8 +57,7 @@ max_questions = 2
 def app_url(tmp_path_factory: pytest.TempPathFactory, upstream_url: str) -> Iterator[str]:
     """The app in front of the module's scripted upstream (`upstream_url`, which `up` scripts)."""
     path: Path = tmp_path_factory.mktemp("moa_cove") / "config.toml"
-    path.write_text(config_toml(upstream_url))
-    with run_server(UVICORN, env={"ADAPTER_CRITIC_CONFIG": str(path), "UP_KEY": "sk-e2e-moa-cove"}) as (url, _):
+    with run_app(path, config_toml(upstream_url), UP_KEY="sk-e2e-moa-cove") as (url, _):
         yield url
 
 

@@ -17,8 +17,8 @@ import pytest
 from openai import OpenAI
 from openai.types.chat import ChatCompletionChunk
 
-from ..conftest import UVICORN, run_server, sdk
 from ..conftest import RemoteUpstream as Upstream
+from ..conftest import run_app, sdk
 from ..helpers import served_toml
 
 MESSAGES: list[Any] = [{"role": "user", "content": "Where is the Eiffel Tower?"}]
@@ -55,8 +55,7 @@ retries = 0  # a failure scripted here is meant to reach the client
 @pytest.fixture(scope="module")
 def app_url(upstream_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     path: Path = tmp_path_factory.mktemp("streaming-e2e") / "config.toml"
-    path.write_text(config_toml(upstream_url))
-    with run_server(UVICORN, env={"ADAPTER_CRITIC_CONFIG": str(path)}) as (url, _):
+    with run_app(path, config_toml(upstream_url)) as (url, _):
         yield url
 
 

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from openai import OpenAI
 
-from ..conftest import UVICORN, RemoteUpstream, run_server, sdk
+from ..conftest import RemoteUpstream, run_app, sdk
 from ..helpers import extension
 
 MESSAGES: list[Any] = [{"role": "user", "content": "Name a prime."}]
@@ -72,9 +72,7 @@ api = {{ model = "api-model", base_url = "{up}" }}
 @pytest.fixture(scope="module")
 def urls(tmp_path_factory: pytest.TempPathFactory, upstream_url: str) -> Iterator[tuple[str, str]]:
     path: Path = tmp_path_factory.mktemp("workflows") / "config.toml"
-    path.write_text(config_toml(upstream_url))
-    env = {"ADAPTER_CRITIC_CONFIG": str(path), "UP_KEY": "sk-e2e-workflows"}
-    with run_server(UVICORN, env=env) as (app_url, _):
+    with run_app(path, config_toml(upstream_url), UP_KEY="sk-e2e-workflows") as (app_url, _):
         yield upstream_url, app_url
 
 

@@ -11,15 +11,14 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from ..conftest import UVICORN, run_server
+from ..conftest import run_app
 from ..helpers import direct_toml
 
 
 @pytest.fixture(scope="module")
 def small_limit_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     path = tmp_path_factory.mktemp("limits") / "limits.toml"
-    path.write_text("max_body_bytes = 4096\n" + direct_toml("http://127.0.0.1:9/v1"))
-    with run_server(UVICORN, env={"ADAPTER_CRITIC_CONFIG": str(path)}) as (url, _):
+    with run_app(path, "max_body_bytes = 4096\n" + direct_toml("http://127.0.0.1:9/v1")) as (url, _):
         yield url
 
 

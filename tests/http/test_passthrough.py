@@ -12,7 +12,7 @@ import pytest
 
 from adapter_critic import create_app
 
-from ..conftest import UPSTREAM_URL, UVICORN, AppFactory, RemoteUpstream, asgi_client, make_config, run_server, sdk
+from ..conftest import UPSTREAM_URL, AppFactory, RemoteUpstream, asgi_client, make_config, run_app, sdk
 from ..scripted_upstream import ScriptedUpstream
 
 pytestmark = pytest.mark.anyio
@@ -124,12 +124,11 @@ async def test_an_unreachable_passthrough_is_a_502_envelope() -> None:
 def served(tmp_path_factory: pytest.TempPathFactory, upstream_url: str) -> Iterator[tuple[str, RemoteUpstream]]:
     path: Path = tmp_path_factory.mktemp("passthrough") / "config.toml"
     api = f'{{ model = "api-model", base_url = "{upstream_url}/v1" }}'
-    path.write_text(
+    toml = (
         f'[passthrough]\nmodel = "-"\nbase_url = "{upstream_url}/v1"\napi_key_env = "PASS_KEY"\n'
         f'[served_models.sidecar-critic]\nmode = "critic"\napi = {api}\n'
     )
-    env = {"ADAPTER_CRITIC_CONFIG": str(path), "PASS_KEY": PASS_KEY}
-    with run_server(UVICORN, env) as (url, _):
+    with run_app(path, toml, PASS_KEY=PASS_KEY) as (url, _):
         yield url, RemoteUpstream(upstream_url)
 
 

@@ -29,7 +29,7 @@ from adapter_critic.http.app import build_app
 from adapter_critic.http.service import compose
 
 from ..conftest import UPSTREAM_URL, AppFactory, asgi_client, chat, make_config
-from ..helpers import post_scope
+from ..helpers import body_then, post_scope
 from ..scripted_upstream import Reply, ScriptedUpstream
 
 pytestmark = pytest.mark.anyio
@@ -632,14 +632,8 @@ async def connect(app: ASGIApp, body: dict[str, Any], path: str = "/v1/chat/comp
     raw = json.dumps(body).encode()
     to_test, from_app = anyio.create_memory_object_stream[Message](math.inf)
     conn = Connection(from_app)
-    scope = post_scope(path, raw)
-    request_sent = False
 
-    async def receive() -> Message:
-        nonlocal request_sent
-        if not request_sent:
-            request_sent = True
-            return {"type": "http.request", "body": raw, "more_body": False}
+    async def gone() -> Message:
         await conn.disconnect.wait()
         return {"type": "http.disconnect"}
 
@@ -648,7 +642,7 @@ async def connect(app: ASGIApp, body: dict[str, Any], path: str = "/v1/chat/comp
 
     async def run() -> None:
         try:
-            await app(scope, receive, send)
+            await app(post_scope(path, raw), body_then(raw, gone), send)
         finally:
             conn.finished.set()
 

@@ -4,7 +4,6 @@ where the skip fails), and the app served by real uvicorn in this process, so a 
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -12,30 +11,18 @@ from typing import Any
 import pytest
 import uvicorn
 
-from ..conftest import listening_socket, run_server
+from ..conftest import listening_socket, unavailable
 from .redisserver import RedisServer, missing_reason, redis_server
-
-
-def _require_redis() -> None:
-    reason = missing_reason()
-    if reason is not None:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"CI must run the Redis limits tests: {reason}")
-        pytest.skip(reason)
 
 
 @pytest.fixture
 def redis_url() -> Iterator[RedisServer]:
     """A fresh Redis per test (a test may stop it)."""
-    _require_redis()
+    reason = missing_reason()
+    if reason is not None:
+        unavailable(reason)
     with redis_server() as server:
         yield server
-
-
-@pytest.fixture(scope="module")
-def upstream_url() -> Iterator[str]:
-    with run_server(["-m", "tests.scripted_upstream"]) as (url, _):
-        yield url
 
 
 class Clock:

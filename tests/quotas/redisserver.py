@@ -8,10 +8,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
-
-import redis
 
 
 def missing_reason() -> str | None:
@@ -33,24 +30,25 @@ class RedisServer:
         self.port = _free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         args = ["--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.root, "--save", "", "--appendonly", "no"]
-        self.process = subprocess.Popen(["redis-server", *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        client = redis.Redis(port=self.port, socket_connect_timeout=1)
-        deadline = time.monotonic() + 30
-        try:
-            while True:  # until it accepts connections (it listens within milliseconds)
-                try:
-                    client.ping()
-                    break
-                except redis.ConnectionError:
-                    if time.monotonic() > deadline or self.process.poll() is not None:
-                        raise
-        finally:
-            client.close()
+        self.process = subprocess.Popen(
+            ["redis-server", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        assert self.process.stdout is not None
+        said = []
+        for line in self.process.stdout:  # its log, until it says it listens (or it exits: the end of its log)
+            said.append(line)
+            if "ready to accept connections" in line.lower():
+                break
+        else:
+            self.process.wait(timeout=10)
+            raise RuntimeError(f"redis-server did not start: {''.join(said)[-2000:]}")
 
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.terminate()
             self.process.wait(timeout=10)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
 
     def close(self) -> None:
         self.stop()

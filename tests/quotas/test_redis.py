@@ -16,7 +16,7 @@ from adapter_critic.config import Config
 from adapter_critic.http.app import build_app
 from adapter_critic.http.service import compose
 
-from ..conftest import run_server, sdk
+from ..conftest import run_app, sdk
 from .conftest import uvicorn_serving
 from .redisserver import RedisServer
 
@@ -48,10 +48,9 @@ window_seconds = 3600  # one window for the whole test
 
 @pytest.fixture
 def two_servers(upstream_url: str, redis_url: RedisServer, tmp_path: Path) -> Iterator[tuple[str, str]]:
-    path = tmp_path / "limits.toml"
-    path.write_text(config_toml(upstream_url, redis_url.url))
-    env = {"ADAPTER_CRITIC_CONFIG": str(path), "QUOTA_TEAM_KEY": KEY, "ADAPTER_CRITIC_STORE": "none"}
-    with run_server(UVICORN, env=env) as (first, _), run_server(UVICORN, env=env) as (second, _):
+    path, toml = tmp_path / "limits.toml", config_toml(upstream_url, redis_url.url)
+    env = {"QUOTA_TEAM_KEY": KEY, "ADAPTER_CRITIC_STORE": "none"}
+    with run_app(path, toml, **env) as (first, _), run_app(path, toml, **env) as (second, _):
         yield first, second
 
 

@@ -14,7 +14,7 @@ import pytest
 from openai import OpenAI
 from playwright.sync_api import Page, expect
 
-from ..conftest import UVICORN, RemoteUpstream, run_server, sdk
+from ..conftest import UVICORN, RemoteUpstream, run_app, run_server, sdk
 from .conftest import ask, row, screenshot, wait_ready
 
 KEY = "viewer-browser-key"
@@ -30,23 +30,14 @@ def guarded(tmp_path_factory: pytest.TempPathFactory, scripted: str) -> Iterator
     """A server with inbound auth on, in front of the scripted upstream, recording to a SQLite store."""
     tmp = tmp_path_factory.mktemp("guarded")
     upstream = scripted
-    config = tmp / "config.json"
-    config.write_text(
-        json.dumps(
-            {
-                "auth_api_keys_env": "VIEWER_KEYS",
-                "retries": 0,
-                "default_api_key_env": "VIEWER_UPSTREAM_KEY",
-                "served_models": {"guarded": {"mode": "direct", "api": {"model": "m", "base_url": f"{upstream}/v1"}}},
-            }
-        )
-    )
-    env = {
-        "ADAPTER_CRITIC_CONFIG": str(config),
-        "ADAPTER_CRITIC_STORE": f"sqlite:///{tmp / 'runs.sqlite3'}",
-        "VIEWER_KEYS": KEY,
+    config = {
+        "auth_api_keys_env": "VIEWER_KEYS",
+        "retries": 0,
+        "default_api_key_env": "VIEWER_UPSTREAM_KEY",
+        "served_models": {"guarded": {"mode": "direct", "api": {"model": "m", "base_url": f"{upstream}/v1"}}},
     }
-    with run_server(UVICORN, env=env) as (url, _):
+    store = f"sqlite:///{tmp / 'runs.sqlite3'}"
+    with run_app(tmp / "config.json", json.dumps(config), ADAPTER_CRITIC_STORE=store, VIEWER_KEYS=KEY) as (url, _):
         wait_ready(url)
         yield url
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from ..conftest import UVICORN, run_server
+from ..conftest import run_app
 from .conftest import ask, row, screenshot, wait_ready
 
 
@@ -22,12 +22,11 @@ def composed(demo: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[st
     """A server whose `outer` critic's critique is the `inner` critic's whole run, every call on the demo server."""
     folder: Path = tmp_path_factory.mktemp("composed")
     target = f'{{ model = "demo-direct", base_url = "{demo}/v1" }}'
-    (folder / "config.toml").write_text(
+    toml = (
         f'[served_models.inner]\nmode = "critic"\napi = {target}\n\n'
         f'[served_models.outer]\nmode = "critic"\napi = {target}\ncritic = {{ served = "inner" }}\n'
     )
-    env = {"ADAPTER_CRITIC_CONFIG": str(folder / "config.toml"), "ADAPTER_CRITIC_STORE": f"sqlite:///{folder}/r.db"}
-    with run_server(UVICORN, env=env) as (url, _):
+    with run_app(folder / "config.toml", toml, ADAPTER_CRITIC_STORE=f"sqlite:///{folder}/r.db") as (url, _):
         wait_ready(url)
         yield url
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from ..conftest import UVICORN, RemoteUpstream, run_server
+from ..conftest import RemoteUpstream, run_app
 from ..helpers import usage
 from .conftest import ask, row, screenshot, wait_ready
 
@@ -48,13 +48,8 @@ def upstream(upstream_url: str) -> RemoteUpstream:
 def priced(upstream: RemoteUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The server with prices, recording to a SQLite store of its own; yields its base URL."""
     directory: Path = tmp_path_factory.mktemp("priced")
-    (directory / "config.toml").write_text(config_toml(upstream.url))
-    env = {
-        "ADAPTER_CRITIC_CONFIG": str(directory / "config.toml"),
-        "ADAPTER_CRITIC_STORE": f"sqlite:///{directory / 'runs.sqlite3'}",
-        "OPENAI_API_KEY": "",
-    }
-    with run_server(UVICORN, env=env) as (url, _):
+    env = {"ADAPTER_CRITIC_STORE": f"sqlite:///{directory / 'runs.sqlite3'}", "OPENAI_API_KEY": ""}
+    with run_app(directory / "config.toml", config_toml(upstream.url), **env) as (url, _):
         wait_ready(url)
         yield url
 

@@ -15,7 +15,7 @@ from typing import Any
 import openai
 import pytest
 
-from ..conftest import UVICORN, RemoteUpstream, run_server, sdk
+from ..conftest import RemoteUpstream, run_app, sdk
 
 PLUGIN = '''
 from typing import Annotated
@@ -71,18 +71,15 @@ def served(
     plugin_path: Path, tmp_path_factory: pytest.TempPathFactory, upstream_url: str
 ) -> Iterator[tuple[str, RemoteUpstream]]:
     config = tmp_path_factory.mktemp("config") / "rewrite.toml"
-    config.write_text(
-        textwrap.dedent(f"""\
-            retries = 0
-            [served_models.tidy]
-            mode = "rewrite"
-            tone = "plain"
-            api = {{ model = "api-model", base_url = "{upstream_url}/v1" }}
-            rewriter = {{ model = "rewriter-model", base_url = "{upstream_url}/v1" }}
-        """)
-    )
-    env = {"ADAPTER_CRITIC_CONFIG": str(config), "PYTHONPATH": str(plugin_path)}
-    with run_server(UVICORN, env) as (url, _):
+    toml = textwrap.dedent(f"""\
+        retries = 0
+        [served_models.tidy]
+        mode = "rewrite"
+        tone = "plain"
+        api = {{ model = "api-model", base_url = "{upstream_url}/v1" }}
+        rewriter = {{ model = "rewriter-model", base_url = "{upstream_url}/v1" }}
+    """)
+    with run_app(config, toml, PYTHONPATH=str(plugin_path)) as (url, _):
         yield url, RemoteUpstream(upstream_url)
 
 

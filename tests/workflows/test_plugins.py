@@ -16,7 +16,7 @@ import pytest
 from adapter_critic import Config, ConfigError
 from adapter_critic.workflows import registry
 
-from ..conftest import UVICORN, RemoteUpstream, run_server, sdk
+from ..conftest import RemoteUpstream, run_app, sdk
 
 PLUGIN = Path(__file__).parents[2] / "examples" / "workflow_plugin"
 
@@ -60,12 +60,11 @@ def served(
 ) -> Iterator[tuple[str, RemoteUpstream]]:
     config = tmp_path_factory.mktemp("config") / "plugin.toml"
     api = f'{{ model = "api-model", base_url = "{upstream_url}/v1" }}'
-    config.write_text(
+    toml = (
         f'retries = 0\n[served_models.shouty]\nmode = "uppercase"\napi = {api}\n'
         f'[served_models.plain]\nmode = "direct"\napi = {api}\n'
     )
-    env = {"ADAPTER_CRITIC_CONFIG": str(config), "PYTHONPATH": str(plugin_path)}
-    with run_server(UVICORN, env) as (url, _):
+    with run_app(config, toml, PYTHONPATH=str(plugin_path)) as (url, _):
         yield url, RemoteUpstream(upstream_url)
 
 
