@@ -1,5 +1,5 @@
-"""Small helpers the benchmark servers and drivers share: reading a request body in raw ASGI, answering a
-readiness probe, a free loopback port, and a process's resident memory."""
+"""Small helpers the benchmark servers and drivers share: reading a POST's body in raw ASGI (a readiness probe
+answered), a free loopback port, and a process's resident memory."""
 
 from __future__ import annotations
 
@@ -22,6 +22,17 @@ async def answer_probe(send: Any) -> None:
     """A bare 200 `ok`, for readiness probes (any request that is not a POST)."""
     await send({"type": "http.response.start", "status": 200, "headers": []})
     await send({"type": "http.response.body", "body": b"ok"})
+
+
+async def post_body(scope: Any, receive: Any, send: Any) -> bytes | None:
+    """The body of a POST, for a raw ASGI server; None when the request was something else, already dealt with: a
+    readiness probe (any other method) answered, a scope that is not HTTP (lifespan) ignored."""
+    if scope["type"] != "http":
+        return None
+    if scope["method"] != "POST":
+        await answer_probe(send)
+        return None
+    return await request_body(receive)
 
 
 def free_port() -> int:
