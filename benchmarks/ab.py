@@ -15,17 +15,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 if str(HERE.parent) not in sys.path:
     sys.path.insert(0, str(HERE.parent))
 
-from benchmarks import payloads, run  # noqa: E402
+from benchmarks import payloads, procs, run  # noqa: E402
 
 MODES = ("direct", "adapter", "critic")  # the served models of `run.product_config`, `bench-<mode>`
 
@@ -50,12 +50,11 @@ def main() -> None:
     if not modes or any(mode not in MODES for mode in modes):
         parser.error(f"--modes: each of {', '.join(MODES)}")
     bodies = [f"{mode}{suffix}" for mode in modes for suffix in ("", "-stream")]
-    proxy, other = run.cpu_layout()
+    proxy, other = procs.cpu_layout()
     with tempfile.TemporaryDirectory(prefix="adapter-critic-ab-") as tmp:
         workdir = Path(tmp)
-        started: dict[str, run.Server] = {}
-        try:
-            started["mock"] = run.start_server(
+        with procs.stopping() as started:
+            started["mock"] = procs.start_server(
                 "mock", ["-m", "uvicorn", "benchmarks.mock_upstream:app", "--lifespan", "off"],
                 cpus=other, env={}, workdir=workdir,
             )  # fmt: skip
@@ -77,13 +76,11 @@ def main() -> None:
                 env = {"ADAPTER_CRITIC_CONFIG": str(workdir / file)}
                 if tree is not None:
                     env["PYTHONPATH"] = str(tree.resolve() / "src")
-                started[name] = run.start_server(
+                started[name] = procs.start_server(
                     name, ["-m", "uvicorn", "adapter_critic.asgi:app"], cpus=proxy, env=env, workdir=workdir
                 )
-            deadline = time.monotonic() + 60
-            for server in started.values():
-                run.wait_ready(server, deadline)
-            load = run.Load(files, other, run.shutil.which("wrk") is not None)
+            procs.wait_all_ready(started.values())
+            load = run.Load(files, other, shutil.which("wrk") is not None)
             figures: dict[tuple[str, str], list[float]] = {(n, b): [] for n in ("product", "baseline") for b in bodies}
             for name in ("product", "baseline"):
                 for body in bodies:
@@ -94,12 +91,9 @@ def main() -> None:
                 for body in bodies:
                     for name in order:
                         server = started[name]
-                        before = run.cpu_seconds(server.pid)
+                        before = procs.cpu_seconds(server.pid)
                         done = load.batch(server.port, body, args.requests, 16)
-                        figures[(name, body)].append((run.cpu_seconds(server.pid) - before) / done["requests"] * 1e6)
-        finally:
-            for server in started.values():
-                run.stop_server(server)
+                        figures[(name, body)].append((procs.cpu_seconds(server.pid) - before) / done["requests"] * 1e6)
     print(f"CPU µs per request, median of {args.rounds} alternating batches of {args.requests} @16")
     for body in bodies:
         product, baseline = (statistics.median(figures[(name, body)]) for name in ("product", "baseline"))

@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from . import payloads
-from .procs import answer_probe, request_body
+from .procs import post_body
 
 _JSON_HEADERS = [(b"content-type", b"application/json")]
 _SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
@@ -50,12 +50,9 @@ def stream(mib: int) -> bytes:
 
 
 async def app(scope: Any, receive: Any, send: Any) -> None:
-    if scope["type"] != "http":
+    body = await post_body(scope, receive, send)
+    if body is None:
         return
-    if scope["method"] != "POST":  # readiness probes
-        await answer_probe(send)
-        return
-    body = await request_body(receive)
     found = _SIZE.search(body)
     mib = int(found.group(1)) if found else 1
     if b'"stream":true' in body or b'"stream": true' in body:

@@ -29,7 +29,7 @@ from pathlib import Path
 import httpx
 from tests.store.pgserver import postgres_server
 
-from .procs import free_port
+from .procs import free_port, python_path, stop_process
 
 ROOT = Path(__file__).parents[1]
 # What the upstream answers every call with: an echo of the call's last user message (so each answer can be told
@@ -95,13 +95,8 @@ class Replica:
         self.proc.wait()
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        if self.proc is not None:
+            stop_process(self.proc, timeout=30)
 
 
 @dataclass
@@ -190,7 +185,7 @@ def cluster(replicas: int = 3, heartbeat_seconds: float = 30.0) -> Iterator[Clus
             config = folder / "config.toml"
             config.write_text(_config(upstream, heartbeat_seconds))
             env = {**os.environ, "ADAPTER_CRITIC_CONFIG": str(config), "ADAPTER_CRITIC_STORE": store_url}
-            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
+            env["PYTHONPATH"] = python_path()
             env.pop("PROMETHEUS_MULTIPROC_DIR", None)  # one worker each: its own numbers
             for index in range(replicas):
                 replica = Replica(f"r{index + 1}", free_port(), env, folder / f"r{index + 1}.log")
@@ -231,7 +226,7 @@ def _start_upstream(folder: Path, procs: list[subprocess.Popen[bytes]]) -> str:
     sock.listen(512)
     sock.set_inheritable(True)
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))}
+    env = {**os.environ, "PYTHONPATH": python_path()}
     with open(folder / "upstream.log", "ab") as log:
         command = [sys.executable, "-m", "tests.scripted_upstream", "--fd", str(sock.fileno())]
         procs.append(subprocess.Popen(command, pass_fds=(sock.fileno(),), env=env, stdout=log, stderr=log, cwd=ROOT))

@@ -45,7 +45,7 @@ if str(ROOT) not in sys.path:  # `python benchmarks/faults.py` as well as `pytho
 
 from benchmarks import payloads  # noqa: E402
 from benchmarks.loadgen import percentile  # noqa: E402
-from benchmarks.procs import free_port, rss_kib  # noqa: E402
+from benchmarks.procs import free_port, python_path, rss_kib  # noqa: E402
 
 MODES = ("direct", "adapter", "critic")
 SOAK_REQUESTS = 20_000
@@ -105,8 +105,7 @@ critic = {{ model = "{payloads.CRITIC_MODEL}", base_url = "{upstream}/v1" }}
 
 @contextlib.contextmanager
 def started(command: list[str], env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    python_path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    full_env = {**os.environ, **env, "PYTHONPATH": python_path}
+    full_env = {**os.environ, **env, "PYTHONPATH": python_path()}
     with open(log, "wb") as out:
         proc = subprocess.Popen(command, env=full_env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
     try:

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import msgspec
 
-from .procs import answer_probe, request_body
+from .procs import post_body
 
 _UPSTREAM = os.environ.get("FLOOR_UPSTREAM", "http://127.0.0.1:8001/v1").rstrip("/") + "/chat/completions"
 _MODEL = msgspec.Raw(msgspec.json.encode(os.environ.get("FLOOR_MODEL", "bench-api")))
@@ -41,12 +41,9 @@ _encoder = msgspec.json.Encoder()
 
 
 async def app(scope: Any, receive: Any, send: Any) -> None:
-    if scope["type"] != "http":
+    body = await post_body(scope, receive, send)
+    if body is None:
         return
-    if scope["method"] != "POST":  # readiness probes
-        await answer_probe(send)
-        return
-    body = await request_body(receive)
     fields = _decoder.decode(body)
     fields["model"] = _MODEL
     content = _encoder.encode(fields)

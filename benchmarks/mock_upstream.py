@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import payloads
-from .procs import answer_probe, request_body
+from .procs import post_body
 
 _JSON_HEADERS = [(b"content-type", b"application/json")]
 _SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
@@ -37,12 +37,9 @@ _SSE_START = {"type": "http.response.start", "status": 200, "headers": _SSE_HEAD
 
 
 async def app(scope: Any, receive: Any, send: Any) -> None:
-    if scope["type"] != "http":
+    body = await post_body(scope, receive, send)
+    if body is None:
         return
-    if scope["method"] != "POST":  # readiness probes
-        await answer_probe(send)
-        return
-    body = await request_body(receive)
     plain, events = _DEFAULT
     for marker, answers in _BY_MODEL:
         if marker in body:

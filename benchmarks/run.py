@@ -1,13 +1,15 @@
-"""The benchmark: adapter_critic against two floor proxies, side by side, in one run.
+"""The benchmark: adapter_critic against the bare relay and two floor proxies, side by side, in one run.
 
     python benchmarks/run.py            # full run, a few minutes
     python benchmarks/run.py --quick    # a tiny run (a few hundred requests per figure), under a minute
 
 Processes (each its own uvicorn, one worker, uvloop + httptools, no access log):
 - the mock upstream (`benchmarks/mock_upstream.py`), answering pre-encoded completions / event streams;
-- floor proxies (`benchmarks/floor.py`) over httpx's default transport and over httpx-aiohttp;
+- the bare relay (`benchmarks/relay.py`), and floor proxies (`benchmarks/floor.py`) over httpx's default transport
+  and over httpx-aiohttp;
 - the product, `uvicorn adapter_critic.asgi:app` (config in ADAPTER_CRITIC_CONFIG), in direct, adapter and critic
-  mode, streaming and not; and again with `httpx_aiohttp` made unimportable (its plain-httpx fallback).
+  mode, streaming and not; again with the SQLite run store on (`benchmarks/targets.py`'s `STORED`); and again with
+  `httpx_aiohttp` made unimportable (its plain-httpx fallback).
 Proxies are pinned to one core, the mock and the load generator to the other(s), where the machine allows.
 The load generator is wrk (with `benchmarks/wrk_batch.lua`) when installed, else `benchmarks/loadgen.py`;
 time to first byte is always measured with `loadgen.py`.
@@ -17,8 +19,10 @@ Figures, each the median over rounds (each round runs every target once, so drif
 - req/s at concurrency 16 over that batch;
 - added p50/p99 latency at concurrency 1, against calling the mock directly;
 - added time to first byte for streaming, at concurrency 1, against the mock's own;
-and every product figure as a ratio to the fastest floor (by CPU) measured in the same run.
-The table is printed at the end and everything is written to `benchmarks/results/<timestamp>.json`.
+and every product figure as a ratio to the bare relay measured in the same run. The processes are started and
+measured with `benchmarks/procs.py`; the figures are read out and printed by `benchmarks/report.py`, after the
+micro-benchmarks and the big answers (`benchmarks/sizes.py`). The table is printed at the end and everything is
+written to `benchmarks/results/<timestamp>.json`.
 """
 
 from __future__ import annotations
@@ -26,20 +30,18 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
-import http.client
 import importlib.metadata
 import json
 import os
 import platform
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,10 +53,22 @@ if str(ROOT) not in sys.path:  # `python benchmarks/run.py` as well as `python -
 from benchmarks import micro, payloads  # noqa: E402
 from benchmarks import sizes as big_answers  # noqa: E402
 from benchmarks import targets as targets_module  # noqa: E402
-from benchmarks.procs import free_port, rss_kib  # noqa: E402
+from benchmarks.procs import (  # noqa: E402
+    Server,
+    cpu_layout,
+    cpu_seconds,
+    cpu_seconds_precise,
+    pin,
+    post,
+    python_path,
+    rss_kib,
+    start_server,
+    stopping,
+    wait_all_ready,
+)
+from benchmarks.report import Target, against_baseline, format_table, summarise, verdicts  # noqa: E402
 
 RESULTS = HERE / "results"
-TICK = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass(frozen=True)
@@ -72,133 +86,7 @@ FULL = Sizes(rounds=3, batch=3000, latency=500, ttfb=300, warmup=300, memory_ear
 QUICK = Sizes(rounds=1, batch=300, latency=100, ttfb=50, warmup=50, memory_early=200, memory_late=1000)
 
 
-# -- processes ----------------------------------------------------------------------------------
-
-
-@dataclass
-class Server:
-    name: str
-    proc: subprocess.Popen[bytes]
-    port: int
-    log: Path
-    served: int = 0  # requests sent to it, for the memory figure
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of the whole process (all threads) and of its live child processes (a store writer), from
-    /proc/<pid>/stat."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rpartition(")")[2].split()
-    total = (int(fields[11]) + int(fields[12])) / TICK
-    with contextlib.suppress(OSError):
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/children") as f:
-                total += sum(cpu_seconds(int(child)) for child in f.read().split())
-    return total
-
-
-def cpu_seconds_precise(pid: int) -> float:
-    """Time on CPU of every live thread, from schedstat (ns): a cross-check of `cpu_seconds`' 10 ms ticks."""
-    total = 0
-    for task in os.listdir(f"/proc/{pid}/task"):
-        with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{task}/schedstat") as f:
-            total += int(f.read().split()[0])
-    return total / 1e9
-
-
-def pin(cpus: list[int] | None) -> list[str]:
-    return ["taskset", "-c", ",".join(map(str, cpus))] if cpus and shutil.which("taskset") else []
-
-
-def uvicorn_flags() -> list[str]:
-    flags = ["--no-access-log", "--log-level", "warning"]
-    with contextlib.suppress(ImportError):
-        import uvloop  # noqa: F401
-
-        flags += ["--loop", "uvloop"]
-    with contextlib.suppress(ImportError):
-        import httptools  # noqa: F401
-
-        flags += ["--http", "httptools"]
-    return flags
-
-
-def python_path() -> str:
-    return os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-
-
-def start_server(name: str, args: list[str], *, cpus: list[int] | None, env: dict[str, str], workdir: Path) -> Server:
-    """Start `python <args>` serving on a free loopback port.
-
-    Not with uvicorn's `--fd`: uvicorn takes an inherited socket for a Unix socket, so its TCP connections
-    would go without TCP_NODELAY and every small response would wait ~40 ms for a delayed ACK.
-    """
-    port = free_port()
-    log = workdir / f"{name.replace(' ', '_')}.log"
-    full_env = {
-        **os.environ,
-        **env,
-        "PYTHONPATH": os.pathsep.join(filter(None, [env.get("PYTHONPATH"), str(ROOT), os.environ.get("PYTHONPATH")])),
-    }
-    command = [*pin(cpus), sys.executable, *args, "--host", "127.0.0.1", "--port", str(port), *uvicorn_flags()]
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(command, env=full_env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
-    return Server(name, proc, port, log)
-
-
-def stop_server(server: Server) -> None:
-    if server.proc.poll() is None:
-        server.proc.terminate()
-        try:
-            server.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.proc.kill()
-            server.proc.wait()
-
-
 # -- targets ------------------------------------------------------------------------------------
-
-
-@dataclass
-class Target:
-    name: str
-    server: Server
-    body: str  # key into the body files
-    stream: bool
-    kind: str  # mock | floor | product
-    calls: int = 1  # upstream calls per request
-    rounds: list[dict[str, float]] = field(default_factory=list)
-    summary: dict[str, float] = field(default_factory=dict)
-
-
-def post(port: int, path: str, body: bytes, timeout: float = 60.0) -> tuple[int, bytes]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        conn.request("POST", path, body, {"content-type": "application/json"})
-        response = conn.getresponse()
-        return response.status, response.read()
-    finally:
-        conn.close()
-
-
-def wait_ready(server: Server, deadline: float) -> None:
-    while True:
-        if server.proc.poll() is not None:
-            raise SystemExit(f"{server.name} exited at start-up:\n{server.log.read_text()[-3000:]}")
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=2)
-            conn.request("GET", "/v1/health")
-            conn.getresponse().read()
-            conn.close()
-            return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise SystemExit(f"{server.name} did not start:\n{server.log.read_text()[-3000:]}") from None
-            time.sleep(0.1)
 
 
 def streamed_text(raw: bytes) -> str:
@@ -294,14 +182,6 @@ def measure(target: Target, load: Load, sizes: Sizes) -> dict[str, float]:
 # -- the run ------------------------------------------------------------------------------------
 
 
-def cpu_layout() -> tuple[list[int] | None, list[int] | None]:
-    """(proxy cores, mock + load generator cores), or (None, None) when there is only one core to use."""
-    cpus = sorted(os.sched_getaffinity(0))
-    if len(cpus) < 2:
-        return None, None
-    return cpus[:1], cpus[1:]
-
-
 def machine() -> dict[str, Any]:
     model = ""
     with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
@@ -352,8 +232,7 @@ def product_config(mock_url: str) -> dict[str, Any]:
 def servers_running(
     workdir: Path, proxy_cpus: list[int] | None, other_cpus: list[int] | None, baseline: Path | None = None
 ) -> Iterator[dict[str, Server]]:
-    started: dict[str, Server] = {}
-    try:
+    with stopping() as started:
         mock = start_server(
             "mock", ["-m", "uvicorn", "benchmarks.mock_upstream:app", "--lifespan", "off"],
             cpus=other_cpus, env={}, workdir=workdir,
@@ -397,13 +276,8 @@ def servers_running(
             "product httpx", ["-m", "benchmarks.without_aiohttp", "adapter_critic.asgi:app"],
             cpus=proxy_cpus, env=product_env, workdir=workdir,
         )  # fmt: skip
-        deadline = time.monotonic() + 60
-        for server in started.values():
-            wait_ready(server, deadline)
+        wait_all_ready(started.values())
         yield started
-    finally:
-        for server in started.values():
-            stop_server(server)
 
 
 def build_targets(servers: dict[str, Server]) -> list[Target]:
@@ -434,124 +308,6 @@ def build_targets(servers: dict[str, Server]) -> list[Target]:
                 name = f"{mode}{label} (baseline)"
                 targets.append(Target(name, servers["baseline"], f"{mode}{suffix}", stream, "baseline", calls))
     return targets
-
-
-def summarise(targets: list[Target]) -> None:
-    by_name = {t.name: t for t in targets}
-    for t in targets:
-        t.summary = {key: statistics.median(r[key] for r in t.rounds) for key in t.rounds[0]}
-    for stream in (False, True):
-        label = " stream" if stream else ""
-        mock = by_name[f"mock{label}"].summary
-        for t in targets:
-            if t.stream != stream:
-                continue
-            t.summary["added_p50_us"] = t.summary["p50_us"] - mock["p50_us"]
-            t.summary["added_p99_us"] = t.summary["p99_us"] - mock["p99_us"]
-            if stream:
-                t.summary["added_ttfb_us"] = t.summary["ttfb_us"] - mock["ttfb_us"]
-        fastest = by_name[f"floor relay{label}"]  # the bare aiohttp relay: the floor every ratio is read against
-        for t in targets:
-            if t.stream != stream or t.kind == "mock":
-                continue
-            t.summary["floor"] = fastest.name  # type: ignore[assignment]
-            t.summary["cpu_x"] = t.summary["cpu_us"] / fastest.summary["cpu_us"]
-            t.summary["rps_x"] = t.summary["rps"] / fastest.summary["rps"]
-            floor_added = fastest.summary["added_p50_us"]
-            t.summary["added_p50_x"] = t.summary["added_p50_us"] / floor_added if floor_added > 0 else float("nan")
-
-
-def verdicts(targets: list[Target], micro_results: dict[str, Any], memory: dict[str, int]) -> list[dict[str, Any]]:
-    """Issue 17's figures: each a ratio to the fastest floor of the same run, or to the product's own direct mode."""
-    s = {t.name: t.summary for t in targets}
-    direct, direct_stream = s["direct"], s["direct stream"]
-    floor_stream = s["floor relay stream"]
-    rows: list[tuple[str, float, str, float]] = [
-        ("direct: CPU/request vs the bare aiohttp relay", direct["cpu_x"], "≤", 1.8),
-        ("direct stream: CPU/request vs the bare aiohttp relay", direct_stream["cpu_x"], "≤", 2.2),
-        (
-            "direct stream: added TTFB over the bare relay's (µs)",
-            direct_stream["added_ttfb_us"] - floor_stream["added_ttfb_us"],
-            "≤",
-            200.0,
-        ),
-    ]
-    products = [t for t in targets if t.kind == "product" and "fallback" not in t.name]
-    for t in products:
-        if t.calls > 1:
-            per_call = (direct_stream if t.stream else direct)["cpu_us"] * t.calls
-            rows.append((f"{t.name}: CPU/request vs {t.calls} x direct", t.summary["cpu_us"] / per_call, "≤", 0.9))
-    for t in products:
-        p50 = max(t.summary["added_p50_us"], 1.0)
-        rows.append((f"{t.name}: added p99 vs added p50", t.summary["added_p99_us"] / p50, "≤", 3.0))
-    rows += [
-        (
-            "decode+encode 1.5 KB: stdlib json time / product time",
-            micro_results["decode_encode"]["1.5k"]["stdlib_over_product"],
-            "≥",
-            3.0,
-        ),
-        (
-            f"RSS after {memory['late_requests']} requests vs after {memory['early_requests']}",
-            memory["late_kib"] / memory["early_kib"],
-            "≤",
-            1.1,
-        ),
-    ]
-    rows += targets_module.store_rows(s)
-    out = []
-    for name, value, op, limit in rows:
-        ok = value <= limit if op == "≤" else value < limit if op == "<" else value >= limit
-        out.append({"target": name, "value": value, "op": op, "limit": limit, "ok": ok})
-    return out
-
-
-def format_table(info: dict[str, Any], targets: list[Target], checks: list[dict[str, Any]], micro_text: str) -> str:
-    lines = [
-        f"adapter_critic benchmark, {info['date']}: {info['cpu']}, {info['usable_cores']} cores, "
-        f"Python {info['python']}, load: {info['load_generator']}, {info['sizes']}",
-        "CPU = proxy CPU time per request at concurrency 16; +p50/+p99 = latency added at concurrency 1 over calling",
-        "the mock directly; +TTFB = added time to the first streamed byte; x floor = ratio to the fastest floor",
-        "",
-        f"{'target':<38}{'CPU µs':>7}{'x floor':>8}{'req/s':>7}{'x floor':>8}{'+p50 µs':>8}{'x floor':>8}"
-        f"{'+p99 µs':>8}{'+TTFB µs':>9}",
-    ]
-    for t in targets:
-        s = t.summary
-        if t.kind == "mock":
-            ttfb = f"{s['ttfb_us']:.0f}*" if t.stream else ""
-            lines.append(
-                f"{t.name + ' (direct)':<38}{s['cpu_us']:>7.0f}{'':>8}{s['rps']:>7.0f}{'':>8}"
-                f"{s['p50_us']:>7.0f}*{'':>8}{s['p99_us']:>7.0f}*{ttfb:>9}"
-            )
-            continue
-        ttfb = f"{s['added_ttfb_us']:.0f}" if t.stream else ""
-        lines.append(
-            f"{t.name:<38}{s['cpu_us']:>7.0f}{_ratio(s.get('cpu_x')):>8}{s['rps']:>7.0f}{_ratio(s.get('rps_x')):>8}"
-            f"{s['added_p50_us']:>8.0f}{_ratio(s.get('added_p50_x')):>8}{s['added_p99_us']:>8.0f}{ttfb:>9}"
-        )
-    lines.append("* the mock's own latency / time to first byte, which the other rows add to")
-    lines += ["", micro_text, "", "targets (every ratio to the bare aiohttp relay of the same run):"]
-    for c in checks:
-        mark = "ok  " if c["ok"] else "MISS"
-        lines.append(f"  {mark} {c['target']}: {c['value']:.2f} (target {c['op']} {c['limit']:g})")
-    return "\n".join(lines)
-
-
-def against_baseline(targets: list[Target]) -> str:
-    """Each mode's CPU per request as a ratio to the baseline's, when one was measured."""
-    by_name = {t.name: t.summary for t in targets}
-    lines = []
-    for t in targets:
-        base = by_name.get(f"{t.name} (baseline)")
-        if t.kind == "product" and base is not None:
-            lines.append(f"  {t.name:<20} CPU {t.summary['cpu_us']:>6.0f} µs vs {base['cpu_us']:>6.0f} µs: "
-                         f"{t.summary['cpu_us'] / base['cpu_us']:.3f}x")  # fmt: skip
-    return "\n\nagainst the baseline (same rounds):\n" + "\n".join(lines) if lines else ""
-
-
-def _ratio(value: float | None) -> str:
-    return "" if value is None or value != value else f"{value:.2f}"
 
 
 def main() -> None:

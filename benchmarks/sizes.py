@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from benchmarks import payloads, run
+from benchmarks import payloads, procs, run
 
 MIB = (1, 4, 16)
 KINDS = ("plain", "stream")
@@ -42,7 +42,7 @@ ALLOCATOR = {"MALLOC_MMAP_THRESHOLD_": str(32 * 1024 * 1024), "MALLOC_TRIM_THRES
 
 def process_cpu(pid: int) -> float:
     """Seconds on CPU of every live thread of `pid` and of its child processes (schedstat, ns)."""
-    total = run.cpu_seconds_precise(pid)
+    total = procs.cpu_seconds_precise(pid)
     with contextlib.suppress(OSError):
         for task in os.listdir(f"/proc/{pid}/task"):
             with open(f"/proc/{pid}/task/{task}/children") as f:
@@ -51,15 +51,14 @@ def process_cpu(pid: int) -> float:
 
 
 @contextlib.contextmanager
-def servers(workdir: Path, proxy: list[int] | None, other: list[int] | None) -> Iterator[dict[str, run.Server]]:
-    started: dict[str, run.Server] = {}
-    try:
-        mock = started["mock"] = run.start_server(
+def servers(workdir: Path, proxy: list[int] | None, other: list[int] | None) -> Iterator[dict[str, procs.Server]]:
+    with procs.stopping() as started:
+        mock = started["mock"] = procs.start_server(
             "mock", ["-m", "uvicorn", "benchmarks.big_upstream:app", "--lifespan", "off"],
             cpus=other, env={}, workdir=workdir,
         )  # fmt: skip
         url = f"http://127.0.0.1:{mock.port}/v1"
-        started["relay"] = run.start_server(
+        started["relay"] = procs.start_server(
             "relay", ["-m", "uvicorn", "benchmarks.relay:app", "--lifespan", "off"],
             cpus=proxy, env={"FLOOR_UPSTREAM": url, **ALLOCATOR}, workdir=workdir,
         )  # fmt: skip
@@ -72,17 +71,12 @@ def servers(workdir: Path, proxy: list[int] | None, other: list[int] | None) -> 
             config["telemetry"] = {"metrics": metrics}
             path = workdir / f"{name.replace(' ', '_')}.json"
             path.write_text(json.dumps(config))
-            started[name] = run.start_server(
+            started[name] = procs.start_server(
                 name, ["-m", "uvicorn", "adapter_critic.asgi:app"], cpus=proxy,
                 env={"ADAPTER_CRITIC_CONFIG": str(path), "ADAPTER_CRITIC_STORE": ""}, workdir=workdir,
             )  # fmt: skip
-        deadline = time.monotonic() + 60
-        for server in started.values():
-            run.wait_ready(server, deadline)
+        procs.wait_all_ready(started.values())
         yield started
-    finally:
-        for server in started.values():
-            run.stop_server(server)
 
 
 def body(mib: int, stream: bool) -> bytes:
@@ -93,13 +87,13 @@ def body(mib: int, stream: bool) -> bytes:
 
 def request(port: int, data: bytes) -> int:
     """One request; the answer's length (checked by the caller)."""
-    status, got = run.post(port, "/v1/chat/completions", data, timeout=120)
+    status, got = procs.post(port, "/v1/chat/completions", data, timeout=120)
     if status != 200:
         raise SystemExit(f"HTTP {status}: {got[:300]!r}")
     return len(got)
 
 
-def batch(server: run.Server, mib: int, stream: bool, settle: float) -> float:
+def batch(server: procs.Server, mib: int, stream: bool, settle: float) -> float:
     """CPU µs per request over a batch of 32 MiB of answers, one request at a time."""
     data = body(mib, stream)
     count = max(2, 32 // mib)
@@ -112,7 +106,7 @@ def batch(server: run.Server, mib: int, stream: bool, settle: float) -> float:
 
 
 def measure(rounds: int, settle: float) -> dict[str, Any]:
-    proxy, other = run.cpu_layout()
+    proxy, other = procs.cpu_layout()
     if other:
         os.sched_setaffinity(0, other)
     cpu: dict[str, list[float]] = {}

@@ -38,7 +38,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE.parent) not in sys.path:
     sys.path.insert(0, str(HERE.parent))
 
-from benchmarks import run, variants  # noqa: E402
+from benchmarks import procs, run, variants  # noqa: E402
 
 VARIANTS = ("store off", "sqlite", "sqlite, metadata", "sqlite + metrics")
 # `--parts`: `sqlite` cut short (`store_parts.PARTS`), in the order a run's records go through the store.
@@ -53,7 +53,7 @@ def servers_for(names: Sequence[str], against: Path | None = None) -> variants.S
 
     def servers(
         workdir: Path, proxy: list[int] | None, other: list[int] | None
-    ) -> contextlib.AbstractContextManager[dict[str, run.Server]]:
+    ) -> contextlib.AbstractContextManager[dict[str, procs.Server]]:
         def products(upstream: str) -> dict[str, variants.Product]:
             base = run.product_config(upstream)
             found: dict[str, variants.Product] = {}

@@ -42,7 +42,7 @@ from adapter_critic.events import (  # noqa: E402
     StageFinished,
     StageStarted,
 )
-from benchmarks import run, variants  # noqa: E402
+from benchmarks import procs, run, variants  # noqa: E402
 
 VARIANTS = ("off", "metrics", "metrics, multiprocess", "metrics + tracing", "metrics + store")
 TARGET = 1.15  # metrics on: direct-mode CPU per request within this ratio of off (issue 11)
@@ -50,7 +50,7 @@ TARGET = 1.15  # metrics on: direct-mode CPU per request within this ratio of of
 
 def servers(
     workdir: Path, proxy: list[int] | None, other: list[int] | None
-) -> contextlib.AbstractContextManager[dict[str, run.Server]]:
+) -> contextlib.AbstractContextManager[dict[str, procs.Server]]:
     def products(upstream: str) -> dict[str, variants.Product]:
         base = run.product_config(upstream)
         telemetry = {

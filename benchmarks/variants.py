@@ -34,11 +34,13 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from benchmarks import payloads, run
+from benchmarks import payloads, procs, run
 
 BODIES = ("direct", "direct-stream")
 Figures = dict[tuple[str, str], list[float]]  # (variant, body): a figure per batch
-Servers = Callable[[Path, list[int] | None, list[int] | None], contextlib.AbstractContextManager[dict[str, run.Server]]]
+Servers = Callable[
+    [Path, list[int] | None, list[int] | None], contextlib.AbstractContextManager[dict[str, procs.Server]]
+]
 # A variant's server: the `python` arguments that start it (the app is appended) and its environment.
 Product = tuple[list[str], dict[str, str]]
 
@@ -46,26 +48,20 @@ Product = tuple[list[str], dict[str, str]]
 @contextlib.contextmanager
 def started(
     workdir: Path, proxy: list[int] | None, other: list[int] | None, products: Callable[[str], dict[str, Product]]
-) -> Iterator[dict[str, run.Server]]:
+) -> Iterator[dict[str, procs.Server]]:
     """The mock upstream (on the `other` cores), then each variant `products(its /v1 URL)` names, on the `proxy`
     cores: `uvicorn adapter_critic.asgi:app` as the product's arguments say; every one ready, stopped after."""
-    servers: dict[str, run.Server] = {}
-    try:
-        servers["mock"] = mock = run.start_server(
+    with procs.stopping() as servers:
+        servers["mock"] = mock = procs.start_server(
             "mock", ["-m", "uvicorn", "benchmarks.mock_upstream:app", "--lifespan", "off"],
             cpus=other, env={}, workdir=workdir,
         )  # fmt: skip
         for name, (module, env) in products(f"http://127.0.0.1:{mock.port}/v1").items():
-            servers[name] = run.start_server(
+            servers[name] = procs.start_server(
                 name, [*module, "adapter_critic.asgi:app"], cpus=proxy, env=env, workdir=workdir
             )
-        deadline = time.monotonic() + 60
-        for server in servers.values():
-            run.wait_ready(server, deadline)
+        procs.wait_all_ready(servers.values())
         yield servers
-    finally:
-        for server in servers.values():
-            run.stop_server(server)
 
 
 def options(description: str, *, extra: Callable[[argparse.ArgumentParser], None] | None = None) -> argparse.Namespace:
@@ -97,7 +93,7 @@ def measure(
     rounds = args.rounds or rounds
     batch = args.batch or batch
     use_wrk = shutil.which("wrk") is not None and not args.python_load
-    proxy, other = run.cpu_layout()
+    proxy, other = procs.cpu_layout()
     figures: Figures = {(v, b): [] for v in variants for b in BODIES}
     ratios: Figures = {(v, b): [] for v in variants for b in BODIES}
     threads: Figures = {(v, b): [] for v in variants for b in BODIES}
@@ -164,18 +160,20 @@ def _pairs(variants: Sequence[str]) -> list[list[str]]:
 
 
 def _batch(
-    load: run.Load, servers: dict[str, run.Server], body: str, requests: int, settle_seconds: float
+    load: run.Load, servers: dict[str, procs.Server], body: str, requests: int, settle_seconds: float
 ) -> dict[str, tuple[float, float]]:
     """One batch of `requests` against each of `servers` at once; each server's CPU µs per request, and of it the
     part of its other threads than the event loop's (the main thread's)."""
-    before = {name: (run.cpu_seconds(server.pid), _main_thread_seconds(server.pid)) for name, server in servers.items()}
+    before = {
+        name: (procs.cpu_seconds(server.pid), _main_thread_seconds(server.pid)) for name, server in servers.items()
+    }
     with concurrent.futures.ThreadPoolExecutor(len(servers)) as pool:
         batches = {name: pool.submit(load.batch, server.port, body, requests, 16) for name, server in servers.items()}
         done = {name: future.result() for name, future in batches.items()}
     time.sleep(settle_seconds)
     found = {}
     for name, server in servers.items():
-        total = run.cpu_seconds(server.pid) - before[name][0]
+        total = procs.cpu_seconds(server.pid) - before[name][0]
         main = _main_thread_seconds(server.pid) - before[name][1]
         found[name] = (total / done[name]["requests"] * 1e6, max(0.0, total - main) / done[name]["requests"] * 1e6)
     return found
@@ -185,4 +183,4 @@ def _main_thread_seconds(pid: int) -> float:
     """utime + stime of the process's main thread (the event loop's), from /proc/<pid>/task/<pid>/stat."""
     with open(f"/proc/{pid}/task/{pid}/stat") as f:
         fields = f.read().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / run.TICK
+    return (int(fields[11]) + int(fields[12])) / procs.TICK

@@ -241,20 +241,13 @@ def sections() -> list[Section]:
                 nested.append((f.name, cls))
     settings_structs = {mode: w.Settings for mode, w in workflows.workflows().items()}
     deeper: list[type[msgspec.Struct]] = []
-    # Tables inside those and inside a served model (`[[auth.keys]]`, `limits`): a section each.
-    for owner in [ServedModel, *(cls for _, cls in nested)]:
+    # Tables inside those, inside a served model (`[[auth.keys]]`, `limits`) and inside a workflow's settings (a
+    # panel lens): a section each.
+    for owner in [ServedModel, *(cls for _, cls in nested), *settings_structs.values()]:
         for f in struct_fields(owner):
             for cls in _structs_in(f.type):
                 if cls not in links:
-                    anchor = cls.__name__.lower()
-                    links[cls] = f"[{cls.__name__.lower()}](#{anchor})"
-                    deeper.append(cls)
-    for kind in settings_structs.values():
-        for f in struct_fields(kind):
-            for cls in _structs_in(f.type):
-                if cls not in links:
-                    anchor = cls.__name__.lower()
-                    links[cls] = f"[{cls.__name__.lower()}](#{anchor})"
+                    links[cls] = f"[{cls.__name__.lower()}](#{cls.__name__.lower()})"
                     deeper.append(cls)
     protocol_settings = {name: p.Settings for name, p in protocols.protocols().items() if struct_fields(p.Settings)}
 
