@@ -136,10 +136,22 @@ async def measure(requests: int, rounds: int) -> list[dict[str, Any]]:
     return rows
 
 
+TARGET = 0.9  # a workflow of k calls costs at most 0.9 x k x direct: running stages costs less than k requests
+
+
 def format_table(rows: list[dict[str, Any]]) -> str:
-    lines = [f"{'mode':<28}{'calls':>6}{'CPU µs/req':>12}{'µs/call':>10}"]
+    """The table, each row also as a share of `calls` x direct (plain against direct, streamed against direct
+    streamed) with its verdict against `TARGET`; a one-call workflow has no verdict (it is a direct request)."""
+    direct = {row["mode"].endswith(" stream"): row["cpu_us"] for row in rows if row["mode"].startswith("direct")}
+    head = f"{'mode':<28}{'calls':>6}{'CPU µs/req':>12}{'µs/call':>10}{'÷ calls x direct':>18}  target"
+    lines = [head]
     for row in rows:
-        lines.append(f"{row['mode']:<28}{row['calls']:>6.0f}{row['cpu_us']:>12.0f}{row['cpu_us_per_call']:>10.0f}")
+        share = row["cpu_us"] / (row["calls"] * direct[row["mode"].endswith(" stream")])
+        verdict = "-" if row["calls"] < 2 else f"{'ok' if share <= TARGET else 'MISS'} (≤ {TARGET})"
+        lines.append(
+            f"{row['mode']:<28}{row['calls']:>6.0f}{row['cpu_us']:>12.0f}{row['cpu_us_per_call']:>10.0f}"
+            f"{share:>18.2f}  {verdict}"
+        )
     return "\n".join(lines)
 
 

@@ -96,6 +96,9 @@ def test_tokens_per_stage_degraded_and_failed_requests(tmp_path: Path, upstream:
     # The failed critic call reported no tokens and the degraded run made no final call.
     assert c["tokens_per_item"] == {"api_draft": 3, "critic": 2, "api_final": 3}
     assert c["total_tokens_per_item"] == 7
+    # Calls, failed ones included: q1's draft and failed critic (2), q2's and q3's three each.
+    assert (d["calls_per_item"], c["calls_per_item"]) == (1, 8 / 3)
+    assert rows[("q2", "c")]["calls"] == 3 and rows[("q1", "d")]["calls"] is None
     assert summary["paired"]["c"]["wins"] == 1 and summary["paired"]["c"]["ties"] == 2
 
     # --resume runs only the failed pair again.
@@ -254,3 +257,30 @@ def test_the_example_custom_scorer(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     direct, critic = read_results(out)[("short", "demo-direct")], read_results(out)[("short", "demo-critic")]
     assert (direct["score"], direct["note"]) == (1.0, "12 words (limit 12)")
     assert (critic["score"], critic["note"]) == (pytest.approx(2 - 17 / 12), "17 words (limit 12)")  # revised: longer
+
+
+def test_calls_per_item_count_a_nested_runs_calls(tmp_path: Path, upstream: RemoteUpstream) -> None:
+    """A stage run by another served model makes that model's calls: `outer`'s critique is `inner`'s critic run."""
+    base = f"{upstream.url}/v1"
+    config = tmp_path / "config.toml"
+    config.write_text(
+        "retries = 0\n"
+        "[served_models.inner]\n"
+        'mode = "critic"\n'
+        f'api = {{ model = "inner-model", base_url = "{base}" }}\n'
+        f'critic = {{ model = "critic-model", base_url = "{base}" }}\n'
+        "[served_models.outer]\n"
+        'mode = "critic"\n'
+        f'api = {{ model = "outer-model", base_url = "{base}" }}\n'
+        'critic = { served = "inner" }\n',
+        encoding="utf-8",
+    )
+    dataset = write_jsonl(tmp_path / "data.jsonl", {"id": "q1", "prompt": "p1"})
+    out = tmp_path / "out"
+    result = invoke("eval", str(dataset), "-m", "outer,inner", "-c", str(config), "-o", str(out), "-s", "regex:.")
+    assert result.exit_code == 0, result.stderr
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    # outer: its draft, inner's three calls as its critique, its final answer.
+    assert summary["per_model"]["outer"]["calls_per_item"] == 5
+    assert summary["per_model"]["inner"]["calls_per_item"] == 3
+    assert len(upstream.calls()) == 8

@@ -70,7 +70,8 @@ class Progress:
 
 
 def model_table(summary: dict[str, Any]) -> Table:
-    """Each model's score and CI, what it cost (when the endpoint reported costs), tokens, latency and errors."""
+    """Each model's score and CI, what it cost (when the endpoint reported costs), upstream calls, tokens, latency
+    and errors."""
     table = Table(title=f"eval: {summary['items']} items", title_justify="left")
     table.add_column("model")
     table.add_column("n", justify="right")
@@ -82,6 +83,7 @@ def model_table(summary: dict[str, Any]) -> Table:
     if currencies:
         table.add_column(f"cost/item{currency}", justify="right")
         table.add_column(f"cost/correct{currency}", justify="right")
+    table.add_column("calls/item", justify="right")
     table.add_column("tokens/item by stage")
     table.add_column("p50 ms", justify="right")
     table.add_column("p95 ms", justify="right")
@@ -97,6 +99,7 @@ def model_table(summary: dict[str, Any]) -> Table:
             _number(stats["mean_score"]),
             f"[{_number(stats['ci95'][0])}, {_number(stats['ci95'][1])}]",
             *cost_cells,
+            "-" if stats.get("calls_per_item") is None else _number(stats["calls_per_item"], 1),
             f"{stages} (= {total:.0f})" if len(stats["tokens_per_item"]) > 1 else stages or "-",
             _number(stats["latency_ms"]["p50"], 0),
             _number(stats["latency_ms"]["p95"], 0),

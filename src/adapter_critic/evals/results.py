@@ -46,6 +46,7 @@ class Result(msgspec.Struct, kw_only=True):
     degraded: bool = False
     usage: dict[str, dict[str, Any]] = {}  # per stage, as the `adapter_critic` extension reports it
     total_usage: dict[str, Any] = {}
+    calls: int | None = None  # upstream calls the run made (None: the endpoint did not say)
     cost: dict[str, Any] | None = None  # as the `adapter_critic` extension reports it (None: not reported)
     metadata: dict[str, Any] = {}
 
@@ -111,6 +112,7 @@ def summarize(results: dict[Key, Result], item_ids: list[str], models: list[str]
         scores = [result.value for result in answered]
         ok = [result for result in answered if result.error is None]
         latencies = [result.latency_ms for result in ok if result.latency_ms is not None]
+        calls = [result.calls for result in ok if result.calls is not None]
         stages: dict[str, list[int]] = {}
         for result in ok:
             for stage, usage in result.usage.items():
@@ -122,6 +124,7 @@ def summarize(results: dict[Key, Result], item_ids: list[str], models: list[str]
             "mean_score": mean(scores),
             "ci95": list(bootstrap_ci(scores)),
             "tokens_per_item": {stage: mean(values) for stage, values in stages.items()},
+            "calls_per_item": mean(calls) if calls else None,
             "total_tokens_per_item": mean([int(result.total_usage.get("total_tokens") or 0) for result in ok]),
             "latency_ms": {"p50": percentile(latencies, 50), "p95": percentile(latencies, 95)},
             "cost": cost_summary(answered),

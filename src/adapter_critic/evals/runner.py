@@ -62,6 +62,7 @@ async def run_one(endpoint: Endpoint, item: Item, model: str, scorer: Scorer) ->
     base.degraded = bool(extension.get("degraded"))
     base.usage = tokens.get("stages") or ({"total": total} if total else {})
     base.total_usage = total
+    base.calls = upstream_calls(extension) if tokens.get("stages") else None
     cost = extension.get("cost")
     base.cost = cost if isinstance(cost, dict) else None
     try:
@@ -71,6 +72,20 @@ async def run_one(endpoint: Endpoint, item: Item, model: str, scorer: Scorer) ->
     except UpstreamError as exc:  # the judge's own request
         base.error = f"judge: {endpoint.failure(exc)}"
     return base
+
+
+def upstream_calls(extension: dict[str, Any]) -> int:
+    """How many upstream calls a run made: one a stage, or, for a stage run by another served model, its child
+    runs' calls (the extension's `nested`)."""
+    nested = _object(extension.get("nested"))
+    calls = 0
+    for stage in _object(_object(extension.get("tokens")).get("stages")):
+        children = nested.get(stage)
+        if isinstance(children, list) and children:
+            calls += sum(upstream_calls(_object(child)) for child in children)
+        else:
+            calls += 1
+    return calls
 
 
 def _object(value: Any) -> dict[str, Any]:
