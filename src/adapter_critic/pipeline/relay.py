@@ -14,12 +14,13 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import msgspec
 
 from ..core import Answer, StageTarget, Usage
 from ..events import AnswerChunks
-from ..protocols.openai.chunks import Chunk, chunk_decoder
+from ..protocols.openai.chunks import Chunk, ToolCallDelta, chunk_decoder, tool_calls
 from ..redact import Secrets
 from ..upstream.failures import bad_answer
 
@@ -42,6 +43,7 @@ class Relay:
         self.finish_reason: str | None = None
         self._parts: list[str] = []
         self._reasoning: list[str] = []
+        self._calls: dict[int, dict[str, Any]] = {}  # the first choice's tool calls so far, by their index
         self._held: list[bytes] = []
         self._finish: bytes | None = None
         self._answering = False  # answer content went to the client
@@ -56,7 +58,9 @@ class Relay:
         return "".join(self._reasoning)
 
     def answer(self) -> Answer:
-        return Answer(self.content, None, self.finish_reason or "stop")
+        """The streamed answer as one: its text, its tool calls put together from their deltas, why it stopped."""
+        calls = [self._calls[index] for index in sorted(self._calls)] or None
+        return Answer(self.content, calls, self.finish_reason or "stop")
 
     async def feed(self, batch: list[bytes]) -> None:
         out: list[bytes] = []
@@ -84,6 +88,8 @@ class Relay:
         if first and delta is not None:
             if delta.content:
                 self._parts.append(delta.content)
+            if delta.tool_calls:
+                self._add_calls(tool_calls(delta))
             thought = delta.reasoning_content or delta.reasoning
             if thought:
                 self._reasoning.append(thought)
@@ -106,6 +112,22 @@ class Relay:
             out.extend(self._held)
             self._held.clear()
         out.append(payload)
+
+    def _add_calls(self, deltas: list[ToolCallDelta]) -> None:
+        for delta in deltas:
+            call = self._calls.get(delta.index)
+            if call is None:
+                call = self._calls[delta.index] = {
+                    "id": "",
+                    "type": "function",
+                    "function": {"name": "", "arguments": ""},
+                }
+            if delta.id:
+                call["id"] = delta.id
+            if delta.function is not None:
+                function = call["function"]
+                function["name"] += delta.function.name or ""
+                function["arguments"] += delta.function.arguments or ""
 
     def _decode(self, payload: bytes) -> Chunk:
         try:
