@@ -39,6 +39,7 @@ class RunStarted:
     stream: bool
     parent: str | None = None  # a child run: the run whose stage it is (its `parent_stage`)
     parent_stage: str | None = None
+    cached_from: str | None = None  # a cache hit: the run whose answer it gives again (it calls no upstream)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +147,7 @@ class RunRecord:
     ended: float | None = None  # when it finished (perf_counter)
     parent: str | None = None  # a child run: its parent run's id
     nested: dict[str, list[RunRecord]] = field(default_factory=dict)  # the child runs of each stage, in order
+    cached_from: str | None = None  # a cache hit: the run whose answer this one gives again (`cache.entry`)
 
     def apply(self, event: Event) -> None:
         kind = type(event)
@@ -227,6 +229,13 @@ class Cost(msgspec.Struct):
     unknown_stages: list[str]
 
 
+class CacheHit(msgspec.Struct, kw_only=True):
+    """An answer given again from the exact-match cache (docs/guides/cache.md): `run_id` is the run that made it."""
+
+    hit: bool = True
+    run_id: str
+
+
 class Extension(msgspec.Struct, omit_defaults=True):
     """The `adapter_critic` object of a response (docs/reference/http.md)."""
 
@@ -242,6 +251,7 @@ class Extension(msgspec.Struct, omit_defaults=True):
     # (its `served_model` named); the stage's tokens, time and cost in this one are the sum over its children.
     nested: dict[str, list[Extension]] = {}
     served_model: str = ""  # set on a child run's extension only (in `nested`)
+    cache: CacheHit | None = None  # a cache hit's: the run whose answer this is (the rest is that run's extension)
 
 
 def _tokens(record: RunRecord, stages: dict[str, Usage]) -> Tokens:
@@ -265,4 +275,5 @@ def extension(record: RunRecord, *, child: bool = False) -> Extension:
         cost=record.cost(),
         nested={stage: [extension(run, child=True) for run in runs] for stage, runs in record.nested.items()},
         served_model=record.served_model if child else "",
+        cache=None if record.cached_from is None else CacheHit(run_id=record.cached_from),
     )

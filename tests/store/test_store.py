@@ -442,7 +442,7 @@ async def test_a_version_1_store_is_upgraded_and_its_runs_read_as_before(store_u
     engine = create_async_engine(engine_url(store_url))
     try:
         # Back to version 1's shape: no `request_messages`, `from_stages`, `record`, costs, `instances.process`, nor
-        # the links of child runs.
+        # the links of child runs, nor the cache's table and the cache hits' link.
         async with engine.begin() as conn:
             [record] = (await conn.execute(sqlalchemy.text("SELECT record FROM runs"))).scalars().all()
             ended = json.loads(record)  # its end as version 1 wrote it: in the columns of its own
@@ -456,6 +456,8 @@ async def test_a_version_1_store_is_upgraded_and_its_runs_read_as_before(store_u
             for table, column in (*VERSION_5_COLUMNS, *VERSION_8_COLUMNS):
                 await conn.execute(sqlalchemy.text(f"ALTER TABLE {table} DROP COLUMN {column}"))
             await conn.execute(sqlalchemy.text("ALTER TABLE instances DROP COLUMN process"))
+            await conn.execute(sqlalchemy.text("ALTER TABLE runs DROP COLUMN cached_from"))
+            await conn.execute(sqlalchemy.text("DROP TABLE cache"))
             await conn.execute(sqlalchemy.text("UPDATE schema_version SET version = 1"))
     finally:
         await engine.dispose()
@@ -471,9 +473,10 @@ async def test_a_version_1_store_is_upgraded_and_its_runs_read_as_before(store_u
     engine = create_async_engine(engine_url(store_url))
     try:
         async with engine.connect() as conn:
-            assert (await conn.execute(sqlalchemy.text("SELECT version FROM schema_version"))).scalar() == VERSION == 8
+            assert (await conn.execute(sqlalchemy.text("SELECT version FROM schema_version"))).scalar() == VERSION == 9
             flags = (await conn.execute(sqlalchemy.text("SELECT request_messages FROM stages"))).scalars().all()
             await conn.execute(sqlalchemy.text("SELECT process FROM instances"))  # version 6's column is back
+            await conn.execute(sqlalchemy.text("SELECT key, entry, cached_from FROM cache, runs"))  # and version 9's
     finally:
         await engine.dispose()
     assert [bool(flag) for flag in flags] == [False, False]  # the old run's stages; the new one's is in its end

@@ -25,6 +25,8 @@ def runs_table(summaries: list[RunSummary]) -> Table:
         table.add_column(column, justify="right" if right else "left", overflow="fold")
     for run in summaries:
         status = f"{run.status} (degraded)" if run.degraded and run.status != "degraded" else run.status
+        if run.cached_from is not None:
+            status += " (cache hit)"
         cells = [
             run.id,
             run.started_at.replace("T", " ").removesuffix("Z"),
@@ -44,6 +46,8 @@ def show(run: RunDetail) -> None:
     console = stdout()
     said = [f"run {run.id} ({run.served_model}, {run.mode}): {run.status}" + (", degraded" if run.degraded else "")]
     said.append(f"started {run.started_at}, {run.duration_ms or 0:.0f} ms, request id {run.request_id}")
+    if run.cached_from is not None:
+        said.append(f"answered from the cache: the answer of run {run.cached_from}")
     if run.usage is not None:
         said.append(f"tokens: {run.usage.prompt_tokens} in, {run.usage.completion_tokens} out")
     cost = run.cost

@@ -56,6 +56,12 @@ def filter_options(function: _F) -> _F:
             click.option("--status", type=click.Choice(STATUSES), help="only runs that ended so"),
             click.option("--degraded/--not-degraded", default=None, help="only degraded (or not degraded) runs"),
             click.option(
+                "--cache-hits/--no-cache-hits",
+                "cache_hit",
+                default=None,
+                help="only the runs answered from the cache (or only the others)",
+            ),
+            click.option(
                 "--since", metavar="TIME", help="started at or after: ISO 8601 (UTC unless it says) or Unix s"
             ),
             click.option("--until", metavar="TIME", help="started before: ISO 8601 or Unix seconds"),
@@ -87,6 +93,7 @@ def query_of(options: dict[str, Any]) -> RunQuery:
         mode=options.get("mode"),
         status=options.get("status"),
         degraded=options.get("degraded"),
+        cache_hit=options.get("cache_hit"),
         request_id=options.get("request_id"),
         min_cost=options.get("min_cost"),
         since=times["since"],

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import msgspec
 
+from ..cache.settings import CacheConfig
 from ..errors import ConfigError
 from ..pricing import Price, PricingConfig
 from ..protocols import registry as protocols
@@ -115,6 +116,8 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
     """Named inbound keys with their own limits (`[[auth.keys]]`, docs/guides/quotas.md)."""
     limits: LimitsConfig = LimitsConfig()
     """Where the limits' counters are kept (docs/guides/quotas.md)."""
+    cache: CacheConfig = CacheConfig()
+    """Where the exact-match cache keeps its answers (docs/guides/cache.md)."""
 
     def __post_init__(self) -> None:
         for name, given in self.protocols.items():
@@ -133,6 +136,13 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
         if budgeted and not self.prices:
             raise ValueError(
                 f"{budgeted[0]}: a cost budget needs [prices] to know what runs cost (docs/guides/cost.md)"
+            )
+        cached = [served_id for served_id, served in self.served_models.items() if served.cache]
+        if cached and self.cache.url is None and self.store.capture == "metadata":
+            raise ValueError(
+                f"served_models.{cached[0]}.cache: the cache keeps answers, and without [cache] url it keeps them in "
+                'the run store, whose store.capture = "metadata" keeps no message text; give [cache] url (a Redis) '
+                'or store.capture = "full"'
             )
         inbound_envs = [("auth_api_keys_env", self.auth_api_keys_env)] if self.auth_api_keys_env else []
         inbound_envs += [(f"auth.keys {k.name!r}: key_env", k.key_env) for k in self.auth.keys if k.key_env]

@@ -1,7 +1,8 @@
 """Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
 
 A served model (`[served_models.<id>]`) and reading one from its flat table: `mode`, `api`, `on_review_error`,
-`limits`, `request_limits`, and the registered workflows' stage-target and settings keys beside them.
+`limits`, `cache`, `cache_ttl_seconds`, `request_limits`, and the registered workflows' stage-target and settings
+keys beside them.
 
 A stage target is a target table, or another served model (`critic = { served = "demo-critic" }`): that stage then
 runs the other served model's whole workflow in-process (docs/guides/workflows.md#composing-workflows). Whether those
@@ -48,6 +49,12 @@ class ServedModel(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, froz
     fails the request."""
     limits: RateLimits = RateLimits()
     """RateLimits on this served model, all callers together (docs/guides/quotas.md)."""
+    cache: bool = False
+    """Answer repeated requests from the exact-match cache (docs/guides/cache.md): a request that is deterministic
+    (`temperature = 0`) or asks for it (`x_adapter_critic.cache = true`) and matches an earlier answer exactly is
+    answered with that answer, without an upstream call."""
+    cache_ttl_seconds: Annotated[float, msgspec.Meta(gt=0)] | None = None
+    """How long this model's cached answers are served. Not set: `[cache] ttl_seconds` (a day)."""
     request_limits: dict[str, Annotated[int, msgspec.Meta(ge=0)]] = {}
     """Caps on the settings a request may choose (`x_adapter_critic`): a number's largest value, a list's most
     items (`{ n = 4, lenses = 3 }`); a request over one is answered 400 naming it."""
@@ -80,11 +87,12 @@ class ServedModel(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, froz
         return [*api, *self.targets.items(), *((k, v) for k, v in self.served.items() if k != "api")]
 
 
-_SERVED_KEYS = ("mode", "api", "on_review_error", "limits", "request_limits")
+_SERVED_KEYS = ("mode", "api", "on_review_error", "limits", "cache", "cache_ttl_seconds", "request_limits")
 
 
 def served_model(data: Any, source: str, where: str) -> ServedModel:
-    """A served model from its flat table: `mode`, `api`, `on_review_error`, `limits`, `request_limits`, and the
+    """A served model from its flat table: `mode`, `api`, `on_review_error`, `limits`, `cache`, `cache_ttl_seconds`,
+    `request_limits`, and the
     registered workflows' target and settings keys, each validated where it is read."""
     if not isinstance(data, Mapping):
         return convert(data, ServedModel, source, where)

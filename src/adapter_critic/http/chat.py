@@ -18,10 +18,13 @@ from typing import TYPE_CHECKING
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ..cache.answers import HEADER
+from ..cache.hit import CacheHit
+from ..cache.key import cache_key, wanted
 from ..config import Config
 from ..core import ChatRequest, Plan
 from ..errors import APIError, Overloaded, RequestError, internal_error
-from ..events import Subscriber
+from ..events import RunRecord, Subscriber
 from ..observe.logs import request_scope
 from ..pipeline.nested import Nesting
 from ..pipeline.resolve import check_overrides, resolve, unknown_model
@@ -42,9 +45,10 @@ from .auth import CALLER, client_token
 from .body import body_too_large, declared_too_large, read_body, refuse_many_choices
 from .disconnect import ClientGone, cancel_on_disconnect, guard_send, log_client_gone
 from .requestid import bind
-from .stream import StreamResponse
+from .stream import RunStreamer, StreamResponse
 
 if TYPE_CHECKING:
+    from ..cache.answers import AnswerCache
     from ..observe.tracing import Tracing
     from ..quota import Quotas, Ticket
     from ..store.runstore import RunStore
@@ -72,6 +76,7 @@ class ChatHandler:
         subscribers: Sequence[Subscriber] = (),
         tracing: Tracing | None = None,
         quotas: Quotas | None = None,
+        cache: AnswerCache | None = None,
     ) -> None:
         self.config = config
         self.secrets = secrets
@@ -84,6 +89,7 @@ class ChatHandler:
         self.tracing = tracing
         self.prices = price_table(config.prices, config.pricing)  # None: no prices, no cost work
         self.quotas = quotas  # None: no limits or allow-lists configured, and no limit work at all
+        self.cache = cache  # None: no served model has `cache = true`, and no cache work at all
         self._plans: dict[str, Plan] = {}
         self._per_request_plans: set[str] = set()
 
@@ -110,11 +116,16 @@ class ChatHandler:
         await self.upstream.aclose()
         if self.quotas is not None:
             await self.quotas.aclose()
+        if self.cache is not None:
+            await self.cache.aclose()
 
     async def start_recording(self) -> None:
         """Lifespan start-up of the run store (when there is one): says where runs go."""
         if self.store is not None and not await start_recording(self.store, self.config.store):
             self.store = None
+            if self.cache is not None and self.cache.keeps_in_store:
+                logger.warning("not caching answers: the cache keeps them in the run store, which is off")
+                self.cache = None
 
     async def stop_recording(self) -> None:
         """Write what is queued and close the run store."""
@@ -162,6 +173,25 @@ class ChatHandler:
                 ticket = await quotas.admit(caller, plan.served_id)
                 if ticket is not None:
                     headers = {**headers, **ticket.headers}
+            subscribers = self._subscribers(request_id, request, plan, client_token, caller, ticket)
+            cache = self.cache
+            if cache is not None and cache.serves(plan.served_id) and wanted(request):
+                key = cache_key(plan, request, lambda served_id: self._plan_of(served_id, client_token))
+                found = await cache.lookup(key)
+                headers = {**headers, HEADER: "miss" if found is None else "hit"}
+                if found is not None:
+                    hit = CacheHit(found, plan, request, completion_id, subscribers, self.prices)
+                    if request.stream:
+                        return self._stream(hit.execute, inbound, request, plan, completion_id, request_id, headers)
+                    record = hit.answer()
+                    if ticket is not None:
+                        await ticket.charged()
+                    return Response(
+                        inbound.response(record, response_id=completion_id, request=request),
+                        media_type=JSON,
+                        headers=headers,
+                    )
+                subscribers = (*subscribers, cache.keeper(key, plan.served_id, _token(plan, client_token)))
             run = Run(
                 workflow,
                 plan,
@@ -172,20 +202,12 @@ class ChatHandler:
                 request_timeout=self.config.request_timeout_seconds,
                 max_concurrent_calls=self.config.max_concurrent_calls_per_run,
                 prices=self.prices,
-                subscribers=self._subscribers(request_id, request, plan, client_token, caller, ticket),
+                subscribers=subscribers,
                 nesting=self._nesting(request_id, client_token) if plan.nests else None,
             )
             if request.stream:
-                return StreamResponse(
-                    run.execute,
-                    inbound.stream(request, response_id=completion_id, served_model=plan.served_id),
-                    request_id=request_id,
-                    keepalive_seconds=self.config.keepalive_seconds,
-                    redact=redact,
-                    progress=bool(request.overrides is not None and request.overrides.progress),
-                    errors=inbound.render_error,
-                    headers=[(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()],
-                    record=run.record,
+                return self._stream(
+                    run.execute, inbound, request, plan, completion_id, request_id, headers, record=run.record
                 )
             if receive is None:
                 record = await run.execute()
@@ -205,6 +227,31 @@ class ChatHandler:
             inbound.response(record, response_id=completion_id, request=request), media_type=JSON, headers=headers
         )
 
+    def _stream(
+        self,
+        execute: RunStreamer,
+        inbound: Inbound,
+        request: ChatRequest,
+        plan: Plan,
+        completion_id: str,
+        request_id: str,
+        headers: Mapping[str, str],
+        *,
+        record: RunRecord | None = None,
+    ) -> StreamResponse:
+        """The streamed response of a run (or of a cache hit's: `execute` gives its record at once)."""
+        return StreamResponse(
+            execute,
+            inbound.stream(request, response_id=completion_id, served_model=plan.served_id),
+            request_id=request_id,
+            keepalive_seconds=self.config.keepalive_seconds,
+            redact=self.secrets.redact,
+            progress=bool(request.overrides is not None and request.overrides.progress),
+            errors=inbound.render_error,
+            headers=[(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()],
+            record=record,
+        )
+
     def _subscribers(
         self,
         request_id: str,
@@ -220,10 +267,9 @@ class ChatHandler:
         subscribers = self.subscribers if ticket is None else (*self.subscribers, ticket.on_event)
         if self.store is None:
             return subscribers
-        token = None
-        if client_token is not None:
-            token = next((t.client_token for t in plan.all_targets() if t.client_token), None)
-        recorder = RunRecorder(self.store.enqueue, request_id, request, self.config.store.capture, token, caller)
+        recorder = RunRecorder(
+            self.store.enqueue, request_id, request, self.config.store.capture, _token(plan, client_token), caller
+        )
         return (*subscribers, recorder)
 
     def _nesting(self, request_id: str, client_token: str | None) -> Nesting:
@@ -318,6 +364,13 @@ def protocol_error(
     return Response(
         rendered.body, status_code=rendered.status, headers={**rendered.headers, **(headers or {})}, media_type=JSON
     )
+
+
+def _token(plan: Plan, client_token: str | None) -> str | None:
+    """The caller's token when a target of the plan forwards it: what a record of the run masks besides the keys."""
+    if client_token is None:
+        return None
+    return next((t.client_token for t in plan.all_targets() if t.client_token), None)
 
 
 def _forwards_client_token(plan: Plan) -> bool:

@@ -31,7 +31,7 @@ _encoder = msgspec.json.Encoder()
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+=-]{0,127}")
 _FILTERS = (
     "served_model", "mode", "status", "degraded", "since", "until", "request_id", "parent_run_id", "min_cost",
-    "limit", "cursor",
+    "cache_hit", "limit", "cursor",
 )  # fmt: skip
 MAX_LIMIT = 1000
 KEEPALIVE_SECONDS = 15.0
@@ -163,11 +163,12 @@ def _query(scope: Scope) -> tuple[RunQuery, int, str | None]:
         if params["status"] not in STATUSES:
             raise RequestError(f"`status` must be one of {', '.join(STATUSES)}.", param="status")
         fields["status"] = params["status"]
-    if "degraded" in params:
-        flag = params["degraded"].lower()
-        if flag not in ("true", "false", "1", "0"):
-            raise RequestError("`degraded` must be true or false.", param="degraded")
-        fields["degraded"] = flag in ("true", "1")
+    for name in ("degraded", "cache_hit"):
+        if name in params:
+            flag = params[name].lower()
+            if flag not in ("true", "false", "1", "0"):
+                raise RequestError(f"`{name}` must be true or false.", param=name)
+            fields[name] = flag in ("true", "1")
     for name in ("since", "until"):
         if name in params:
             try:

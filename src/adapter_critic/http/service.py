@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import httpx
 from starlette.types import ASGIApp
 
+from ..cache.answers import cache_for
 from ..config import Config
 from ..events import Subscriber
 from ..observe.logs import protect_request_ids, request_log
@@ -89,7 +90,7 @@ def compose(
         store_default: the run store's URL when neither the config nor the environment names one (the standalone
             server's SQLite file; None: not recording).
         host_guard: what resolves and checks the host names of override URLs only `"*"` allows.
-        clock: the limits' clock (Unix seconds).
+        clock: the limits' and the cache's clock (Unix seconds).
     """
     protect_request_ids()
     protect_logs()
@@ -120,6 +121,7 @@ def compose(
             config.max_queued_requests,
             gauge=telemetry.in_flight_gauge,
         )
+        store = recording_store(config.store, store_default, secrets.values)  # configured, or `store_default`
         handler = ChatHandler(
             config,
             secrets=secrets,
@@ -127,13 +129,13 @@ def compose(
             retry_policy=retry_policy,
             admission=admission,
             host_guard=host_guard or HostGuard(timeout=config.connect_timeout_seconds),
-            # Configured, or `store_default`; started with the lifespan.
-            store=recording_store(config.store, store_default, secrets.values),
+            store=store,  # started with the lifespan
             subscribers=(request_log, *subscribers, *telemetry.subscribers),
             tracing=telemetry.tracing,
             quotas=quotas_for(
                 config, clock=clock, on_refused=telemetry.on_rate_limited, on_error=telemetry.on_limits_error
             ),
+            cache=cache_for(config, store, secrets.values, clock=clock),
         )
         telemetry.watch(lambda: admission.in_flight, lambda: handler.store)
         return Service(

@@ -2,8 +2,10 @@
 
 `x_adapter_critic`: a request's overrides of its served model, with fields derived from the registered workflows,
 plug-ins included — `mode`; `<key>_model` and `<key>_base_url` for `api` and every workflow's stage-target keys
-(`Workflow.targets`); every setting a workflow lets a request choose (`Workflow.RequestSettings`); and `progress`
-(streaming only: a chunk with an empty delta and `adapter_critic.progress` as each earlier stage finishes).
+(`Workflow.targets`); every setting a workflow lets a request choose (`Workflow.RequestSettings`); `progress`
+(streaming only: a chunk with an empty delta and `adapter_critic.progress` as each earlier stage finishes); and
+`cache` (a served model with `cache = true`: `true` lets the exact-match cache answer a request that is not
+deterministic, `false` keeps it from answering one that is: docs/guides/cache.md).
 
 The fields are known once the workflows are loaded (entry points, on first use), so they are made then, once
 (`schema`). They are validated like the config's: an unknown field is refused naming it and the known ones, a value
@@ -60,6 +62,7 @@ def schema() -> Schema:
                 fields.setdefault(field.name, field.type)  # typed as the first declares it; `check_settings` does all
                 settings[workflow.RequestSettings] = None
     fields["progress"] = bool
+    fields["cache"] = bool
     kind = msgspec.defstruct(
         "Overrides",
         [(name, type_ | None, None) for name, type_ in fields.items()],

@@ -31,7 +31,7 @@ from .processes import process_gone, process_identity
 from .reads import detail, request_messages, run_end, stored_stages, summary, total_tokens
 from .recorder import Record
 from .records import RunDetail, RunPage, RunQuery, RunSummary, StoredStage, decode_cursor, encode_cursor
-from .schema import instances, runs, stages, upgrade
+from .schema import cache, instances, runs, stages, upgrade
 from .writes import BatchRows, SqliteFile, building, sqlite_settings, statements, write_async
 
 # Each instance beats every `HEARTBEAT_SECONDS` (`store.heartbeat_seconds`); one silent for `STALE_BEATS` beats is
@@ -212,6 +212,20 @@ class Database:
                     removed += int((await conn.execute(delete(runs).where(runs.c.run_id.in_(part)))).rowcount)
         return removed
 
+    # -- the exact-match cache -------------------------------------------------------------------------------------
+    async def cached(self, key: str, now: float) -> str | None:
+        """The cache's entry under `key` (JSON: `cache.entry.CachedRun`) while it has not expired: one read by the
+        primary key."""
+        statement = select(cache.c.entry).where(cache.c.key == key, cache.c.expires_at > now)
+        async with self.engine.connect() as conn:
+            found: str | None = (await conn.execute(statement)).scalar()
+        return found
+
+    async def expire_cache(self, now: float) -> int:
+        """Delete the cache's expired entries; returns how many."""
+        async with self._writer.begin() as conn:
+            return int((await conn.execute(delete(cache).where(cache.c.expires_at <= now))).rowcount)
+
     # -- reading ---------------------------------------------------------------------------------------------------
     async def list_runs(self, query: RunQuery, limit: int, cursor: str | None) -> RunPage:
         statement = select(*_SUMMARY)
@@ -228,6 +242,9 @@ class Database:
             conditions.append(runs.c.started_at < query.until)
         if query.min_cost is not None:
             conditions.append(runs.c.cost_known >= query.min_cost)
+        if query.cache_hit is not None:
+            hit = runs.c.cached_from.is_not(None)
+            conditions.append(hit if query.cache_hit else runs.c.cached_from.is_(None))
         if cursor is not None:
             started_at, run_id = decode_cursor(cursor)
             conditions.append(

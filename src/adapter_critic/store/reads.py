@@ -68,6 +68,7 @@ def summary_fields(row: Mapping[Any, Any]) -> dict[str, Any]:
         "cost": _run_cost(row),
         "parent_run_id": row["parent_run_id"],
         "parent_stage": row["parent_stage"],
+        "cached_from": row["cached_from"],
     }
 
 

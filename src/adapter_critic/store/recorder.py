@@ -5,7 +5,7 @@
 It runs on the request's task for every event, so it only notes times and hands plain objects to the store's
 queue (`enqueue`, which never blocks); encoding, capture and redaction happen later, in the store's background
 writer (`store.rows`). Three records per run and one per stage: `RunOpened` when the run starts, `StageDone` as
-each stage call ends, `RunClosed` when the run ends.
+each stage call ends, `RunClosed` when the run ends. The exact-match cache adds a `CachePut` after a run it keeps.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ class RunOpened:
     key_name: str | None = None  # the named inbound key that started it (`[[auth.keys]]`)
     parent_run_id: str | None = None  # a child run (a stage run by another served model): its parent and that stage
     parent_stage: str | None = None
+    cached_from: str | None = None  # a cache hit: the run whose answer it gave again
 
 
 @dataclass(slots=True)
@@ -64,7 +65,20 @@ class RunClosed:
     cost: Cost | None = None  # None: the server has no prices
 
 
-Record = RunOpened | StageDone | RunClosed
+@dataclass(slots=True)
+class CachePut:
+    """An answer for the exact-match cache (`cache.backends.StoreBackend`), written with the run that made it."""
+
+    key: str
+    run_id: str
+    served_model: str
+    entry: Any  # `cache.entry.CachedRun`, encoded (and its secrets masked) by the writer
+    created_at: float
+    expires_at: float
+    secret: str | None = None
+
+
+Record = RunOpened | StageDone | RunClosed | CachePut
 
 
 @dataclass(slots=True)
@@ -116,6 +130,7 @@ class RunRecorder:
                     self.key_name,
                     event.parent,
                     event.parent_stage,
+                    event.cached_from,
                 )
             )
         elif kind is RunFinished:

@@ -122,6 +122,8 @@ class RunSummary(msgspec.Struct):
     # A child run (a stage of another run that ran this served model's workflow): that run's id and the stage.
     parent_run_id: str | None = None
     parent_stage: str | None = None
+    # A cache hit (answered from the exact-match cache, without an upstream call): the run whose answer it gave.
+    cached_from: str | None = None
     object: str = "run"
 
 
@@ -188,7 +190,8 @@ class RunPage(msgspec.Struct):
 class RunQuery(msgspec.Struct, kw_only=True):
     """The filters of a list of runs (every one optional; `since`/`until` are Unix seconds, `until` exclusive;
     `min_cost`: runs whose known cost is at least this, in the store's currency — a run with stages of unknown cost
-    counts the known part, so it is listed once that alone reaches `min_cost`)."""
+    counts the known part, so it is listed once that alone reaches `min_cost`; `cache_hit`: cache hits, or the
+    others)."""
 
     served_model: str | None = None
     mode: str | None = None
@@ -199,6 +202,7 @@ class RunQuery(msgspec.Struct, kw_only=True):
     request_id: str | None = None
     min_cost: float | None = None
     parent_run_id: str | None = None
+    cache_hit: bool | None = None  # true: only cache hits (`cached_from` set); false: only runs that were not
 
 
 # -- cursors and times ----------------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from ..core import Usage
 from ..errors import APIError, render_error
 from ..events import StageFinished
 from .cleaning import Cleaner, attempt_error, target_parts
-from .recorder import RunClosed, RunOpened, StageDone
+from .recorder import CachePut, RunClosed, RunOpened, StageDone
 from .records import FromStages, RunEnd, StageCost, StoredAnswer, StoredError, StoredStage, Tokens
 
 
@@ -55,7 +55,7 @@ def stored_error(error: APIError, clean: Cleaner) -> StoredError:
 # The columns of a run's row as its start sets them, and as its end sets them (`opened_row`, `closed_values`).
 OPEN_COLUMNS = (
     "run_id", "request_id", "served_model", "mode", "stream", "started_at", "capture", "instance", "request",
-    "key_name", "parent_run_id", "parent_stage",
+    "key_name", "parent_run_id", "parent_stage", "cached_from",
 )  # fmt: skip
 CLOSED_COLUMNS = (
     "status", "degraded", "finished_at", "duration_ms", "usage", "error", "record",
@@ -67,7 +67,20 @@ STAGE_COLUMNS = (
     "usage", "usage_reported", "messages", "output", "error", "request_messages", "cost", "cost_currency",
     "child_run_id",
 )  # fmt: skip
+CACHE_COLUMNS = ("key", "run_id", "served_model", "created_at", "expires_at", "entry")
 Row = tuple[Any, ...]
+
+
+def cache_row(record: CachePut, clean: Cleaner) -> Row:
+    """A cached answer as a row of `cache` (`CACHE_COLUMNS`), its secrets masked like every text of the store."""
+    return (
+        record.key,
+        record.run_id,
+        clean.name(record.served_model),
+        record.created_at,
+        record.expires_at,
+        clean.json(record.entry),
+    )
 
 
 def opened_row(record: RunOpened, instance: str, clean: Cleaner) -> Row:
@@ -92,6 +105,7 @@ def opened_row(record: RunOpened, instance: str, clean: Cleaner) -> Row:
         record.key_name,
         record.parent_run_id,
         None if record.parent_stage is None else clean.name(record.parent_stage),
+        record.cached_from,
     )
 
 

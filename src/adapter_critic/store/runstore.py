@@ -74,6 +74,9 @@ class RunStore:
         self._tasks: list[asyncio.Task[None]] = []
         self._dropped_logged = 0
         self._drop_logged_at = -DROP_LOG_SECONDS
+        # Told of each batch once it is written (or failed): the exact-match cache forgets the answers it held
+        # until their rows were there (`cache.backends.StoreBackend`).
+        self.on_written: Callable[[Sequence[Record]], None] | None = None
 
     @property
     def queue_depth(self) -> int:
@@ -184,7 +187,8 @@ class RunStore:
         return interrupted
 
     async def prune(self) -> int:
-        """Apply retention now; returns how many runs were deleted."""
+        """Apply retention now, and delete the cache's expired answers; returns how many runs were deleted."""
+        await self.database.expire_cache(time.time())
         if self.max_age_days is None and self.max_runs is None:
             return 0
         removed = await self.database.prune(self.max_age_days, self.max_runs)
@@ -232,6 +236,8 @@ class RunStore:
             logger.warning("run store: writing %d record(s) failed: %s", len(batch), _reason(exc))
         finally:
             self._handled += len(batch)
+            if self.on_written is not None and batch:
+                self.on_written(batch)
             written, self._written = self._written, asyncio.Event()
             written.set()
 

@@ -74,6 +74,9 @@ runs = Table(
     # (schema version 8); NULL for a client's own run.
     Column("parent_run_id", String(128)),
     Column("parent_stage", String(128)),
+    # A cache hit — answered from the exact-match cache, without an upstream call — names the run whose answer it
+    # gave again (schema version 9); NULL for every other run.
+    Column("cached_from", String(128)),
     Index("runs_started", "started_at", "run_id"),
     Index("runs_key_started", "key_name", "started_at"),
     Index("runs_request_id", "request_id"),
@@ -123,11 +126,26 @@ instances = Table(
     Column("process", String(128)),
 )
 
+# The exact-match cache's answers, when it keeps them in the store (docs/guides/cache.md; schema version 9): one row
+# per key, read by its primary key. `entry` is JSON (`cache.entry.CachedRun`); a row is served until `expires_at`
+# (Unix seconds), and deleted by the upkeep after.
+cache = Table(
+    "cache",
+    metadata,
+    Column("key", String(64), primary_key=True),
+    Column("run_id", String(128), nullable=False),
+    Column("served_model", String(256), nullable=False),
+    Column("created_at", Double, nullable=False),
+    Column("expires_at", Double, nullable=False),
+    Column("entry", Text, nullable=False),
+    Index("cache_expires", "expires_at"),
+)
+
 schema_version = Table("schema_version", metadata, Column("version", Integer, nullable=False))
 
 
 def _v1(conn: Connection) -> None:
-    for table in (runs, stages, instances):
+    for table in (runs, stages, instances, cache):
         table.create(conn, checkfirst=True)  # today's definitions: a new store has the later versions' columns already
 
 
@@ -178,13 +196,19 @@ def _v8(conn: Connection) -> None:
     conn.execute(text("CREATE INDEX IF NOT EXISTS runs_parent ON runs (parent_run_id)"))
 
 
+def _v9(conn: Connection) -> None:
+    """The exact-match cache: its table `cache`, and `runs.cached_from` (a hit names the run it answered from)."""
+    _add_column(conn, "runs", "cached_from", "VARCHAR(128)")
+    cache.create(conn, checkfirst=True)
+
+
 def _add_column(conn: Connection, table: str, column: str, definition: str) -> None:
     """Add `column` to `table` unless it is there (`_v1` makes a new store with today's columns already)."""
     if column not in {found["name"] for found in inspect(conn).get_columns(table)}:
         conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {definition}"))
 
 
-STEPS: tuple[Callable[[Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8)
+STEPS: tuple[Callable[[Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9)
 VERSION = len(STEPS)
 
 

@@ -25,22 +25,25 @@ from typing import Any, cast
 import anyio
 import anyio.to_thread
 from sqlalchemy import bindparam, insert, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from .cleaning import Cleaner
-from .recorder import Record, RunClosed, RunOpened, StageDone
+from .recorder import CachePut, Record, RunClosed, RunOpened, StageDone
 from .rows import (
+    CACHE_COLUMNS,
     CLOSED_COLUMNS,
     OPEN_COLUMNS,
     RUNNING,
     STAGE_COLUMNS,
     Row,
+    cache_row,
     closed_values,
     opened_row,
     stage_row,
 )
-from .schema import runs, stages
+from .schema import cache, runs, stages
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,21 +66,28 @@ class Statement:
 
 @dataclass(frozen=True, slots=True)
 class Statements:
-    """The three statements of a batch, for one dialect."""
+    """The statements of a batch, for one dialect."""
 
     insert_runs: Statement
     insert_stages: Statement
     close_runs: Statement
+    put_cache: Statement  # an answer of the exact-match cache: inserted, or replacing the key's expired one
 
 
 def statements(dialect: Dialect) -> Statements:
     columns = OPEN_COLUMNS + CLOSED_COLUMNS
     closing = update(runs).where(runs.c.run_id == bindparam("b_run_id"))
     closing = closing.values({name: bindparam(name) for name in CLOSED_COLUMNS})
+    upsert = (postgresql.insert if dialect.name == "postgresql" else sqlite.insert)(cache)
+    upsert = upsert.values({name: bindparam(name) for name in CACHE_COLUMNS})
+    upsert = upsert.on_conflict_do_update(
+        index_elements=[cache.c.key], set_={name: upsert.excluded[name] for name in CACHE_COLUMNS if name != "key"}
+    )
     return Statements(
         _compiled(insert(runs).values({name: bindparam(name) for name in columns}), dialect, columns),
         _compiled(insert(stages).values({name: bindparam(name) for name in STAGE_COLUMNS}), dialect, STAGE_COLUMNS),
         _compiled(closing, dialect, (*CLOSED_COLUMNS, "b_run_id")),
+        _compiled(upsert, dialect, CACHE_COLUMNS),
     )
 
 
@@ -98,10 +108,16 @@ class BatchRows:
     opened: list[Row]  # runs to insert: whole when they end in the batch, else as they start
     done: list[Row]  # stages to insert: of runs that do not end in the batch
     closed: list[Row]  # runs to finalise (opened in an earlier batch): `CLOSED_COLUMNS` and the run id
+    cached: list[Row]  # answers of the exact-match cache (`CACHE_COLUMNS`)
 
     def parts(self, sql: Statements) -> list[tuple[str, list[Any]]]:
         """Each statement with the driver's parameters for its rows, in the order they must run."""
-        parts = ((sql.insert_runs, self.opened), (sql.insert_stages, self.done), (sql.close_runs, self.closed))
+        parts = (
+            (sql.insert_runs, self.opened),
+            (sql.insert_stages, self.done),
+            (sql.close_runs, self.closed),
+            (sql.put_cache, self.cached),
+        )
         return [(statement.sql, statement.params(rows)) for statement, rows in parts if rows]
 
 
@@ -141,8 +157,11 @@ def building(batch: Sequence[Record], instance: str, clean: Cleaner) -> Generato
             yield
     ended: dict[str, Row] = {}
     closed = []
+    cached = []
     for number, record in enumerate(batch, 1):
-        if type(record) is RunClosed:
+        if type(record) is CachePut:
+            cached.append(cache_row(record, clean.for_secret(record.secret)))
+        elif type(record) is RunClosed:
             values = closed_values(record, kept.get(record.run_id, ()), clean.for_secret(record.secret))
             if record.run_id in opened:
                 ended[record.run_id] = values  # opened and closed in one batch: the row is written once, whole
@@ -151,7 +170,7 @@ def building(batch: Sequence[Record], instance: str, clean: Cleaner) -> Generato
             if number % SLICE == 0:
                 yield
     inserted = [row + ended.get(run_id, RUNNING) for run_id, row in opened.items()]
-    return BatchRows(inserted, done, closed)
+    return BatchRows(inserted, done, closed, cached)
 
 
 async def write_async(conn: AsyncConnection, rows: BatchRows, sql: Statements) -> None:

@@ -1,0 +1,119 @@
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+`AnswerCache`: the exact-match cache a service asks (docs/guides/cache.md) — made only when a served model has
+`cache = true`, so a server without one does no cache work at all.
+
+A lookup reads the backend once. An answer is kept when its run ends `ok` (never degraded, failed, cancelled or
+interrupted): handed to the backend without waiting, and held here until the backend says it is there, so a request
+that follows at once is answered from it too.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from ..config import Config
+from ..errors import ConfigError
+from ..events import Event, RunFinished, Subscriber
+from .entry import CachedRun, snapshot
+
+if TYPE_CHECKING:
+    from ..store.runstore import RunStore
+    from .backends import Backend
+
+logger = logging.getLogger("adapter_critic")
+
+HEADER = "x-adapter-critic-cache"  # `hit` or `miss` on an answer a cache was asked for
+MAX_PENDING = 10_000  # answers held until written; more (a store dropping records) are let go: later misses
+
+
+class AnswerCache:
+    """The cache of one service: its backend, each served model's time to live, and the answers being written."""
+
+    def __init__(self, backend: Backend, ttls: dict[str, float], *, clock: Callable[[], float] = time.time) -> None:
+        self.backend = backend
+        self.ttls = ttls  # served model id -> seconds; a model not in it is never cached
+        self.clock = clock
+        self.pending: dict[str, tuple[CachedRun, float]] = {}  # key -> (answer, expires at), until written
+        backend.written = self._written
+
+    @property
+    def keeps_in_store(self) -> bool:
+        """Its answers are kept in the run store (no `[cache] url`)."""
+        from .backends import StoreBackend
+
+        return isinstance(self.backend, StoreBackend)
+
+    def serves(self, served_id: str) -> bool:
+        """The served model has `cache = true`."""
+        return served_id in self.ttls
+
+    async def lookup(self, key: str) -> CachedRun | None:
+        """The answer kept under `key`, if any and not expired; a backend that fails is a miss (logged)."""
+        now = self.clock()
+        held = self.pending.get(key)
+        if held is not None and held[1] > now:
+            return held[0]
+        try:
+            return await self.backend.get(key, now)
+        except Exception as exc:
+            logger.warning("cache: a lookup failed, answering without the cache (%s: %s)", type(exc).__name__, exc)
+            return None
+
+    def keeper(self, key: str, served_id: str, secret: str | None) -> Subscriber:
+        """A run subscriber that keeps the run's answer under `key` when the run ends `ok`."""
+
+        def keep(event: Event) -> None:
+            if type(event) is RunFinished and event.status == "ok":
+                now = self.clock()
+                entry = snapshot(event.record, created_at=now)
+                expires = now + self.ttls[served_id]
+                if len(self.pending) >= MAX_PENDING:
+                    self.pending.clear()
+                self.pending[key] = (entry, expires)
+                self.backend.put(key, entry, expires, secret)
+
+        return keep
+
+    def _written(self, keys: Sequence[str]) -> None:
+        for key in keys:
+            self.pending.pop(key, None)
+
+    async def aclose(self) -> None:
+        await self.backend.aclose()
+
+
+def cache_for(
+    config: Config,
+    store: RunStore | None,
+    secrets: Callable[[], Sequence[str]],
+    *,
+    clock: Callable[[], float] = time.time,
+) -> AnswerCache | None:
+    """The service's cache, or None when no served model has `cache = true`. Without `[cache] url` its answers are
+    kept in the run store: a cache without either is a `ConfigError`."""
+    ttls = {
+        served_id: served.cache_ttl_seconds or config.cache.ttl_seconds
+        for served_id, served in config.served_models.items()
+        if served.cache
+    }
+    if not ttls:
+        return None
+    backend: Backend
+    if config.cache.url is not None:
+        from .backends import RedisBackend
+
+        backend = RedisBackend(config.cache.url, config.cache.key_prefix, secrets)
+    elif store is not None:
+        from .backends import StoreBackend
+
+        backend = StoreBackend(store)
+    else:
+        raise ConfigError(
+            f"served_models.{next(iter(ttls))}.cache: the cache keeps its answers in the run store, and this server "
+            "records no runs; give store.url (or ADAPTER_CRITIC_STORE), or [cache] url (a Redis)"
+        )
+    return AnswerCache(backend, ttls, clock=clock)
