@@ -59,6 +59,11 @@ from .options import endpoint_options, open_endpoint, require_file
 )
 @click.option("--limit", type=click.IntRange(1), help="only the first N items")
 @click.option("--resume", is_flag=True, help="keep the results already in --output-dir and run only the rest")
+@click.option(
+    "--cache",
+    is_flag=True,
+    help="ask to be answered from the cache of served models with cache = true: an answer had before costs nothing",
+)
 def eval_command(
     dataset: str,
     models: str,
@@ -72,6 +77,7 @@ def eval_command(
     retries: int,
     limit: int | None,
     resume: bool,
+    cache: bool,
 ) -> None:
     """Run DATASET (JSONL: id, messages or prompt, expected…) through each model, score the answers, and print
     each model's mean score with a 95% CI, tokens per stage, latency and errors, and paired comparisons."""
@@ -101,7 +107,7 @@ def eval_command(
                 await endpoint.require([*names, *(j for j in judges if j not in names)])
                 scorer_of: Callable[[Item], Scorer] = lambda item: scorers[item.scorer or scorer]  # noqa: E731
                 about = {"dataset": str(path), "endpoint": endpoint.describe, "scorer": scorer}
-                await _evaluate(endpoint, items, names, scorer_of, out, resume, concurrency, about)
+                await _evaluate(endpoint, items, names, scorer_of, out, resume, concurrency, about, cache)
         except EndpointError as exc:
             raise CliError(str(exc)) from None
 
@@ -142,6 +148,7 @@ async def _evaluate(
     resume: bool,
     concurrency: int,
     about: dict[str, str],
+    cache: bool = False,
 ) -> None:
     results = ResultsFile(out, resume=resume)
     todo = jobs(items, models, results.done())
@@ -167,7 +174,7 @@ async def _evaluate(
                             tg.cancel_scope.cancel()
 
                 await tg.start(on_interrupt)
-                await run_jobs(endpoint, todo, scorer_of, finished, concurrency=concurrency)
+                await run_jobs(endpoint, todo, scorer_of, finished, concurrency=concurrency, cache=cache)
                 tg.cancel_scope.cancel()
     finally:
         results.close()

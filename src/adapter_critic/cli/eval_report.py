@@ -88,6 +88,9 @@ def model_table(summary: dict[str, Any]) -> Table:
     table.add_column("p50 ms", justify="right")
     table.add_column("p95 ms", justify="right")
     table.add_column("degraded", justify="right")
+    cached = any(stats.get("cache_hits") for stats in summary["per_model"].values())
+    if cached:
+        table.add_column("cached", justify="right")
     table.add_column("errors", justify="right")
     for model, stats in summary["per_model"].items():
         stages = ", ".join(f"{stage} {tokens:.0f}" for stage, tokens in stats["tokens_per_item"].items())
@@ -104,6 +107,7 @@ def model_table(summary: dict[str, Any]) -> Table:
             _number(stats["latency_ms"]["p50"], 0),
             _number(stats["latency_ms"]["p95"], 0),
             str(stats["degraded"]),
+            *([str(stats.get("cache_hits", 0))] if cached else []),
             str(stats["errors"]),
         )
     return table

@@ -5,7 +5,8 @@ show the two answers side by side, their diff, and the difference in tokens and 
 
 The request is rebuilt from the store (its `messages` and every other field it carried, `stream` aside), so the
 run must have been recorded with capture `full`. It goes in-process (`--config`, else the demo) or to a server
-(`--base-url`).
+(`--base-url`). With `--cache` it asks to be answered from the exact-match cache (docs/guides/cache.md): replaying a
+run to a served model that has its answer costs nothing.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ _NOT_RESENT = ("stream", "stream_options", "model", "messages")
 @endpoint_options
 @click.option("--store", "store_url", envvar="ADAPTER_CRITIC_STORE", metavar="URL", help="the run store (as for runs)")
 @click.option("--timeout", default=300.0, show_default=True, type=click.FloatRange(min=0, min_open=True))
+@click.option("--cache", is_flag=True, help="ask to be answered from MODEL's cache (a served model with cache = true)")
 def replay(
     run_id: str,
     model: str,
@@ -45,6 +47,7 @@ def replay(
     api_key_env: str | None,
     store_url: str | None,
     timeout: float,
+    cache: bool,
 ) -> None:
     """Re-send run ID's request to MODEL; print both answers, their diff, and the token and latency difference."""
 
@@ -54,6 +57,9 @@ def replay(
         if stored is None:
             raise CliError(f"no run {run_id!r} in the run store")
         body = request_of(stored)
+        if cache:
+            given = body.get("x_adapter_critic")
+            body["x_adapter_critic"] = {**(given if isinstance(given, dict) else {}), "cache": True}
         try:
             async with open_endpoint(config_path, base_url, api_key_env, seconds=timeout, retries=2) as endpoint:
                 try:
@@ -95,6 +101,9 @@ def show(run: RunDetail, model: str, reply: Reply) -> None:
     sides.add_column(f"{model} (now{', run ' + new_id if new_id else ''})", ratio=1, overflow="fold")
     sides.add_row(Text(before), Text(after))
     console.print(sides)
+    cached = (extension or {}).get("cache")
+    if isinstance(cached, dict) and cached.get("run_id"):
+        console.print(f"answered from the cache: the answer of run {cached['run_id']}, at no cost", soft_wrap=True)
 
     usage = reply.body.get("usage") if isinstance(reply.body.get("usage"), dict) else {}
     numbers = Table(title="cost", title_justify="left")

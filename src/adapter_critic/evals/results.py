@@ -44,6 +44,7 @@ class Result(msgspec.Struct, kw_only=True):
     latency_ms: float | None = None
     run_id: str | None = None  # the response's `id`
     degraded: bool = False
+    cached_from: str | None = None  # answered from the cache: the run that made the answer (its usage and cost)
     usage: dict[str, dict[str, Any]] = {}  # per stage, as the `adapter_critic` extension reports it
     total_usage: dict[str, Any] = {}
     calls: int | None = None  # upstream calls the run made (None: the endpoint did not say)
@@ -121,6 +122,7 @@ def summarize(results: dict[Key, Result], item_ids: list[str], models: list[str]
             "items": len(answered),
             "errors": len(answered) - len(ok),
             "degraded": sum(1 for result in ok if result.degraded),
+            "cache_hits": sum(1 for result in ok if result.cached_from is not None),
             "mean_score": mean(scores),
             "ci95": list(bootstrap_ci(scores)),
             "tokens_per_item": {stage: mean(values) for stage, values in stages.items()},

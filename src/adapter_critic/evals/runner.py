@@ -32,22 +32,27 @@ async def run_jobs(
     on_result: Callable[[Result], None],
     *,
     concurrency: int,
+    cache: bool = False,
 ) -> None:
     pending = iter(todo)
 
     async def worker() -> None:
         for item, model in pending:  # one shared iterator: each job is taken once
-            on_result(await run_one(endpoint, item, model, scorer_of(item)))
+            on_result(await run_one(endpoint, item, model, scorer_of(item), cache=cache))
 
     async with anyio.create_task_group() as tg:
         for _ in range(concurrency):
             tg.start_soon(worker)
 
 
-async def run_one(endpoint: Endpoint, item: Item, model: str, scorer: Scorer) -> Result:
-    """Ask `model` about `item` and grade the answer; a failure is a result with `error`, never an exception."""
+async def run_one(endpoint: Endpoint, item: Item, model: str, scorer: Scorer, *, cache: bool = False) -> Result:
+    """Ask `model` about `item` and grade the answer; a failure is a result with `error`, never an exception.
+    `cache`: the request asks to be answered from the exact-match cache (`x_adapter_critic.cache`), where its served
+    model has one (docs/guides/cache.md)."""
     base = Result(id=item.id, model=model, scorer=scorer.spec, metadata=item.metadata)
     body: dict[str, Any] = {**item.params, "model": model, "messages": item.messages}
+    if cache:
+        body["x_adapter_critic"] = {**_object(body.get("x_adapter_critic")), "cache": True}
     try:
         reply = await endpoint.chat(body)
     except UpstreamError as exc:
@@ -60,6 +65,7 @@ async def run_one(endpoint: Endpoint, item: Item, model: str, scorer: Scorer) ->
     base.latency_ms = round(reply.latency_ms, 3)
     base.run_id = extension.get("run_id") or reply.body.get("id")
     base.degraded = bool(extension.get("degraded"))
+    base.cached_from = _object(extension.get("cache")).get("run_id")
     base.usage = tokens.get("stages") or ({"total": total} if total else {})
     base.total_usage = total
     base.calls = upstream_calls(extension) if tokens.get("stages") else None
