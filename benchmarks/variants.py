@@ -81,14 +81,21 @@ def options(description: str, *, extra: Callable[[argparse.ArgumentParser], None
 
 
 def measure(
-    args: argparse.Namespace, variants: Sequence[str], servers: Servers, *, prefix: str, settle_seconds: float
+    args: argparse.Namespace,
+    variants: Sequence[str],
+    servers: Servers,
+    *,
+    prefix: str,
+    settle_seconds: float,
+    request: Callable[[str, bool], bytes] | None = None,
 ) -> Measured:
     """Every variant's CPU µs per request, per body and round (and of it, the part off the event loop's thread);
     its ratio to the baseline's (the first variant's) measured with it (in its pair, or in its round with
     `--apart`); and the rounds, batch size and load generator.
 
     `settle_seconds` after each batch lets the server finish what the batch left (its last records written, the
-    requests the load generator abandoned): that work is the batch's cost."""
+    requests the load generator abandoned): that work is the batch's cost. `request` makes the request bodies (served
+    model, stream): `payloads.request_bytes` unless given."""
     rounds, batch, warmup = (1, 300, 50) if args.quick else (5, 3000, 300)
     rounds = args.rounds or rounds
     batch = args.batch or batch
@@ -102,7 +109,9 @@ def measure(
         files = {}
         for body in BODIES:
             files[body] = workdir / f"{body}.json"
-            files[body].write_bytes(payloads.request_bytes("bench-direct", stream=body.endswith("stream")))
+            stream = body.endswith("stream")
+            made = request("bench-direct", stream) if request else payloads.request_bytes("bench-direct", stream=stream)
+            files[body].write_bytes(made)
         load = run.Load(files, other, use_wrk)
         with servers(workdir, proxy, other) as started:
             for name in variants:

@@ -215,7 +215,9 @@ class Database:
     # -- the exact-match cache -------------------------------------------------------------------------------------
     async def cached(self, key: str, now: float) -> str | None:
         """The cache's entry under `key` (JSON: `cache.entry.CachedRun`) while it has not expired: one read by the
-        primary key."""
+        primary key (a SQLite file's on this thread: `SqliteFile.cached`)."""
+        if self._file is not None:
+            return self._file.cached(key, now)
         statement = select(cache.c.entry).where(cache.c.key == key, cache.c.expires_at > now)
         async with self.engine.connect() as conn:
             found: str | None = (await conn.execute(statement)).scalar()

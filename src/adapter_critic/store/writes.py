@@ -180,6 +180,7 @@ async def write_async(conn: AsyncConnection, rows: BatchRows, sql: Statements) -
 
 
 PAGE_SIZE = 8192
+_CACHED = "SELECT entry FROM cache WHERE key = ? AND expires_at > ?"
 
 
 def sqlite_settings(dbapi_connection: Any) -> None:
@@ -207,6 +208,7 @@ class SqliteFile:
     def __init__(self, path: str, sql: Statements) -> None:
         self.path, self.sql = path, sql
         self._conn: sqlite3.Connection | None = None
+        self._reader: sqlite3.Connection | None = None  # the cache's lookups (`cached`)
         self._one = anyio.CapacityLimiter(1)
 
     async def write(self, rows: BatchRows) -> None:
@@ -229,9 +231,24 @@ class SqliteFile:
         self._conn = conn
         return conn
 
+    def cached(self, key: str, now: float) -> str | None:
+        """The exact-match cache's entry under `key`, unexpired: one read by the primary key, on the caller's thread
+        (the event loop), on a connection of its own. In WAL mode a reader never waits for the writer, and the read
+        takes microseconds: a hop to a worker thread, or SQLAlchemy's async engine, cost several times more (the
+        cache's benchmark, `benchmarks/cache.py`)."""
+        reader = self._reader
+        if reader is None:
+            reader = self._reader = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            sqlite_settings(reader)
+        row = reader.execute(_CACHED, (key, now)).fetchone()
+        return None if row is None else str(row[0])
+
     async def aclose(self) -> None:
-        """Close the connection, after the batch being written (if any)."""
+        """Close the connections, after the batch being written (if any)."""
         async with self._one:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
