@@ -55,6 +55,7 @@ GUIDES = (
     "store",
     "metrics",
     "cost",
+    "cache",
     "tracing",
     "viewer",
     "cli",
