@@ -2,6 +2,6 @@
 
 The exact-match cache (docs/guides/cache.md): which requests may be answered from it and their key (`key`), what is
 kept of a run and how it is answered again (`entry`), where it is kept — the run store's database or a Redis
-(`backends`) — and the cache a service asks (`answers`). Its config is `[cache]` (`settings`) and a served model's
-`cache`, `cache_ttl_seconds`.
+(`backends`) — the cache a service asks (`answers`), and a hit as a run of its own (`hit`). Its config is `[cache]`
+(`config.cache`) and a served model's `cache`, `cache_ttl_seconds`.
 """

@@ -10,11 +10,11 @@ from typing import Annotated, Any
 
 import msgspec
 
-from ..cache.settings import CacheConfig
 from ..errors import ConfigError
 from ..pricing import Price, PricingConfig
 from ..protocols import registry as protocols
 from ..store.settings import StoreConfig
+from .cache import CacheConfig
 from .describe import convert
 from .limits import AuthConfig, LimitsConfig
 from .models import ModelsConfig, composed

@@ -1,7 +1,8 @@
 """Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
 
-The `[cache]` table of the config: where the exact-match cache keeps its answers (docs/guides/cache.md). A served
-model turns the cache on for itself (`cache = true`, `cache_ttl_seconds`, `config.served`)."""
+The `[cache]` table of the config: where the exact-match cache (the `cache` package) keeps its answers
+(docs/guides/cache.md). A served model turns the cache on for itself (`cache = true`, `cache_ttl_seconds`,
+`config.served`)."""
 
 from __future__ import annotations
 
