@@ -87,6 +87,9 @@ function page(run, navigate) {
       run.parentRunId
         ? fact("Part of", h("a", { href: `#/runs/${encodeURIComponent(run.parentRunId)}`, id: "parent-run" }, run.parentRunId), ` (its ${run.parentStage} stage)`)
         : null,
+      run.cachedFrom
+        ? fact("Answer from the cache", "of run ", h("a", { href: `#/runs/${encodeURIComponent(run.cachedFrom)}`, id: "cached-from" }, run.cachedFrom))
+        : null,
       fact("Served model", run.servedModel),
       fact("Mode", run.mode),
       fact("Status", statusBadge(run.status)),

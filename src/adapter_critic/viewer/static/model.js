@@ -52,6 +52,8 @@ export function runView(run) {
     // A child run (a stage of another run that ran this served model's workflow), and a run's own child runs.
     parentRunId: run.parent_run_id || null,
     parentStage: run.parent_stage || null,
+    // A cache hit: the run whose answer it gave (docs/guides/cache.md).
+    cachedFrom: run.cached_from || null,
     children: (run.children || []).map((child) => ({
       id: child.id,
       servedModel: child.served_model,
