@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import pytest
 
 from adapter_critic.evals.dataset import Item
-from adapter_critic.evals.endpoint import Endpoint
+from adapter_critic.evals.endpoint import Endpoint, Reply
 from adapter_critic.evals.results import Result
-from adapter_critic.evals.runner import jobs, run_jobs
+from adapter_critic.evals.runner import jobs, run_jobs, run_one
 from adapter_critic.evals.scorers import make_scorer
 from adapter_critic.redact import Secrets
 from adapter_critic.upstream.client import Upstream
@@ -63,3 +63,31 @@ async def test_no_more_requests_at_once_than_the_concurrency() -> None:
     assert gate.most == 2
     assert sorted(result.id for result in results) == [f"q{i}" for i in range(5)]
     assert all(result.score == 1.0 for result in results)
+
+
+class Replies:
+    """An endpoint that answers every request with `body`, after `latency_ms`."""
+
+    def __init__(self, body: dict[str, Any], latency_ms: float) -> None:
+        self.reply = Reply(body, latency_ms)
+
+    async def chat(self, body: dict[str, Any]) -> Reply:
+        return self.reply
+
+
+def _completion(extension: dict[str, Any]) -> dict[str, Any]:
+    message = {"role": "assistant", "content": "Paris"}
+    return {"choices": [{"message": message}], "adapter_critic": extension}
+
+
+async def test_a_cached_answer_keeps_the_time_its_run_took() -> None:
+    """A hit answers in a millisecond; what a technique costs in time is what the run that made the answer took."""
+    scorer = make_scorer("contains", judge=None)  # type: ignore[arg-type]
+    item = Item(id="q", line=1, messages=[{"role": "user", "content": "Capital of France?"}], expected=["Paris"])
+    timings = {"api": 812.5, "total": 812.9}
+    hit = Replies(_completion({"run_id": "r2", "timings_ms": timings, "cache": {"hit": True, "run_id": "r1"}}), 1.2)
+    miss = Replies(_completion({"run_id": "r3", "timings_ms": timings}), 815.0)
+    cached = await run_one(cast(Endpoint, hit), item, "m", scorer)
+    fresh = await run_one(cast(Endpoint, miss), item, "m", scorer)
+    assert (cached.cached_from, cached.latency_ms) == ("r1", 812.9)
+    assert (fresh.cached_from, fresh.latency_ms) == (None, 815.0)

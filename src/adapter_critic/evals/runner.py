@@ -66,6 +66,9 @@ async def run_one(endpoint: Endpoint, item: Item, model: str, scorer: Scorer, *,
     base.run_id = extension.get("run_id") or reply.body.get("id")
     base.degraded = bool(extension.get("degraded"))
     base.cached_from = _object(extension.get("cache")).get("run_id")
+    made_in = _object(extension.get("timings_ms")).get("total")
+    if base.cached_from is not None and isinstance(made_in, int | float):
+        base.latency_ms = made_in  # a hit's own time says nothing of the technique: the run that made the answer's
     base.usage = tokens.get("stages") or ({"total": total} if total else {})
     base.total_usage = total
     base.calls = upstream_calls(extension) if tokens.get("stages") else None
