@@ -8,12 +8,20 @@ to see where recording's cost goes in a server under load (`python -m benchmarks
 The store is otherwise the server's own (started, its upkeep running); each cut is the one method that does that
 part, replaced in this process only. Without `STORE_PART` this is plain uvicorn. `SWITCH_INTERVAL` (seconds) sets
 `sys.setswitchinterval`: how long another thread may hold the GIL before the event loop's thread gets it back.
+`GC_TRACE` (a file) writes there, when the server stops, every garbage collection it made: its generation, the CPU
+time it took on its thread (`time.thread_time`, which other processes on the core do not inflate) and the thread.
 """
 
 from __future__ import annotations
 
+import atexit
+import gc
+import json
 import os
+import signal
 import sys
+import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -51,8 +59,31 @@ def cut(part: str) -> None:
     setattr(owner, name, replacement)
 
 
+def trace_collections(path: str) -> None:
+    """Note every collection (generation, CPU seconds on its thread, thread name) and write them to `path` at exit."""
+    made: list[tuple[int, float, str]] = []
+    began: dict[int, float] = {}
+
+    def noted(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            began[threading.get_ident()] = time.thread_time()
+        elif (start := began.pop(threading.get_ident(), None)) is not None:
+            made.append((info["generation"], time.thread_time() - start, threading.current_thread().name))
+
+    def written() -> None:
+        with open(path, "w", encoding="utf-8") as file:
+            json.dump(made, file)
+
+    gc.callbacks.append(noted)
+    atexit.register(written)
+    # uvicorn stops on SIGTERM, then raises it again with the handler it found: this one exits, so `written` runs.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+
+
 if os.environ.get("STORE_PART"):
     cut(os.environ["STORE_PART"])
+if os.environ.get("GC_TRACE"):
+    trace_collections(os.environ["GC_TRACE"])
 if os.environ.get("SWITCH_INTERVAL"):
     sys.setswitchinterval(float(os.environ["SWITCH_INTERVAL"]))
 
