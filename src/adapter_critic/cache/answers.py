@@ -16,9 +16,11 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ..config import Config
+from ..core import ChatRequest, Plan
 from ..errors import ConfigError
 from ..events import Event, RunFinished, Subscriber
 from .entry import CachedRun, snapshot
+from .key import cache_key, plan_document
 
 if TYPE_CHECKING:
     from ..store.runstore import RunStore
@@ -38,6 +40,9 @@ class AnswerCache:
         self.ttls = ttls  # served model id -> seconds; a model not in it is never cached
         self.clock = clock
         self.pending: dict[str, tuple[CachedRun, float]] = {}  # key -> (answer, expires at), until written
+        # Served model id -> its plan and the plan's part of a key: a served model's plan is the same object from
+        # request to request (unless overridden), and its document the most of what making a key costs.
+        self._plans: dict[str, tuple[Plan, bytes]] = {}
         backend.written = self._written
 
     @property
@@ -50,6 +55,13 @@ class AnswerCache:
     def serves(self, served_id: str) -> bool:
         """The served model has `cache = true`."""
         return served_id in self.ttls
+
+    def key(self, plan: Plan, request: ChatRequest, plan_of: Callable[[str], Plan]) -> str:
+        """The request's key (`key.cache_key`); `plan_of` resolves the plans of the served models its stages run."""
+        known = self._plans.get(plan.served_id)
+        if known is None or known[0] is not plan:
+            known = self._plans[plan.served_id] = (plan, plan_document(plan, plan_of))
+        return cache_key(known[1], request)
 
     async def lookup(self, key: str) -> CachedRun | None:
         """The answer kept under `key`, if any and not expired; a backend that fails is a miss (logged)."""

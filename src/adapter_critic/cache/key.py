@@ -25,7 +25,7 @@ import msgspec
 from ..core import ChatRequest, Plan, StageTarget
 
 # Raised whenever what the key covers, or how, changes: entries of another version are never found.
-VERSION = 1
+VERSION = 2
 # Request options that do not change the answer: how it is delivered, and labels for the caller's own books.
 IGNORED_OPTIONS = frozenset(
     {"stream", "stream_options", "user", "metadata", "store", "service_tier", "prompt_cache_key", "safety_identifier"}
@@ -90,11 +90,24 @@ def _plan(plan: Plan, plan_of: Callable[[str], Plan]) -> dict[str, Any]:
     }
 
 
-def cache_key(plan: Plan, request: ChatRequest, plan_of: Callable[[str], Plan]) -> str:
-    """The request's key (64 hex digits); `plan_of` resolves the plans of the served models its stages run."""
+def _canonical(value: Any) -> bytes:
+    """`value` as JSON with every object's keys sorted and no whitespace. Encoded once as given (messages and options
+    are raw JSON), then decoded and encoded again: the second pass sorts the keys, so a client's key order or spacing
+    does not split the cache."""
+    return _encoder.encode(msgspec.json.decode(_encoder.encode(value)))
+
+
+def plan_document(plan: Plan, plan_of: Callable[[str], Plan]) -> bytes:
+    """The plan's part of a key, canonical JSON; `plan_of` resolves the plans of the served models its stages run.
+    It depends on the plan alone, so `AnswerCache` makes it once per plan."""
+    return _canonical(_plan(plan, plan_of))
+
+
+def cache_key(plan: bytes, request: ChatRequest) -> str:
+    """The request's key (64 hex digits) under its plan's document (`plan_document`): two JSON values one after the
+    other, each whole, so where one ends is never in doubt."""
     options = {key: _numbers(_value(value)) for key, value in request.options.items() if key not in IGNORED_OPTIONS}
-    document = [VERSION, _plan(plan, plan_of), request.messages_json, options]
-    # Encoded once as given (options and messages are raw JSON), then decoded and encoded again: the second pass
-    # sorts every object's keys, so a client's key order or spacing does not split the cache.
-    canonical = _encoder.encode(msgspec.json.decode(_encoder.encode(document)))
-    return hashlib.sha256(canonical).hexdigest()
+    digest = hashlib.sha256(b"%d:" % VERSION)
+    digest.update(plan)
+    digest.update(_canonical([request.messages_json, options]))
+    return digest.hexdigest()

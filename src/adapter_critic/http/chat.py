@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..cache.answers import HEADER
 from ..cache.hit import CacheHit
-from ..cache.key import cache_key, wanted
+from ..cache.key import wanted
 from ..config import Config
 from ..core import ChatRequest, Plan
 from ..errors import APIError, Overloaded, RequestError, internal_error
@@ -176,7 +176,7 @@ class ChatHandler:
             subscribers = self._subscribers(request_id, request, plan, client_token, caller, ticket)
             cache = self.cache
             if cache is not None and cache.serves(plan.served_id) and wanted(request):
-                key = cache_key(plan, request, lambda served_id: self._plan_of(served_id, client_token))
+                key = cache.key(plan, request, lambda served_id: self._plan_of(served_id, client_token))
                 found = await cache.lookup(key)
                 headers = {**headers, HEADER: "miss" if found is None else "hit"}
                 if found is not None:
