@@ -1,7 +1,7 @@
 """Paced streams: what each streamed token costs the product next to the bare relay, when tokens arrive one at a
 time, as a model sends them to many concurrent chat clients.
 
-    python -m benchmarks.paced [--quick] [--rounds N] [--json]
+    python -m benchmarks.paced [--quick] [--rounds N] [--json] [--against TREE]
 
 The mock upstream (`mock_upstream.py`, `"user": "paced-<N>"`) streams the role chunk, N one-token chunks, the finish
 and usage chunks and `[DONE]`, each its own write, 1 ms after the one before: every upstream read holds one chunk.
@@ -15,6 +15,8 @@ own code ran, and the kernel's for it: its reads, writes and polls), and per chu
 request at 0) / N` — what N more chunks cost, the request's fixed cost taken out. The targets: per chunk, the
 product's CPU and its system time at most `PER_CHUNK` times the relay's at 20, 200 and 2,000 chunks; per request, the
 product's CPU at most `PER_REQUEST` times the relay's (the streamed target `run.py` checks with chunks in bursts).
+With `--against TREE`, the product of another source tree (a `git worktree` of an earlier commit, given the same
+config) is loaded in the same rounds as `against`, to compare commits.
 """
 
 from __future__ import annotations
@@ -54,7 +56,9 @@ def requests_per_batch(chunks: int, quick: bool) -> int:
 
 
 @contextlib.contextmanager
-def servers(workdir: Path, proxy: list[int] | None, other: list[int] | None) -> Iterator[dict[str, procs.Server]]:
+def servers(
+    workdir: Path, proxy: list[int] | None, other: list[int] | None, against: Path | None = None
+) -> Iterator[dict[str, procs.Server]]:
     with procs.stopping() as started:
         mock = started["mock"] = procs.start_server(
             "mock", ["-m", "uvicorn", "benchmarks.mock_upstream:app", "--lifespan", "off"],
@@ -71,6 +75,12 @@ def servers(workdir: Path, proxy: list[int] | None, other: list[int] | None) -> 
             "product", ["-m", "uvicorn", "adapter_critic.asgi:app"], cpus=proxy,
             env={"ADAPTER_CRITIC_CONFIG": str(config)}, workdir=workdir,
         )  # fmt: skip
+        if against is not None:
+            started["against"] = procs.start_server(
+                "against", ["-m", "uvicorn", "adapter_critic.asgi:app"], cpus=proxy,
+                env={"ADAPTER_CRITIC_CONFIG": str(config), "PYTHONPATH": str(against.resolve() / "src")},
+                workdir=workdir,
+            )  # fmt: skip
         procs.wait_all_ready(started.values())
         yield started
 
@@ -96,7 +106,8 @@ def batch(load: run.Load, server: procs.Server, chunks: int, requests: int) -> d
     return {"user": user, "system": system, "cpu": user + system}
 
 
-def measure(rounds: int, quick: bool) -> dict[str, Any]:
+def measure(rounds: int, quick: bool, against: Path | None = None) -> dict[str, Any]:
+    names = (*SERVERS, "against") if against is not None else SERVERS
     proxy, other = procs.cpu_layout()
     if other:
         os.sched_setaffinity(0, other)
@@ -108,14 +119,14 @@ def measure(rounds: int, quick: bool) -> dict[str, Any]:
             files[f"paced-{chunks}"] = workdir / f"paced-{chunks}.json"
             files[f"paced-{chunks}"].write_bytes(body(chunks))
         load = run.Load(files, other, use_wrk=False)
-        with servers(workdir, proxy, other) as up:
-            for name in SERVERS:
+        with servers(workdir, proxy, other, against) as up:
+            for name in names:
                 for chunks in CHUNKS:
                     check(up[name], chunks)
                 load.batch(up[name].port, "paced-20", 4 * CONCURRENCY, CONCURRENCY)  # warm-up
             for number in range(rounds):
                 print(f"paced round {number + 1}/{rounds}", file=sys.stderr)
-                order = SERVERS if number % 2 == 0 else SERVERS[::-1]
+                order = names if number % 2 == 0 else names[::-1]
                 for chunks in CHUNKS:
                     for name in order:
                         row = batch(load, up[name], chunks, requests_per_batch(chunks, quick))
@@ -124,7 +135,7 @@ def measure(rounds: int, quick: bool) -> dict[str, Any]:
                     time.sleep(0.1)
     per_request = {key: statistics.median(values) for key, values in figures.items()}
     per_chunk = {}
-    for name in SERVERS:
+    for name in names:
         for chunks in MEASURED:
             for kind in ("user", "system", "cpu"):
                 extra = [
@@ -136,6 +147,7 @@ def measure(rounds: int, quick: bool) -> dict[str, Any]:
         "per_request_us": per_request,
         "per_chunk_us": per_chunk,
         "rounds": rounds,
+        "servers": list(names),
         "concurrency": CONCURRENCY,
         "requests": {chunks: requests_per_batch(chunks, quick) for chunks in CHUNKS},
     }
@@ -162,19 +174,22 @@ def _ratio(value: float, floor: float) -> float:
 
 def format_table(result: dict[str, Any]) -> str:
     request, chunk = result["per_request_us"], result["per_chunk_us"]
-    head = f"{'':<22}" + "".join(f"{f'{name} {kind}':>15}" for name in SERVERS for kind in ("user", "sys", "cpu"))
+    names = result.get("servers", SERVERS)
+    head = f"{'':<22}" + "".join(f"{f'{name} {kind}':>15}" for name in names for kind in ("user", "sys", "cpu"))
     lines = [
         f"paced streams (benchmarks/paced.py): one chunk per upstream read, 1 ms apart, concurrency "
         f"{result['concurrency']}, median of {result['rounds']} round(s); µs",
-        head + f"{'x relay cpu':>13}{'x relay sys':>13}",
+        head + f"{'x relay cpu':>13}{'x relay sys':>13}" + (f"{'x against cpu':>15}" if "against" in names else ""),
     ]
     for label, figures, sizes in (("per request", request, CHUNKS), ("per chunk", chunk, MEASURED)):
         for chunks in sizes:
             row = f"{f'{label}, {chunks} chunks':<22}"
-            for name in SERVERS:
+            for name in names:
                 row += "".join(f"{figures[f'{name} {chunks} {kind}']:>15.1f}" for kind in ("user", "system", "cpu"))
             for kind in ("cpu", "system"):
                 row += f"{_ratio(figures[f'product {chunks} {kind}'], figures[f'relay {chunks} {kind}']):>13.2f}"
+            if "against" in names:
+                row += f"{_ratio(figures[f'product {chunks} cpu'], figures[f'against {chunks} cpu']):>15.2f}"
             lines.append(row)
     for c in checks(result):
         lines.append(f"  {'ok  ' if c['ok'] else 'MISS'} {c['target']}: {c['value']:.2f} (target ≤ {c['limit']:g})")
@@ -186,8 +201,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="one round of smaller batches, to check the harness")
     parser.add_argument("--rounds", type=int, help="rounds (default 3; 1 with --quick)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON (for run.py)")
+    parser.add_argument("--against", type=Path, help="also load the product of this source tree (an earlier commit)")
     args = parser.parse_args()
-    result = measure(args.rounds or (1 if args.quick else 3), args.quick)
+    result = measure(args.rounds or (1 if args.quick else 3), args.quick, args.against)
     print(json.dumps(result) if args.json else format_table(result))
 
 
