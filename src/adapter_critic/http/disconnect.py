@@ -38,7 +38,12 @@ class ClientGone(AdapterCriticError):
 
 
 def guard_send(send: Send) -> Send:
-    """`send`, raising `ClientGone` where the server raises because the client's connection is closed."""
+    """`send`, raising `ClientGone` where the server raises because the client's connection is closed.
+
+    A `send` this already guards is given back as it is: the chat handler guards the request's `send` and the
+    stream writer the one it is given, and a wrapper more would be paid again for every streamed chunk."""
+    if getattr(send, _GUARDED, False):
+        return send
 
     async def guarded(message: Message) -> None:
         try:
@@ -48,7 +53,11 @@ def guard_send(send: Send) -> Send:
                 raise  # an ASGI protocol error of ours (a message out of order) is a bug, not a disconnect
             raise ClientGone(str(exc)) from exc
 
+    setattr(guarded, _GUARDED, True)  # marked as a guard (mypy does not let a function attribute be assigned)
     return guarded
+
+
+_GUARDED = "_guards_client_gone"
 
 
 def connection_closed(exc: BaseException) -> bool:

@@ -171,7 +171,12 @@ class StreamResponse:
             await self._ticking.wait()
         self._writing = True
         try:
-            await self._write_unlocked(data)
+            if not self._started:
+                await self._write_unlocked(data)
+                return
+            # `_write_unlocked` once the response started, inline: this runs for every chunk.
+            await self._send({"type": "http.response.body", "body": data, "more_body": True})
+            self._last_write = time.monotonic()
         finally:
             self._writing = False
 

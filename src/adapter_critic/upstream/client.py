@@ -219,8 +219,9 @@ class Upstream:
 
         The upstream is asked for its usage (`stream_options.include_usage`). An upstream that ignores `stream`
         and answers one JSON `chat.completion` is read as the chunks it would have streamed. Every failure —
-        before the first payload or while iterating — is raised as an `UpstreamError` naming the stage, and
-        leaving the block closes (or, in-process, cancels) the upstream call.
+        before the first payload or while iterating, which must happen in the block (any transport error raised in
+        it is taken for the call's) — is raised as an `UpstreamError` naming the stage, and leaving the block closes
+        (or, in-process, cancels) the upstream call.
         """
         wire = self.wire(target)
         content = wire.encode(body, stream=True)
@@ -248,16 +249,9 @@ class Upstream:
                         stage, target, f"did not answer with an event stream (HTTP {status}, content-type {kind!r})."
                     )
                 else:
-                    yield self._payloads(stage, target, wire.chunks(iter_batches(chunks, self._max_response_bytes)))
-        except TRANSPORT_ERRORS as exc:
-            raise self._failed(stage, target, exc) from None
-
-    async def _payloads(
-        self, stage: str, target: StageTarget, batches: AsyncIterator[list[bytes]]
-    ) -> AsyncIterator[list[bytes]]:
-        try:
-            async for batch in batches:
-                yield batch
+                    # A failure while the caller iterates is raised in its `async with` block, so it comes back here
+                    # and is mapped below: no generator around the reader to pay for at every read.
+                    yield wire.chunks(iter_batches(chunks, self._max_response_bytes))
         except TRANSPORT_ERRORS as exc:
             raise self._failed(stage, target, exc) from None
 
