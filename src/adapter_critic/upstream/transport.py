@@ -25,6 +25,8 @@ from typing import Any, NoReturn
 
 import httpx
 
+from .readtimeout import lazy_read_timeouts
+
 try:
     import aiohttp
     import yarl
@@ -130,6 +132,10 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         if _BaseAiohttpTransport is None:
             raise RuntimeError("AiohttpTransport needs the `httpx-aiohttp` package: pip install httpx-aiohttp")
         self._inner = _BaseAiohttpTransport(**kwargs)
+        made = self._inner.get_client
+        # Whoever makes the session first (this transport's `post` or httpx's call), its connections restart the
+        # read timeout without a timer per read (`readtimeout`).
+        self._inner.get_client = lambda: _lazy_read_timeouts(made())  # type: ignore[method-assign]
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         try:
@@ -177,6 +183,11 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             if opened:
                 raise  # from reading the body: the caller maps it
             raise _httpx_error(exc) from exc
+
+
+def _lazy_read_timeouts(session: aiohttp.ClientSession) -> aiohttp.ClientSession:
+    lazy_read_timeouts(session.connector)
+    return session
 
 
 def as_httpx_error(exc: Exception) -> Exception:
