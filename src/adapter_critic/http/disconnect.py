@@ -22,11 +22,11 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import anyio
-import sniffio
 from starlette.types import Message, Receive, Send
 
 from ..errors import AdapterCriticError
 from ..observe.logs import current_request_id
+from ..timelimit import on_asyncio
 
 logger = logging.getLogger("adapter_critic")
 
@@ -119,8 +119,3 @@ async def cancel_on_disconnect(receive: Receive, request_id: str, work: Callable
                 result = await work()
             tg.cancel_scope.cancel()
     return None if scope.cancel_called else result
-
-
-def on_asyncio() -> bool:
-    """Whether this runs on asyncio (where a bare task is cheaper than an anyio task group)."""
-    return sniffio.current_async_library() == "asyncio"

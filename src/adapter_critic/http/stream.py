@@ -31,7 +31,8 @@ from ..core import Usage
 from ..errors import APIError, Rendered, internal_error, render_error
 from ..events import AnswerChunks, RunRecord, StageFinished
 from ..protocols.base import Redact, StreamRenderer
-from .disconnect import ClientGone, guard_send, log_client_gone, on_asyncio
+from ..timelimit import on_asyncio
+from .disconnect import ClientGone, guard_send, log_client_gone
 
 logger = logging.getLogger("adapter_critic")
 
