@@ -18,6 +18,7 @@ from benchmarks import (
     micro,
     mock_upstream,
     paced,
+    path,
     payloads,
     recording,
     run,
@@ -293,3 +294,10 @@ def test_the_paced_checks_read_per_chunk_ratios_to_the_relay() -> None:
     assert found["paced chunk at 2000 chunks: system time per chunk vs the bare relay's"] is True
     assert found["direct stream, paced, 20 chunks: CPU/request vs the bare aiohttp relay"] is True
     assert "x relay sys" in paced.format_table(result)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("chunks", [None, 0, 3])
+async def test_the_in_process_path_answers_through_the_product(chunks: int | None) -> None:
+    assert await path.measure(chunks, requests=2, rounds=1) > 0
+    assert path.events(3) == payloads.paced_events(3) and len(path.events(None)) == 1
