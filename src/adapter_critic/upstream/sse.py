@@ -47,20 +47,21 @@ async def iter_batches(chunks: AsyncIterator[bytes], limit: int | None = None) -
             size += len(chunk)
             if size > limit:
                 raise ResponseTooLarge(limit)
-        crs = crs or b"\r" in chunk
-        if not crs and b"\n" not in chunk:  # no line ends here: kept aside, added to the buffer in one piece
-            pending.append(chunk)
-            continue
         if (
             not (crs or buffer or pending or data)
+            and chunk.endswith(b"\n\n")
             and chunk.startswith(b"data:")
             and chunk.find(b"\n") == len(chunk) - 2
-            and chunk.endswith(b"\n\n")
+            and b"\r" not in chunk
         ):  # one whole event in one read, as a model's tokens arrive: what the lines below would make of it
             payload = chunk[6:-2] if chunk.startswith(b" ", 5) else chunk[5:-2]
             if payload.strip() == DONE:
                 return
             yield [payload]
+            continue
+        crs = crs or b"\r" in chunk
+        if not crs and b"\n" not in chunk:  # no line ends here: kept aside, added to the buffer in one piece
+            pending.append(chunk)
             continue
         if pending:
             buffer += b"".join(pending)
