@@ -1,5 +1,6 @@
 """The bytes every benchmark sends and answers with: client requests of three sizes, the mock upstream's
-pre-encoded completions and event stream, and a 50 KB draft with its SEARCH/REPLACE review."""
+pre-encoded completions and event streams (in bursts, and token by token), and a 50 KB draft with its SEARCH/REPLACE
+review."""
 
 from __future__ import annotations
 
@@ -128,6 +129,35 @@ def sse_events(model: str, content: str, pieces: int = 18) -> list[bytes]:
     events.append({**base, "choices": [{"index": 0, "delta": {}, "logprobs": None, "finish_reason": "stop"}]})
     events.append({**base, "choices": [], "usage": USAGE})
     return [b"data: " + json.dumps(event).encode() + b"\n\n" for event in events] + [b"data: [DONE]\n\n"]
+
+
+PACED_TOKEN = " word"
+
+
+def paced_events(chunks: int, model: str = API_MODEL) -> list[bytes]:
+    """The event stream a model sends token by token: the role chunk, `chunks` chunks of one token
+    (`PACED_TOKEN`), the finish chunk, the usage chunk and `[DONE]` (the mock writes each on its own, 1 ms apart)."""
+    base = {
+        "id": "chatcmpl-mock",
+        "object": "chat.completion.chunk",
+        "created": 1700000000,
+        "model": model,
+        "system_fingerprint": "fp_mock",
+    }
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        return b"data: " + json.dumps({**base, "choices": [choice]}).encode() + b"\n\n"
+
+    token = chunk({"content": PACED_TOKEN})
+    usage = b"data: " + json.dumps({**base, "choices": [], "usage": USAGE}).encode() + b"\n\n"
+    return [
+        chunk({"role": "assistant", "content": ""}),
+        *[token] * chunks,
+        chunk({}, "stop"),
+        usage,
+        b"data: [DONE]\n\n",
+    ]
 
 
 # -- SEARCH/REPLACE on a 50 KB draft --------------------------------------------------------------

@@ -83,6 +83,21 @@ def cpu_seconds(pid: int) -> float:
     return total
 
 
+def cpu_split(pid: int) -> tuple[float, float]:
+    """(utime, stime) of the whole process (all threads) and of its live child processes, in seconds: the time its
+    own code ran and the time the kernel ran for it (its syscalls: reads, writes, polls)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    user, system = int(fields[11]) / TICK, int(fields[12]) / TICK
+    with contextlib.suppress(OSError):
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                for child in f.read().split():
+                    child_user, child_system = cpu_split(int(child))
+                    user, system = user + child_user, system + child_system
+    return user, system
+
+
 def cpu_seconds_precise(pid: int) -> float:
     """Time on CPU of every live thread, from schedstat (ns): a cross-check of `cpu_seconds`' 10 ms ticks."""
     total = 0

@@ -21,8 +21,9 @@ Figures, each the median over rounds (each round runs every target once, so drif
 - added time to first byte for streaming, at concurrency 1, against the mock's own;
 and every product figure as a ratio to the bare relay measured in the same run. The processes are started and
 measured with `benchmarks/procs.py`; the figures are read out and printed by `benchmarks/report.py`, after the
-micro-benchmarks and the big answers (`benchmarks/sizes.py`). The table is printed at the end and everything is
-written to `benchmarks/results/<timestamp>.json`.
+micro-benchmarks, the big answers (`benchmarks/sizes.py`) and the paced streams (`benchmarks/paced.py`: CPU and
+system time per streamed token, one chunk per upstream read, 1 ms apart). The table is printed at the end and
+everything is written to `benchmarks/results/<timestamp>.json`.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ ROOT = HERE.parent
 if str(ROOT) not in sys.path:  # `python benchmarks/run.py` as well as `python -m benchmarks.run`
     sys.path.insert(0, str(ROOT))
 
-from benchmarks import micro, payloads  # noqa: E402
+from benchmarks import micro, paced, payloads  # noqa: E402
 from benchmarks import sizes as big_answers  # noqa: E402
 from benchmarks import targets as targets_module  # noqa: E402
 from benchmarks.procs import (  # noqa: E402
@@ -382,12 +383,16 @@ def main() -> None:
     micro_results = run_micro(args.quick, proxy_cpus)
     print(f"big answers ({time.monotonic() - started:.0f} s)", file=sys.stderr)
     size_results = run_sizes(args.quick)
+    print(f"paced streams ({time.monotonic() - started:.0f} s)", file=sys.stderr)
+    paced_results = run_module("paced", args.quick)
     summarise(targets)
-    checks = verdicts(targets, micro_results, memory) + big_answers.checks(size_results) + targets_module.not_measured()
+    checks = verdicts(targets, micro_results, memory) + paced.checks(paced_results) + big_answers.checks(size_results)
     micro_text = (
         micro.format_table(micro_results)
         + "\n\nbig answers (benchmarks/sizes.py):\n"
         + big_answers.format_table(size_results)
+        + "\n\n"
+        + paced.format_table(paced_results)
     )
     info["seconds"] = round(time.monotonic() - started, 1)
     table = format_table(info, targets, checks, micro_text) + against_baseline(targets)
@@ -398,6 +403,7 @@ def main() -> None:
         "memory": memory,
         "micro": micro_results,
         "sizes": size_results,
+        "paced": paced_results,
         "checks": checks,
         "table": table,
     }
@@ -429,8 +435,13 @@ def serve_only() -> None:
 
 def run_sizes(quick: bool) -> dict[str, Any]:
     """`benchmarks/sizes.py` in its own process (it starts its own servers, pinned as these are)."""
+    return run_module("sizes", quick)
+
+
+def run_module(name: str, quick: bool) -> dict[str, Any]:
+    """`benchmarks/<name>.py --json` in its own process (it starts its own servers, pinned as these are)."""
     env = {**os.environ, "PYTHONPATH": python_path()}
-    command = [sys.executable, "-m", "benchmarks.sizes", "--json", *(["--quick"] if quick else [])]
+    command = [sys.executable, "-m", f"benchmarks.{name}", "--json", *(["--quick"] if quick else [])]
     done = subprocess.run(command, env=env, capture_output=True, timeout=1200, check=True, cwd=ROOT)
     results: dict[str, Any] = json.loads(done.stdout)
     return results

@@ -29,16 +29,3 @@ def store_rows(s: dict[str, dict[str, Any]]) -> list[tuple[str, float, str, floa
     rows.append(("direct, store on (metadata) + metrics: CPU/request vs store off",
                  s["direct (store metadata)"]["cpu_us"] / s["direct"]["cpu_us"], "≤", CPU_METADATA))  # fmt: skip
     return rows
-
-
-def not_measured() -> list[dict[str, Any]]:
-    """Targets this run does not measure yet, printed as misses so that nobody reads them as met."""
-    return [
-        {
-            "target": "streamed: CPU per paced chunk (1 ms apart) vs the bare relay's — not measured by this run yet",
-            "value": float("nan"),
-            "op": "≤",
-            "limit": 1.3,
-            "ok": False,
-        }
-    ]

@@ -16,6 +16,9 @@ from benchmarks import (
     big_upstream,
     loadgen,
     micro,
+    mock_upstream,
+    paced,
+    path,
     payloads,
     recording,
     run,
@@ -252,3 +255,49 @@ def test_a_batchs_rows_are_made_in_slices_the_loop_runs_between() -> None:
         pauses += 1
     assert pauses >= len(records) // SLICE
     assert rows == batch_rows(records, "bench", Cleaner([]))
+
+
+def test_a_paced_stream_is_one_write_per_event() -> None:
+    events = payloads.paced_events(5)
+    assert len(events) == 5 + 4  # role, 5 tokens, finish, usage, [DONE]
+    assert run.streamed_text(b"".join(events)) == payloads.PACED_TOKEN * 5
+    assert b'"finish_reason": "stop"' in events[-3] and b'"usage"' in events[-2] and events[-1] == b"data: [DONE]\n\n"
+    assert b'"user": "paced-200"' in paced.body(200) and b'"stream": true' in paced.body(200)
+
+
+@pytest.mark.anyio
+async def test_the_mock_writes_a_paced_stream_an_event_at_a_time() -> None:
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": paced.body(3), "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    await mock_upstream.app({"type": "http", "method": "POST"}, receive, send)
+    bodies = [m["body"] for m in sent if m["type"] == "http.response.body"]
+    assert bodies == [*payloads.paced_events(3), b""]
+
+
+def test_the_paced_checks_read_per_chunk_ratios_to_the_relay() -> None:
+    per_request = {f"{name} {n} cpu": (2.0 if name == "product" else 1.0) * (100 + 10 * n) for name in paced.SERVERS
+                   for n in paced.CHUNKS}  # fmt: skip
+    per_chunk = {f"{name} {n} {kind}": (1.2 if name == "product" else 1.0) * 10 for name in paced.SERVERS
+                 for n in paced.MEASURED for kind in ("user", "system", "cpu")}  # fmt: skip
+    per_request |= {
+        key.replace("cpu", kind): value for key, value in per_request.items() for kind in ("user", "system")
+    }
+    result = {"per_request_us": per_request, "per_chunk_us": per_chunk, "rounds": 1, "concurrency": 8}
+    found = {c["target"]: c["ok"] for c in paced.checks(result)}
+    assert len(found) == 9
+    assert found["paced chunk at 2000 chunks: system time per chunk vs the bare relay's"] is True
+    assert found["direct stream, paced, 20 chunks: CPU/request vs the bare aiohttp relay"] is True
+    assert "x relay sys" in paced.format_table(result)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("chunks", [None, 0, 3])
+async def test_the_in_process_path_answers_through_the_product(chunks: int | None) -> None:
+    assert await path.measure(chunks, requests=2, rounds=1) > 0
+    assert path.events(3) == payloads.paced_events(3) and len(path.events(None)) == 1

@@ -84,3 +84,21 @@ async def test_reads_without_a_line_end_are_kept_until_one_comes() -> None:
     assert await read(parts) == [b'{"a": 1}']
     with pytest.raises(StreamIncomplete):
         await read([b"data: ", b'{"a": 1}'])
+
+
+@pytest.mark.parametrize("ending", [b"\n", b"\r\n", b"\r"], ids=["LF", "CRLF", "CR"])
+async def test_a_read_per_event_reads_the_same(ending: bytes) -> None:
+    events = [part + ending * 2 for part in stream(ending).split(ending * 2) if part]
+    assert await read(events) == EVENTS
+
+
+async def test_whole_events_read_one_by_one_between_split_ones() -> None:
+    parts = [b"data: 1\n\n", b"data:2\n", b"\n", b"data: 3\n\n", b"data:\n\n", b"da", b"ta: 4\n\n", b"data: [DONE]\n\n"]
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for part in parts:
+            yield part
+
+    assert [batch async for batch in iter_batches(chunks())] == [[b"1"], [b"2"], [b"3"], [b""], [b"4"]]
+    with pytest.raises(StreamIncomplete):
+        await read([b"data: 1\n\n", b"data: 2\n\n"])

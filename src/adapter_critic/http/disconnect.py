@@ -22,11 +22,11 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import anyio
-import sniffio
 from starlette.types import Message, Receive, Send
 
 from ..errors import AdapterCriticError
 from ..observe.logs import current_request_id
+from ..timelimit import on_asyncio
 
 logger = logging.getLogger("adapter_critic")
 
@@ -38,7 +38,12 @@ class ClientGone(AdapterCriticError):
 
 
 def guard_send(send: Send) -> Send:
-    """`send`, raising `ClientGone` where the server raises because the client's connection is closed."""
+    """`send`, raising `ClientGone` where the server raises because the client's connection is closed.
+
+    A `send` this already guards is given back as it is: the chat handler guards the request's `send` and the
+    stream writer the one it is given, and a wrapper more would be paid again for every streamed chunk."""
+    if getattr(send, _GUARDED, False):
+        return send
 
     async def guarded(message: Message) -> None:
         try:
@@ -48,7 +53,11 @@ def guard_send(send: Send) -> Send:
                 raise  # an ASGI protocol error of ours (a message out of order) is a bug, not a disconnect
             raise ClientGone(str(exc)) from exc
 
+    setattr(guarded, _GUARDED, True)  # marked as a guard (mypy does not let a function attribute be assigned)
     return guarded
+
+
+_GUARDED = "_guards_client_gone"
 
 
 def connection_closed(exc: BaseException) -> bool:
@@ -110,8 +119,3 @@ async def cancel_on_disconnect(receive: Receive, request_id: str, work: Callable
                 result = await work()
             tg.cancel_scope.cancel()
     return None if scope.cancel_called else result
-
-
-def on_asyncio() -> bool:
-    """Whether this runs on asyncio (where a bare task is cheaper than an anyio task group)."""
-    return sniffio.current_async_library() == "asyncio"

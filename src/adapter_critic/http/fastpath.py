@@ -16,7 +16,7 @@ Everything the app runs, its lifespan included, logs with its own secrets masked
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -67,12 +67,12 @@ async def answer(endpoint: ASGIApp, scope: Scope, receive: Receive, send: Send) 
     sent yet, answered with a 500 envelope."""
     started = False
 
-    async def sending(message: Message) -> None:
+    def sending(message: Message) -> Awaitable[None]:  # the server's own `send` is awaited: no frame more per chunk
         nonlocal started
         if message["type"] == "http.response.start":
             started = True
             message = with_request_id(message, scope)
-        await send(message)
+        return send(message)
 
     try:
         await endpoint(scope, receive, sending)

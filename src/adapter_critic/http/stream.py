@@ -31,7 +31,8 @@ from ..core import Usage
 from ..errors import APIError, Rendered, internal_error, render_error
 from ..events import AnswerChunks, RunRecord, StageFinished
 from ..protocols.base import Redact, StreamRenderer
-from .disconnect import ClientGone, guard_send, log_client_gone, on_asyncio
+from ..timelimit import on_asyncio
+from .disconnect import ClientGone, guard_send, log_client_gone
 
 logger = logging.getLogger("adapter_critic")
 
@@ -171,7 +172,12 @@ class StreamResponse:
             await self._ticking.wait()
         self._writing = True
         try:
-            await self._write_unlocked(data)
+            if not self._started:
+                await self._write_unlocked(data)
+                return
+            # `_write_unlocked` once the response started, inline: this runs for every chunk.
+            await self._send({"type": "http.response.body", "body": data, "more_body": True})
+            self._last_write = time.monotonic()
         finally:
             self._writing = False
 

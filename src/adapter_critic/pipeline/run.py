@@ -219,11 +219,11 @@ class Run:
         model streams that model's own final call through."""
         relayed = False
 
-        async def send(chunks: AnswerChunks) -> None:
+        def send(chunks: AnswerChunks) -> Awaitable[None]:  # the sink's own coroutine is awaited: no frame more
             nonlocal relayed
             relayed = True
             self._publish(chunks)
-            await sink(chunks)
+            return sink(chunks)
 
         async def attempt(target: StageTarget) -> Relay:
             relay = Relay(final.stage, target, first=final.first, sink=send, secrets=self.upstream.secrets)

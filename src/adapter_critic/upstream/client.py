@@ -13,6 +13,7 @@ A `base_url` that is a path (`/v1`) is served in-process by the wrapped ASGI app
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -29,6 +30,7 @@ from ..errors import ServerError, UpstreamError
 from ..protocols import registry as protocols
 from ..protocols.base import UpstreamWire
 from ..redact import Secrets
+from ..timelimit import within
 from ..version import USER_AGENT
 from .decoding import ACCEPT_ENCODING
 from .failures import TRANSPORT_ERRORS, bad_answer, reported_usage, status_error, transport_error
@@ -180,8 +182,9 @@ class Upstream:
 
     def timeout_for(self, target: StageTarget) -> httpx.Timeout:
         """The target's own `timeout_seconds`/`connect_timeout_seconds`, else the server-wide ones."""
-        read = target.timeout_seconds or self._timeout.read
-        return httpx.Timeout(read, connect=target.connect_timeout_seconds or self._timeout.connect)
+        return _timeout(
+            target.timeout_seconds or self._timeout.read, target.connect_timeout_seconds or self._timeout.connect
+        )
 
     async def complete(self, stage: str, target: StageTarget, body: dict[str, Any]) -> Completion:
         """One non-streaming chat-completions call; raises an `UpstreamError` naming the stage."""
@@ -189,12 +192,15 @@ class Upstream:
         wire = self.wire(target)
         timeout = self.timeout_for(target)
         opened = self._post(client, target, f"{target.base_url}{wire.path}", wire.encode(body, stream=False), timeout)
+
+        async def read() -> tuple[int, Mapping[str, str], bytes]:
+            # Read incrementally and refused past the limit, never buffered without bound.
+            async with opened as (status, headers, chunks):
+                return status, headers, await read_body(headers, chunks, self._max_response_bytes)
+
         try:
-            # `fail_after` also bounds clients that ignore httpx timeouts (a given client, in-process ASGI apps).
-            with anyio.fail_after(timeout.read):
-                # Read incrementally and refused past the limit, never buffered without bound.
-                async with opened as (status, headers, chunks):
-                    content = await read_body(headers, chunks, self._max_response_bytes)
+            # The time limit also bounds clients that ignore httpx timeouts (a given client, in-process ASGI apps).
+            status, headers, content = await within(timeout.read, read())
         except TRANSPORT_ERRORS as exc:
             raise self._failed(stage, target, exc, failed="could not be reached") from None
         if status >= 400:
@@ -219,8 +225,9 @@ class Upstream:
 
         The upstream is asked for its usage (`stream_options.include_usage`). An upstream that ignores `stream`
         and answers one JSON `chat.completion` is read as the chunks it would have streamed. Every failure —
-        before the first payload or while iterating — is raised as an `UpstreamError` naming the stage, and
-        leaving the block closes (or, in-process, cancels) the upstream call.
+        before the first payload or while iterating, which must happen in the block (any transport error raised in
+        it is taken for the call's) — is raised as an `UpstreamError` naming the stage, and leaving the block closes
+        (or, in-process, cancels) the upstream call.
         """
         wire = self.wire(target)
         content = wire.encode(body, stream=True)
@@ -248,16 +255,9 @@ class Upstream:
                         stage, target, f"did not answer with an event stream (HTTP {status}, content-type {kind!r})."
                     )
                 else:
-                    yield self._payloads(stage, target, wire.chunks(iter_batches(chunks, self._max_response_bytes)))
-        except TRANSPORT_ERRORS as exc:
-            raise self._failed(stage, target, exc) from None
-
-    async def _payloads(
-        self, stage: str, target: StageTarget, batches: AsyncIterator[list[bytes]]
-    ) -> AsyncIterator[list[bytes]]:
-        try:
-            async for batch in batches:
-                yield batch
+                    # A failure while the caller iterates is raised in its `async with` block, so it comes back here
+                    # and is mapped below: no generator around the reader to pay for at every read.
+                    yield wire.chunks(iter_batches(chunks, self._max_response_bytes))
         except TRANSPORT_ERRORS as exc:
             raise self._failed(stage, target, exc) from None
 
@@ -285,6 +285,12 @@ class Upstream:
     def _failed(self, stage: str, target: StageTarget, exc: Exception, failed: str = "failed") -> UpstreamError:
         read_timeout = self.timeout_for(target).read
         return transport_error(stage, target, exc, secrets=self.secrets, read_timeout=read_timeout, failed=failed)
+
+
+@functools.lru_cache(maxsize=64)
+def _timeout(read: float | None, connect: float | None) -> httpx.Timeout:
+    """Made once per pair of values: a call's timeouts are a few, and making one costs a little every call."""
+    return httpx.Timeout(read, connect=connect)
 
 
 def api_key(target: StageTarget) -> str | None:

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Mapping
 
 import httpx
 
-from .decoding import body_chunks, decoded
+from .decoding import body_chunks
 from .limits import sent
 from .pinning import PINNED
 from .transport import AiohttpTransport
@@ -29,8 +29,7 @@ __all__ = ["Opened", "posted", "read_some"]
 Opened = tuple[int, Mapping[str, str], AsyncIterator[bytes]]
 
 
-@contextlib.asynccontextmanager
-async def posted(
+def posted(
     client: httpx.AsyncClient,
     url: str,
     *,
@@ -39,13 +38,25 @@ async def posted(
     timeouts: httpx.Timeout,
     pinned: tuple[str, ...] = (),
     direct: AiohttpTransport | None = None,
-) -> AsyncIterator[Opened]:
-    """POST `content` to `url`: over `direct` when given (the transport under `client`), else through `client`
-    (its requests to a pinned target carry the addresses). The answer is closed on exit."""
+) -> contextlib.AbstractAsyncContextManager[Opened]:
+    """POST `content` to `url`: over `direct` when given (the transport under `client`, which decodes the body
+    itself: no context manager of ours around its own), else through `client` (its requests to a pinned target
+    carry the addresses). The answer is closed on exit."""
     if direct is not None:
-        async with direct.post(url, headers, content, timeouts) as (status, answer_headers, raw):
-            yield status, answer_headers, decoded(answer_headers.get("content-encoding"), raw)
-        return
+        return direct.post(url, headers, content, timeouts)
+    return _through_httpx(client, url, headers=headers, content=content, timeouts=timeouts, pinned=pinned)
+
+
+@contextlib.asynccontextmanager
+async def _through_httpx(
+    client: httpx.AsyncClient,
+    url: str,
+    *,
+    headers: Mapping[str, str],
+    content: bytes,
+    timeouts: httpx.Timeout,
+    pinned: tuple[str, ...],
+) -> AsyncIterator[Opened]:
     extensions = {PINNED: pinned} if pinned else None
     opened = sent(client, "POST", url, content=content, headers=headers, timeout=timeouts, extensions=extensions)
     async with opened as response:

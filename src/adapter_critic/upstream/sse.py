@@ -32,7 +32,9 @@ async def iter_batches(chunks: AsyncIterator[bytes], limit: int | None = None) -
     a time was copied again at every growth (about nine times its size in all), and a value three times more, so
     at 16 MiB, out of the CPU's caches, each MiB took four times what it took at 1 MiB (`benchmarks/sizes.py`).
     A CR at the very end of a read waits for the next one, which may begin with the LF of the same CRLF (at the
-    end of the stream, it ends its line). Until a CR is seen, line ends are found with `find`.
+    end of the stream, it ends its line). Until a CR is seen, line ends are found with `find`, and a read that is
+    one whole `data:` event and nothing else (a model streaming token by token: most reads) is taken as it is,
+    without the buffer.
     """
     buffer = bytearray()
     data: list[bytes] = []  # the `data:` lines of the event being read
@@ -45,6 +47,18 @@ async def iter_batches(chunks: AsyncIterator[bytes], limit: int | None = None) -
             size += len(chunk)
             if size > limit:
                 raise ResponseTooLarge(limit)
+        if (
+            not (crs or buffer or pending or data)
+            and chunk.endswith(b"\n\n")
+            and chunk.startswith(b"data:")
+            and chunk.find(b"\n") == len(chunk) - 2
+            and b"\r" not in chunk
+        ):  # one whole event in one read, as a model's tokens arrive: what the lines below would make of it
+            payload = chunk[6:-2] if chunk.startswith(b" ", 5) else chunk[5:-2]
+            if payload.strip() == DONE:
+                return
+            yield [payload]
+            continue
         crs = crs or b"\r" in chunk
         if not crs and b"\n" not in chunk:  # no line ends here: kept aside, added to the buffer in one piece
             pending.append(chunk)

@@ -25,6 +25,9 @@ from typing import Any, NoReturn
 
 import httpx
 
+from .decoding import decoded
+from .readtimeout import lazy_read_timeouts
+
 try:
     import aiohttp
     import yarl
@@ -130,6 +133,10 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         if _BaseAiohttpTransport is None:
             raise RuntimeError("AiohttpTransport needs the `httpx-aiohttp` package: pip install httpx-aiohttp")
         self._inner = _BaseAiohttpTransport(**kwargs)
+        made = self._inner.get_client
+        # Whoever makes the session first (this transport's `post` or httpx's call), its connections restart the
+        # read timeout without a timer per read (`readtimeout`).
+        self._inner.get_client = lambda: _lazy_read_timeouts(made())  # type: ignore[method-assign]
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         try:
@@ -153,11 +160,12 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
     async def post(
         self, url: str, headers: Mapping[str, str], content: bytes, timeouts: httpx.Timeout
     ) -> AsyncIterator[tuple[int, Mapping[str, str], AsyncIterator[bytes]]]:
-        """POST `content` to `url` on this transport's session; yields (status, headers, the raw body as it is
-        read). As `handle_async_request` would do it — no redirects, no decompression, httpx's timeouts as
-        aiohttp's — but without an `httpx.Request` and `httpx.Response` around it. Opening it raises httpx's
-        errors; reading the body raises aiohttp's as they are (`AIOHTTP_ERRORS`, no wrapper per chunk): callers
-        catch them with the others and map them with `as_httpx_error`."""
+        """POST `content` to `url` on this transport's session; yields (status, headers, the body as it is read,
+        its content coding undone a bounded piece at a time: `decoding.decoded`). As `handle_async_request` would
+        do it — no redirects, httpx's timeouts as aiohttp's — but without an `httpx.Request` and `httpx.Response`
+        around it. Opening it raises httpx's errors (and `UndecodableAnswer`); reading the body raises aiohttp's as
+        they are (`AIOHTTP_ERRORS`, no wrapper per chunk): callers catch them with the others and map them with
+        `as_httpx_error`."""
         opened = False
         try:
             request = self._session().request(
@@ -172,11 +180,17 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             )
             async with request as response:
                 opened = True
-                yield response.status, response.headers, response.content.iter_any()
+                body = decoded(response.headers.get("content-encoding"), response.content.iter_any())
+                yield response.status, response.headers, body
         except aiohttp.ClientError as exc:
             if opened:
                 raise  # from reading the body: the caller maps it
             raise _httpx_error(exc) from exc
+
+
+def _lazy_read_timeouts(session: aiohttp.ClientSession) -> aiohttp.ClientSession:
+    lazy_read_timeouts(session.connector)
+    return session
 
 
 def as_httpx_error(exc: Exception) -> Exception:

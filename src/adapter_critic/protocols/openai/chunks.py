@@ -13,6 +13,7 @@ other protocols' stream renderers read, and no others, so the rest passes throug
 
 from __future__ import annotations
 
+import itertools
 import time
 from typing import Any
 
@@ -29,6 +30,8 @@ _PIECE = 512
 
 _fields_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _encoder = msgspec.json.Encoder()
+_ID_KEYS = ("id", "object", "created", "model")  # the fields every chunk gets from us, in this order
+_OBJECT = b'"chat.completion.chunk"'
 
 
 def event(payload: Any) -> bytes:
@@ -49,13 +52,9 @@ class ChunkWriter:
     def __init__(self, *, completion_id: str, served_model: str, include_usage: bool) -> None:
         self.completion_id, self.served_model, self.include_usage = completion_id, served_model, include_usage
         self.created = int(time.time())
-        self._ids = {
-            "id": msgspec.Raw(_encoder.encode(completion_id)),
-            "object": msgspec.Raw(b'"chat.completion.chunk"'),
-            "created": msgspec.Raw(_encoder.encode(self.created)),
-            "model": msgspec.Raw(_encoder.encode(served_model)),
-        }
-        self._leading = b"{" + b"".join(b'"%s":%s,' % (key.encode(), bytes(raw)) for key, raw in self._ids.items())
+        ids = _encoder.encode(completion_id), _OBJECT, b"%d" % self.created, _encoder.encode(served_model)
+        self._ids = {key: msgspec.Raw(raw) for key, raw in zip(_ID_KEYS, ids, strict=True)}
+        self._leading = b'{"id":%s,"object":%s,"created":%s,"model":%s,' % ids
         self._upstream_leading: bytes | None = None  # what the upstream's chunks begin with (`_leading`)
         self._learned = False  # the first relayed chunk said what that is (or that it has no such beginning)
 
@@ -136,14 +135,14 @@ class ChunkWriter:
 def _leading(payload: bytes, fields: dict[str, msgspec.Raw]) -> bytes | None:
     """The bytes `payload` begins with when its first four fields are `id`, `object`, `created` and `model` (in any
     order, compact or with a space after each `:` and `,`), up to the next field; else None."""
-    first = list(fields.items())[:4]
-    if len(fields) <= 4 or {key for key, _ in first} != {"id", "object", "created", "model"}:
+    first = list(itertools.islice(fields.items(), 4))
+    if len(fields) <= 4 or {key for key, _ in first} != set(_ID_KEYS):
         return None
-    for colon, comma in ((b":", b","), (b": ", b", ")):
-        leading = b"{" + b"".join(b'"%s"%s%s%s' % (key.encode(), colon, bytes(raw), comma) for key, raw in first)
-        if payload.startswith(leading):
-            return leading
-    return None
+    # Compact or spaced, as the first field's colon says (a value never begins with a space).
+    head = b'{"%s":' % first[0][0].encode()
+    colon, comma = (b": ", b", ") if payload.startswith(b" ", len(head)) else (b":", b",")
+    leading = b"{" + b"".join(b'"%s"%s%s%s' % (key.encode(), colon, bytes(raw), comma) for key, raw in first)
+    return leading if payload.startswith(leading) else None
 
 
 # -- an upstream chunk, as read ---------------------------------------------------------------------------
