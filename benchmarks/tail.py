@@ -1,0 +1,90 @@
+"""What recording adds to the latency tail at concurrency 1, and which part of it (`python -m benchmarks.tail`).
+
+    python -m benchmarks.tail                  # 3 rounds x 10,000 requests per variant, a few minutes
+    python -m benchmarks.tail --quick          # 1 round x 1,000, to check the harness
+
+The mock upstream and the product (`python -m benchmarks.store_parts adapter_critic.asgi:app`, metrics on, one
+worker, pinned as in `run.py`) with the run store off, and on (SQLite, capture `full`) cut short where
+`store_parts.py` says: `queued` (records taken in batches, then dropped), `rows` (rows made, not written) and
+`written` (the whole store). Each variant is its own server, loaded alone with 2,000 requests of warm-up and then
+the batch, one request at a time (`loadgen.py`, the 1.5 KB direct request); rounds alternate the variants. The
+figures are the medians over rounds of p50 and p99, and p99 over store off's of the same round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+if str(HERE.parent) not in sys.path:
+    sys.path.insert(0, str(HERE.parent))
+
+from benchmarks import payloads, procs, run  # noqa: E402
+
+VARIANTS = {"store off": None, "queued": "queued", "rows": "rows", "written": ""}  # name -> STORE_PART
+WARM_UP = 2000
+
+
+def _latencies(
+    name: str, part: str | None, workdir: Path, mock: procs.Server, load: run.Load, requests: int
+) -> dict[str, float]:
+    """p50 and p99 (µs) of `requests` at concurrency 1 through a fresh server of the variant."""
+    config = run.product_config(f"http://127.0.0.1:{mock.port}/v1")
+    store = {"url": "none"} if part is None else {"url": f"sqlite:///{workdir / (name + '.sqlite3')}"}
+    path = workdir / f"{name.replace(' ', '_')}.json"
+    path.write_text(json.dumps({**config, "store": store, "telemetry": {"metrics": True}}))
+    env = {"ADAPTER_CRITIC_CONFIG": str(path), "ADAPTER_CRITIC_STORE": "", "STORE_PART": part or ""}
+    proxy, _ = procs.cpu_layout()
+    server = procs.start_server(
+        name, ["-m", "benchmarks.store_parts", "adapter_critic.asgi:app"], cpus=proxy, env=env, workdir=workdir
+    )
+    try:
+        procs.wait_all_ready([server])
+        load.batch(server.port, "direct", WARM_UP, 1)
+        measured = load.batch(server.port, "direct", requests, 1)
+    finally:
+        procs.stop_server(server)
+    return {"p50": measured["p50_us"], "p99": measured["p99_us"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="1 round x 1,000 requests (a harness check)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--requests", type=int, default=10_000)
+    args = parser.parse_args()
+    rounds, requests = (1, 1000) if args.quick else (args.rounds, args.requests)
+    figures: dict[str, list[dict[str, float]]] = {name: [] for name in VARIANTS}
+    with tempfile.TemporaryDirectory(prefix="adapter-critic-tail-") as folder, procs.stopping() as started:
+        workdir = Path(folder)
+        body = workdir / "direct.json"
+        body.write_bytes(payloads.request_bytes("bench-direct"))
+        _, other = procs.cpu_layout()
+        mock = started["mock"] = procs.start_server(
+            "mock",
+            ["-m", "uvicorn", "benchmarks.mock_upstream:app", "--lifespan", "off"],
+            cpus=other,
+            env={},
+            workdir=workdir,
+        )
+        procs.wait_all_ready([mock])
+        load = run.Load({"direct": body}, other, use_wrk=False)
+        for number in range(rounds):
+            print(f"round {number + 1}/{rounds}", file=sys.stderr)
+            for name, part in VARIANTS.items():
+                figures[name].append(_latencies(name, part, workdir, mock, load, requests))
+    median = statistics.median
+    print(f"recording's latency at concurrency 1: µs, median of {rounds} round(s) x {requests} requests")
+    print(f"{'variant':<12}{'p50':>8}{'p99':>8}{'p99 - off':>11}")
+    for name, rows in figures.items():
+        added = median(row["p99"] - off["p99"] for row, off in zip(rows, figures["store off"], strict=True))
+        print(f"{name:<12}{median(r['p50'] for r in rows):>8.0f}{median(r['p99'] for r in rows):>8.0f}{added:>11.0f}")
+
+
+if __name__ == "__main__":
+    main()
