@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from ..errors import ConfigError
+from ..redisclient import redis_client
 from ..store.cleaning import Cleaner
 from ..store.recorder import CachePut, Record
 from ..store.runstore import RunStore
@@ -62,22 +62,7 @@ class RedisBackend:
     Needs the `redis` extra (its asyncio client)."""
 
     def __init__(self, url: str, prefix: str, secrets: Callable[[], Sequence[str]], *, timeout: float = 2.0) -> None:
-        try:
-            from redis.asyncio import Redis
-            from redis.asyncio.retry import Retry
-            from redis.backoff import NoBackoff
-        except ImportError:
-            raise ConfigError(
-                "cache.url names a Redis, but the `redis` package is not installed: pip install 'adapter_critic[redis]'"
-            ) from None
-        # Short timeouts and no retries: a Redis that is down is a miss at once (logged), never a request that hangs.
-        self._redis: Any = Redis.from_url(
-            url,
-            socket_timeout=timeout,
-            socket_connect_timeout=timeout,
-            retry_on_timeout=False,
-            retry=Retry(NoBackoff(), 0),
-        )
+        self._redis: Any = redis_client(url, setting="cache.url", timeout=timeout)
         self._prefix = prefix
         self._secrets = secrets
         self._pending: set[asyncio.Task[None]] = set()

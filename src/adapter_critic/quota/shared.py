@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import ConfigError
+from ..redisclient import redis_client
 from .memory import Admitted, Check
 
 # KEYS: the counters; ARGV: limit, add, ttl for each. Reads every counter; when none is at its limit, adds.
@@ -40,24 +40,7 @@ class RedisCounters:
     """Counters in one Redis (not a cluster: a request's counters are touched by one script)."""
 
     def __init__(self, url: str, *, timeout: float = 2.0) -> None:
-        try:
-            from redis.asyncio import Redis
-            from redis.asyncio.retry import Retry
-            from redis.backoff import NoBackoff
-        except ImportError:
-            raise ConfigError(
-                "limits.url names a Redis, but the `redis` package is not installed: "
-                "pip install 'adapter_critic[redis]'"
-            ) from None
-        # Short timeouts and no retries of its own: a Redis that is down is the configured failure at once
-        # (`limits.on_error`), not a request that hangs.
-        self._redis: Any = Redis.from_url(
-            url,
-            socket_timeout=timeout,
-            socket_connect_timeout=timeout,
-            retry_on_timeout=False,
-            retry=Retry(NoBackoff(), 0),
-        )
+        self._redis: Any = redis_client(url, setting="limits.url", timeout=timeout)
         self._admit: Any = self._redis.register_script(_ADMIT)
 
     async def admit(self, checks: Sequence[Check]) -> Admitted:
