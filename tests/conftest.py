@@ -17,6 +17,8 @@ from asgi_lifespan import LifespanManager
 
 from adapter_critic import Config, create_app
 
+from .quotas.redisserver import RedisServer, redis_server
+from .quotas.redisserver import missing_reason as redis_missing
 from .scripted_upstream import ScriptedUpstream
 
 TESTS = Path(__file__).parent
@@ -53,6 +55,16 @@ def user_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
+
+
+@pytest.fixture
+def redis_url() -> Iterator[RedisServer]:
+    """A fresh throw-away Redis per test (a test may stop it): the limits' and the cache's tests."""
+    reason = redis_missing()
+    if reason is not None:
+        unavailable(reason)
+    with redis_server() as server:
+        yield server
 
 
 @pytest.fixture

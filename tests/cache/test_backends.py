@@ -4,14 +4,12 @@ a Redis that goes down is a miss, never a failed request."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import openai
 import pytest
 
@@ -22,10 +20,9 @@ from adapter_critic.http.service import compose
 
 from ..conftest import RemoteUpstream, run_app, sdk, stop_server, unavailable
 from ..quotas.conftest import Clock, uvicorn_serving
-from ..quotas.redisserver import RedisServer, redis_server
-from ..quotas.redisserver import missing_reason as redis_missing
+from ..quotas.redisserver import RedisServer
+from ..store.pgserver import execute, postgres_server
 from ..store.pgserver import missing_reason as postgres_missing
-from ..store.pgserver import postgres_server
 from .conftest import UP_KEY, config_toml
 
 MESSAGES: list[Any] = [{"role": "user", "content": "Hi"}]
@@ -45,25 +42,8 @@ def postgres_store() -> Iterator[str]:
     if reason is not None:
         unavailable(reason)
     with postgres_server() as server:
-        asyncio.run(_execute(f"{server}/postgres", "CREATE DATABASE cache_runs"))
+        execute(f"{server}/postgres", "CREATE DATABASE cache_runs")
         yield f"{server}/cache_runs"
-
-
-async def _execute(url: str, statement: str) -> None:
-    conn = await asyncpg.connect(url)
-    try:
-        await conn.execute(statement)
-    finally:
-        await conn.close()
-
-
-@pytest.fixture
-def redis() -> Iterator[RedisServer]:
-    reason = redis_missing()
-    if reason is not None:
-        unavailable(reason)
-    with redis_server() as server:
-        yield server
 
 
 def _across_a_restart(path: Path, toml: str, scripted: RemoteUpstream, **env: str) -> None:
@@ -84,21 +64,21 @@ def test_answers_kept_in_a_postgresql_store_are_found_after_a_restart(
 
 
 def test_answers_kept_in_redis_are_found_after_a_restart_without_a_store(
-    upstream_url: str, redis: RedisServer, tmp_path: Path
+    upstream_url: str, redis_url: RedisServer, tmp_path: Path
 ) -> None:
     scripted = RemoteUpstream(upstream_url).reset()
-    toml = config_toml(upstream_url) + f'\n[cache]\nurl = "{redis.url}"\nkey_prefix = "t"\n'
+    toml = config_toml(upstream_url) + f'\n[cache]\nurl = "{redis_url.url}"\nkey_prefix = "t"\n'
     _across_a_restart(tmp_path / "redis.toml", toml, scripted, ADAPTER_CRITIC_STORE="none")
 
 
 def test_a_redis_that_goes_down_is_a_miss(
-    upstream_url: str, redis: RedisServer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    upstream_url: str, redis_url: RedisServer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     scripted = RemoteUpstream(upstream_url).reset()
     monkeypatch.setenv("CACHE_UP_KEY", UP_KEY)
-    parsed = tomllib.loads(config_toml(upstream_url) + f'\n[cache]\nurl = "{redis.url}"\n')
+    parsed = tomllib.loads(config_toml(upstream_url) + f'\n[cache]\nurl = "{redis_url.url}"\n')
     with uvicorn_serving(build_app(compose(Config.from_dict(parsed)), prefix="/v1")) as url:
-        redis.stop()
+        redis_url.stop()
         with caplog.at_level(logging.WARNING, logger="adapter_critic"):
             assert _ask(url)[0] == "miss"
     assert len(scripted.calls()) == 3

@@ -1,5 +1,5 @@
-"""Limits fixtures: a real Redis (skipped with the reason when `redis-server` is missing, except under `CI=true`,
-where the skip fails), and the app served by real uvicorn in this process, so a test can move its clock."""
+"""Limits fixtures: the app served by real uvicorn in this process, so a test can move its clock (the throw-away
+Redis, `redis_url`, is tests/conftest.py's: the cache's tests use it too)."""
 
 from __future__ import annotations
 
@@ -8,21 +8,9 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-import pytest
 import uvicorn
 
-from ..conftest import listening_socket, unavailable
-from .redisserver import RedisServer, missing_reason, redis_server
-
-
-@pytest.fixture
-def redis_url() -> Iterator[RedisServer]:
-    """A fresh Redis per test (a test may stop it)."""
-    reason = missing_reason()
-    if reason is not None:
-        unavailable(reason)
-    with redis_server() as server:
-        yield server
+from ..conftest import listening_socket
 
 
 class Clock:

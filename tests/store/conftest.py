@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
-import asyncpg
 import pytest
 
 from ..conftest import unavailable
-from .pgserver import missing_reason, postgres_server
+from .pgserver import execute, missing_reason, postgres_server
 
 
 @pytest.fixture(scope="session")
@@ -26,16 +24,8 @@ def pg_server() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def pg_database(pg_server: str) -> str:
     """One database for every PostgreSQL test (emptied before each: creating one per test is slow)."""
-    asyncio.run(_execute(f"{pg_server}/postgres", f'CREATE DATABASE "runs_{os.getpid()}"'))
+    execute(f"{pg_server}/postgres", f'CREATE DATABASE "runs_{os.getpid()}"')
     return f"{pg_server}/runs_{os.getpid()}"
-
-
-async def _execute(url: str, statement: str) -> None:
-    conn = await asyncpg.connect(url)
-    try:
-        await conn.execute(statement)
-    finally:
-        await conn.close()
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -44,5 +34,5 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'runs.sqlite3'}"
     url: str = request.getfixturevalue("pg_database")
-    asyncio.run(_execute(url, "DROP TABLE IF EXISTS runs, stages, instances, cache, schema_version"))
+    execute(url, "DROP TABLE IF EXISTS runs, stages, instances, cache, schema_version")
     return url

@@ -79,3 +79,19 @@ def postgres_server() -> Iterator[str]:
         stop = [pg_ctl, "-D", data, "-m", "immediate", "-w", "stop"]
         subprocess.run([*prefix, *stop], check=False, stdout=subprocess.DEVNULL)
         shutil.rmtree(root, ignore_errors=True)
+
+
+def execute(url: str, statement: str) -> None:
+    """Run one SQL statement on the server's database at `url` (`CREATE DATABASE`, a table dropped between tests)."""
+    import asyncio
+
+    import asyncpg
+
+    async def run() -> None:
+        conn = await asyncpg.connect(url)
+        try:
+            await conn.execute(statement)
+        finally:
+            await conn.close()
+
+    asyncio.run(run())
