@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from benchmarks import payloads, procs, run
+from benchmarks import payloads, procs, report, run
 
 CHUNKS = (0, 20, 200, 2000)  # token chunks per stream; 0 is the fixed cost the others are read against
 MEASURED = CHUNKS[1:]
@@ -191,8 +191,7 @@ def format_table(result: dict[str, Any]) -> str:
             if "against" in names:
                 row += f"{_ratio(figures[f'product {chunks} cpu'], figures[f'against {chunks} cpu']):>15.2f}"
             lines.append(row)
-    for c in checks(result):
-        lines.append(f"  {'ok  ' if c['ok'] else 'MISS'} {c['target']}: {c['value']:.2f} (target ≤ {c['limit']:g})")
+    lines += [report.verdict(c) for c in checks(result)]
     return "\n".join(lines)
 
 

@@ -120,10 +120,14 @@ def format_table(info: dict[str, Any], targets: list[Target], checks: list[dict[
         )
     lines.append("* the mock's own latency / time to first byte, which the other rows add to")
     lines += ["", micro_text, "", "targets (every ratio to the bare aiohttp relay of the same run):"]
-    for c in checks:
-        mark = "ok  " if c["ok"] else "MISS"
-        lines.append(f"  {mark} {c['target']}: {c['value']:.2f} (target {c['op']} {c['limit']:g})")
+    lines += [verdict(c) for c in checks]
     return "\n".join(lines)
+
+
+def verdict(check: dict[str, Any]) -> str:
+    """A check's line: `ok` or `MISS`, what it measures, its value and its target."""
+    mark = "ok  " if check["ok"] else "MISS"
+    return f"  {mark} {check['target']}: {check['value']:.2f} (target {check['op']} {check['limit']:g})"
 
 
 def against_baseline(targets: list[Target]) -> str:

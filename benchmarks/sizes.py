@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from benchmarks import payloads, procs, run
+from benchmarks import payloads, procs, report, run
 
 MIB = (1, 4, 16)
 KINDS = ("plain", "stream")
@@ -160,8 +160,7 @@ def format_table(result: dict[str, Any]) -> str:
                 ratio = result["ratios"].get(f"{name} {kind} {mib}")
                 row += f"{result['cpu_us'][f'{name} {kind} {mib}']:>14.0f}{'' if ratio is None else f'{ratio:.2f}':>9}"
             lines.append(row)
-    for c in checks(result):
-        lines.append(f"  {'ok  ' if c['ok'] else 'MISS'} {c['target']}: {c['value']:.2f} (target ≤ {c['limit']:g})")
+    lines += [report.verdict(c) for c in checks(result)]
     return "\n".join(lines)
 
 
