@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -44,16 +43,14 @@ def servers_for(names: Sequence[str]) -> variants.Servers:
             base = run.product_config(upstream)
             found: dict[str, variants.Product] = {}
             for name in names:
-                slug = re.sub(r"\W+", "_", name).strip("_")
                 served = json.loads(json.dumps(base["served_models"]))
                 if name != "cache off":
                     served["bench-direct"]["cache"] = True
                 if name == "cache on, misses":
                     served["bench-direct"]["cache_ttl_seconds"] = 1e-6
-                config = workdir / f"{slug}.json"
-                store = {"url": f"sqlite:///{workdir / f'{slug}.sqlite3'}"}
-                config.write_text(json.dumps({**base, "served_models": served, "store": store}))
-                found[name] = (["-m", "uvicorn"], {"ADAPTER_CRITIC_CONFIG": str(config), "ADAPTER_CRITIC_STORE": ""})
+                store = {"url": f"sqlite:///{workdir / f'{variants.slug(name)}.sqlite3'}"}
+                env = variants.config_env(workdir, name, {**base, "served_models": served, "store": store})
+                found[name] = (["-m", "uvicorn"], env)
             return found
 
         return variants.started(workdir, proxy, other, products)

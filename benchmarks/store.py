@@ -29,8 +29,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -60,14 +58,12 @@ def servers_for(names: Sequence[str], against: Path | None = None) -> variants.S
             base = run.product_config(upstream)
             found: dict[str, variants.Product] = {}
             for name in names:
-                slug = re.sub(r"\W+", "_", name).strip("_")  # a file name: `sqlite_metrics_against`
-                store = {"url": "none" if name == "store off" else f"sqlite:///{workdir / f'{slug}.sqlite3'}"}
+                database = workdir / f"{variants.slug(name)}.sqlite3"
+                store = {"url": "none" if name == "store off" else f"sqlite:///{database}"}
                 if name.startswith("sqlite, metadata"):
                     store["capture"] = "metadata"
-                config = workdir / f"{slug}.json"
                 telemetry = {"metrics": AGAINST.get(name, name).endswith("metrics")}  # standalone defaults: both on
-                config.write_text(json.dumps({**base, "store": store, "telemetry": telemetry}))
-                env = {"ADAPTER_CRITIC_CONFIG": str(config), "ADAPTER_CRITIC_STORE": ""}
+                env = variants.config_env(workdir, name, {**base, "store": store, "telemetry": telemetry})
                 module = ["-m", "uvicorn"]
                 if name in PARTS:
                     module, env["STORE_PART"] = ["-m", "benchmarks.store_parts"], PARTS[name]

@@ -23,7 +23,6 @@ events, and under multiprocess mode the in-flight gauge) is also timed in-proces
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 from pathlib import Path
 
@@ -62,12 +61,10 @@ def servers(
         }
         found: dict[str, variants.Product] = {}
         for name in VARIANTS:
-            config = workdir / f"{name.replace(' ', '_')}.json"
             variant = {**base, "telemetry": telemetry[name]}
             if name == "metrics + store":  # the standalone default: every run recorded to SQLite, capture full
                 variant["store"] = {"url": f"sqlite:///{workdir / 'runs.sqlite3'}"}
-            config.write_text(json.dumps(variant))
-            env = {"ADAPTER_CRITIC_CONFIG": str(config)}
+            env = variants.config_env(workdir, name, variant)
             module = ["-m", "uvicorn"]
             if name == "metrics, multiprocess":
                 shared = workdir / "multiproc"

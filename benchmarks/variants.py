@@ -26,6 +26,8 @@ import argparse
 import concurrent.futures
 import contextlib
 import dataclasses
+import json
+import re
 import shutil
 import statistics
 import sys
@@ -33,6 +35,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from benchmarks import payloads, procs, run
 
@@ -43,6 +46,19 @@ Servers = Callable[
 ]
 # A variant's server: the `python` arguments that start it (the app is appended) and its environment.
 Product = tuple[list[str], dict[str, str]]
+
+
+def slug(name: str) -> str:
+    """A variant's name as a file name: `sqlite + metrics (against)` is `sqlite_metrics_against`."""
+    return re.sub(r"\W+", "_", name).strip("_")
+
+
+def config_env(workdir: Path, name: str, config: dict[str, Any]) -> dict[str, str]:
+    """The variant's config, written to a file of its own; the environment that serves it (with the config's store,
+    never `ADAPTER_CRITIC_STORE`'s)."""
+    path = workdir / f"{slug(name)}.json"
+    path.write_text(json.dumps(config))
+    return {"ADAPTER_CRITIC_CONFIG": str(path), "ADAPTER_CRITIC_STORE": ""}
 
 
 @contextlib.contextmanager
