@@ -44,7 +44,9 @@ from adapter_critic.events import (  # noqa: E402
 from benchmarks import procs, run, variants  # noqa: E402
 
 VARIANTS = ("off", "metrics", "metrics, multiprocess", "metrics + tracing", "metrics + store")
-TARGET = 1.15  # metrics on: direct-mode CPU per request within this ratio of off (issue 11)
+# Direct-mode CPU per request within these ratios of off: metrics alone, and with the run store (capture `full`, as
+# `benchmarks/store.py` bounds it).
+TARGETS = {"metrics": 1.15, "metrics + store": 1.20}
 
 
 def servers(
@@ -149,11 +151,11 @@ def table(measured: variants.Measured, micro: dict[str, float]) -> str:
     for name, us in micro.items():
         lines.append(f"  {name:<22}{us:>8.1f} µs  ({us / off * 100:.1f} % of off's CPU per direct request)")
     lines.append("")
-    for name in ("metrics", "metrics + store"):
+    for name, target in TARGETS.items():
         ratio = x[(name, "direct")]
-        mark = "ok  " if ratio <= TARGET else "MISS"
+        mark = "ok  " if ratio <= target else "MISS"
         lines.append(
-            f"  {mark} {name}: direct CPU/request vs off: {ratio:.2f} (target ≤ {TARGET}); "
+            f"  {mark} {name}: direct CPU/request vs off: {ratio:.2f} (target ≤ {target}); "
             f"quartiles {measured.quartiles((name, 'direct'))}"
         )
     return "\n".join(lines)
