@@ -15,7 +15,6 @@ CPU per request — the store's writer included — and of the ratio to `cache o
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
 from collections.abc import Sequence
@@ -25,7 +24,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE.parent) not in sys.path:
     sys.path.insert(0, str(HERE.parent))
 
-from benchmarks import payloads, procs, run, variants  # noqa: E402
+from benchmarks import payloads, run, variants  # noqa: E402
 
 VARIANTS = ("cache off", "cache on, misses", "cache on, hits")
 
@@ -36,26 +35,21 @@ def deterministic(model: str, stream: bool) -> bytes:
 
 
 def servers_for(names: Sequence[str]) -> variants.Servers:
-    def servers(
-        workdir: Path, proxy: list[int] | None, other: list[int] | None
-    ) -> contextlib.AbstractContextManager[dict[str, procs.Server]]:
-        def products(upstream: str) -> dict[str, variants.Product]:
-            base = run.product_config(upstream)
-            found: dict[str, variants.Product] = {}
-            for name in names:
-                served = json.loads(json.dumps(base["served_models"]))
-                if name != "cache off":
-                    served["bench-direct"]["cache"] = True
-                if name == "cache on, misses":
-                    served["bench-direct"]["cache_ttl_seconds"] = 1e-6
-                store = {"url": f"sqlite:///{workdir / f'{variants.slug(name)}.sqlite3'}"}
-                env = variants.config_env(workdir, name, {**base, "served_models": served, "store": store})
-                found[name] = (["-m", "uvicorn"], env)
-            return found
+    def products(workdir: Path, upstream: str) -> dict[str, variants.Product]:
+        base = run.product_config(upstream)
+        found: dict[str, variants.Product] = {}
+        for name in names:
+            served = json.loads(json.dumps(base["served_models"]))
+            if name != "cache off":
+                served["bench-direct"]["cache"] = True
+            if name == "cache on, misses":
+                served["bench-direct"]["cache_ttl_seconds"] = 1e-6
+            store = {"url": f"sqlite:///{workdir / f'{variants.slug(name)}.sqlite3'}"}
+            env = variants.config_env(workdir, name, {**base, "served_models": served, "store": store})
+            found[name] = (["-m", "uvicorn"], env)
+        return found
 
-        return variants.started(workdir, proxy, other, products)
-
-    return servers
+    return variants.servers(products)
 
 
 def main() -> None:

@@ -28,7 +28,6 @@ store compared in one run, where the machine's drift from one run to the next wo
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -37,7 +36,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE.parent) not in sys.path:
     sys.path.insert(0, str(HERE.parent))
 
-from benchmarks import procs, run, variants  # noqa: E402
+from benchmarks import run, variants  # noqa: E402
 
 VARIANTS = ("store off", "sqlite", "sqlite, metadata", "sqlite + metrics", "sqlite, metadata + metrics")
 # `--parts`: `sqlite` cut short (`store_parts.PARTS`), in the order a run's records go through the store.
@@ -51,30 +50,25 @@ TARGETS = {"sqlite + metrics": 1.20, "sqlite, metadata + metrics": 1.10}
 def servers_for(names: Sequence[str], against: Path | None = None) -> variants.Servers:
     """The servers of the variants `names` (of `VARIANTS`, `PARTS` and `AGAINST`, the last from the tree `against`)."""
 
-    def servers(
-        workdir: Path, proxy: list[int] | None, other: list[int] | None
-    ) -> contextlib.AbstractContextManager[dict[str, procs.Server]]:
-        def products(upstream: str) -> dict[str, variants.Product]:
-            base = run.product_config(upstream)
-            found: dict[str, variants.Product] = {}
-            for name in names:
-                database = workdir / f"{variants.slug(name)}.sqlite3"
-                store = {"url": "none" if name == "store off" else f"sqlite:///{database}"}
-                if name.startswith("sqlite, metadata"):
-                    store["capture"] = "metadata"
-                telemetry = {"metrics": AGAINST.get(name, name).endswith("metrics")}  # standalone defaults: both on
-                env = variants.config_env(workdir, name, {**base, "store": store, "telemetry": telemetry})
-                module = ["-m", "uvicorn"]
-                if name in PARTS:
-                    module, env["STORE_PART"] = ["-m", "benchmarks.store_parts"], PARTS[name]
-                if name in AGAINST and against is not None:
-                    env["PYTHONPATH"] = str(against.resolve() / "src")
-                found[name] = (module, env)
-            return found
+    def products(workdir: Path, upstream: str) -> dict[str, variants.Product]:
+        base = run.product_config(upstream)
+        found: dict[str, variants.Product] = {}
+        for name in names:
+            database = workdir / f"{variants.slug(name)}.sqlite3"
+            store = {"url": "none" if name == "store off" else f"sqlite:///{database}"}
+            if name.startswith("sqlite, metadata"):
+                store["capture"] = "metadata"
+            telemetry = {"metrics": AGAINST.get(name, name).endswith("metrics")}  # standalone defaults: both on
+            env = variants.config_env(workdir, name, {**base, "store": store, "telemetry": telemetry})
+            module = ["-m", "uvicorn"]
+            if name in PARTS:
+                module, env["STORE_PART"] = ["-m", "benchmarks.store_parts"], PARTS[name]
+            if name in AGAINST and against is not None:
+                env["PYTHONPATH"] = str(against.resolve() / "src")
+            found[name] = (module, env)
+        return found
 
-        return variants.started(workdir, proxy, other, products)
-
-    return servers
+    return variants.servers(products)
 
 
 def main() -> None:

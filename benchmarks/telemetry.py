@@ -22,7 +22,6 @@ events, and under multiprocess mode the in-flight gauge) is also timed in-proces
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from pathlib import Path
 
@@ -41,7 +40,7 @@ from adapter_critic.events import (  # noqa: E402
     StageFinished,
     StageStarted,
 )
-from benchmarks import procs, run, variants  # noqa: E402
+from benchmarks import run, variants  # noqa: E402
 
 VARIANTS = ("off", "metrics", "metrics, multiprocess", "metrics + tracing", "metrics + store")
 # Direct-mode CPU per request within these ratios of off: metrics alone, and with the run store (capture `full`, as
@@ -49,35 +48,33 @@ VARIANTS = ("off", "metrics", "metrics, multiprocess", "metrics + tracing", "met
 TARGETS = {"metrics": 1.15, "metrics + store": 1.20}
 
 
-def servers(
-    workdir: Path, proxy: list[int] | None, other: list[int] | None
-) -> contextlib.AbstractContextManager[dict[str, procs.Server]]:
-    def products(upstream: str) -> dict[str, variants.Product]:
-        base = run.product_config(upstream)
-        telemetry = {
-            "off": {"metrics": False},
-            "metrics": {},
-            "metrics, multiprocess": {},
-            "metrics + tracing": {"tracing": True},
-            "metrics + store": {},
-        }
-        found: dict[str, variants.Product] = {}
-        for name in VARIANTS:
-            variant = {**base, "telemetry": telemetry[name]}
-            if name == "metrics + store":  # the standalone default: every run recorded to SQLite, capture full
-                variant["store"] = {"url": f"sqlite:///{workdir / 'runs.sqlite3'}"}
-            env = variants.config_env(workdir, name, variant)
-            module = ["-m", "uvicorn"]
-            if name == "metrics, multiprocess":
-                shared = workdir / "multiproc"
-                shared.mkdir()
-                env["PROMETHEUS_MULTIPROC_DIR"] = str(shared)
-            elif name == "metrics + tracing":
-                module = ["-m", "benchmarks.with_otel_sdk"]
-            found[name] = (module, env)
-        return found
+def products(workdir: Path, upstream: str) -> dict[str, variants.Product]:
+    base = run.product_config(upstream)
+    telemetry = {
+        "off": {"metrics": False},
+        "metrics": {},
+        "metrics, multiprocess": {},
+        "metrics + tracing": {"tracing": True},
+        "metrics + store": {},
+    }
+    found: dict[str, variants.Product] = {}
+    for name in VARIANTS:
+        variant = {**base, "telemetry": telemetry[name]}
+        if name == "metrics + store":  # the standalone default: every run recorded to SQLite, capture full
+            variant["store"] = {"url": f"sqlite:///{workdir / 'runs.sqlite3'}"}
+        env = variants.config_env(workdir, name, variant)
+        module = ["-m", "uvicorn"]
+        if name == "metrics, multiprocess":
+            shared = workdir / "multiproc"
+            shared.mkdir()
+            env["PROMETHEUS_MULTIPROC_DIR"] = str(shared)
+        elif name == "metrics + tracing":
+            module = ["-m", "benchmarks.with_otel_sdk"]
+        found[name] = (module, env)
+    return found
 
-    return variants.started(workdir, proxy, other, products)
+
+servers = variants.servers(products)
 
 
 def subscriber_us(quick: bool) -> dict[str, float]:

@@ -61,6 +61,17 @@ def config_env(workdir: Path, name: str, config: dict[str, Any]) -> dict[str, st
     return {"ADAPTER_CRITIC_CONFIG": str(path), "ADAPTER_CRITIC_STORE": ""}
 
 
+def servers(products: Callable[[Path, str], dict[str, Product]]) -> Servers:
+    """The `Servers` of the variants `products(workdir, the mock's /v1 URL)` names (see `started`)."""
+
+    def start(
+        workdir: Path, proxy: list[int] | None, other: list[int] | None
+    ) -> contextlib.AbstractContextManager[dict[str, procs.Server]]:
+        return started(workdir, proxy, other, lambda upstream: products(workdir, upstream))
+
+    return start
+
+
 @contextlib.contextmanager
 def started(
     workdir: Path, proxy: list[int] | None, other: list[int] | None, products: Callable[[str], dict[str, Product]]
