@@ -8,6 +8,8 @@ to see where recording's cost goes in a server under load (`python -m benchmarks
 The store is otherwise the server's own (started, its upkeep running); each cut is the one method that does that
 part, replaced in this process only. Without `STORE_PART` this is plain uvicorn. `SWITCH_INTERVAL` (seconds) sets
 `sys.setswitchinterval`: how long another thread may hold the GIL before the event loop's thread gets it back.
+`WRITER_NICE` sets how much lower the SQLite writer thread's priority is (`store.sqlitefile.WRITER_NICE`; 0: the
+server's own).
 `GC_TRACE` (a file) writes there, when the server stops, every garbage collection it made: its generation, the CPU
 time it took on its thread (`time.thread_time`, which other processes on the core do not inflate) and the thread.
 """
@@ -25,11 +27,13 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from adapter_critic.store import sqlitefile
 from adapter_critic.store.cleaning import Cleaner
 from adapter_critic.store.database import Database
 from adapter_critic.store.recorder import Record
 from adapter_critic.store.runstore import RunStore
-from adapter_critic.store.writes import BatchRows, SqliteFile
+from adapter_critic.store.sqlitefile import SqliteFile
+from adapter_critic.store.writes import BatchRows
 
 
 def _dropped(self: RunStore, record: Record) -> None:
@@ -84,6 +88,8 @@ if os.environ.get("STORE_PART"):
     cut(os.environ["STORE_PART"])
 if os.environ.get("GC_TRACE"):
     trace_collections(os.environ["GC_TRACE"])
+if os.environ.get("WRITER_NICE"):
+    sqlitefile.WRITER_NICE = int(os.environ["WRITER_NICE"])
 if os.environ.get("SWITCH_INTERVAL"):
     sys.setswitchinterval(float(os.environ["SWITCH_INTERVAL"]))
 

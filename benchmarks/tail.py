@@ -1,14 +1,17 @@
-"""What recording adds to the latency tail at concurrency 1, and which part of it (`python -m benchmarks.tail`).
+"""What recording adds to the latency tail, and which part of it (`python -m benchmarks.tail`).
 
-    python -m benchmarks.tail                  # 3 rounds x 10,000 requests per variant, a few minutes
+    python -m benchmarks.tail                  # 3 rounds x 10,000 requests per variant at concurrency 1: minutes
     python -m benchmarks.tail --quick          # 1 round x 1,000, to check the harness
+    python -m benchmarks.tail --concurrency 16 --variants written,"nice 0"
 
 The mock upstream and the product (`python -m benchmarks.store_parts adapter_critic.asgi:app`, metrics on, one
 worker, pinned as in `run.py`) with the run store off, and on (SQLite, capture `full`) cut short where
 `store_parts.py` says: `queued` (records taken in batches, then dropped), `rows` (rows made, not written) and
 `written` (the whole store). Each variant is its own server, loaded alone with 2,000 requests of warm-up and then
-the batch, one request at a time (`loadgen.py`, the 1.5 KB direct request); rounds alternate the variants. The
-figures are the medians over rounds of p50 and p99, and p99 over store off's of the same round.
+the batch, one request at a time (`loadgen.py`, the 1.5 KB direct request) or `--concurrency` at once; rounds
+alternate the variants. The figures are the medians over rounds of p50 and p99, and p99 over store off's of the
+same round. `nice 0` is the whole store with its SQLite writer thread at the server's own priority
+(`store.sqlitefile.WRITER_NICE`), for a comparison in one run.
 """
 
 from __future__ import annotations
@@ -27,26 +30,30 @@ if str(HERE.parent) not in sys.path:
 from benchmarks import payloads, procs, run  # noqa: E402
 
 VARIANTS = {"store off": None, "queued": "queued", "rows": "rows", "written": ""}  # name -> STORE_PART
+# Also measured when named with --variants: the whole store with its writer thread at the server's own priority.
+MORE = {"nice 0": ""}
 WARM_UP = 2000
 
 
 def _latencies(
-    name: str, part: str | None, workdir: Path, mock: procs.Server, load: run.Load, requests: int
+    name: str, part: str | None, workdir: Path, mock: procs.Server, load: run.Load, requests: int, concurrency: int
 ) -> dict[str, float]:
-    """p50 and p99 (µs) of `requests` at concurrency 1 through a fresh server of the variant."""
+    """p50 and p99 (µs) of `requests` at `concurrency` through a fresh server of the variant."""
     config = run.product_config(f"http://127.0.0.1:{mock.port}/v1")
     store = {"url": "none"} if part is None else {"url": f"sqlite:///{workdir / (name + '.sqlite3')}"}
     path = workdir / f"{name.replace(' ', '_')}.json"
     path.write_text(json.dumps({**config, "store": store, "telemetry": {"metrics": True}}))
     env = {"ADAPTER_CRITIC_CONFIG": str(path), "ADAPTER_CRITIC_STORE": "", "STORE_PART": part or ""}
+    if name == "nice 0":
+        env["WRITER_NICE"] = "0"
     proxy, _ = procs.cpu_layout()
     server = procs.start_server(
         name, ["-m", "benchmarks.store_parts", "adapter_critic.asgi:app"], cpus=proxy, env=env, workdir=workdir
     )
     try:
         procs.wait_all_ready([server])
-        load.batch(server.port, "direct", WARM_UP, 1)
-        measured = load.batch(server.port, "direct", requests, 1)
+        load.batch(server.port, "direct", WARM_UP, concurrency)
+        measured = load.batch(server.port, "direct", requests, concurrency)
     finally:
         procs.stop_server(server)
     return {"p50": measured["p50_us"], "p99": measured["p99_us"]}
@@ -57,9 +64,15 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="1 round x 1,000 requests (a harness check)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--requests", type=int, default=10_000)
+    parser.add_argument("--concurrency", type=int, default=1)
+    names = ", ".join([*VARIANTS, *MORE])
+    parser.add_argument("--variants", help=f"comma-separated, of: {names} (default: all but the last)")
     args = parser.parse_args()
     rounds, requests = (1, 1000) if args.quick else (args.rounds, args.requests)
-    figures: dict[str, list[dict[str, float]]] = {name: [] for name in VARIANTS}
+    every = {**VARIANTS, **MORE}
+    chosen = {name: every[name] for name in args.variants.split(",")} if args.variants else dict(VARIANTS)
+    chosen = {"store off": None, **chosen}  # every figure is read against store off's
+    figures: dict[str, list[dict[str, float]]] = {name: [] for name in chosen}
     with tempfile.TemporaryDirectory(prefix="adapter-critic-tail-") as folder, procs.stopping() as started:
         workdir = Path(folder)
         body = workdir / "direct.json"
@@ -76,14 +89,15 @@ def main() -> None:
         load = run.Load({"direct": body}, other, use_wrk=False)
         for number in range(rounds):
             print(f"round {number + 1}/{rounds}", file=sys.stderr)
-            for name, part in VARIANTS.items():
-                figures[name].append(_latencies(name, part, workdir, mock, load, requests))
+            for name, part in chosen.items():
+                figures[name].append(_latencies(name, part, workdir, mock, load, requests, args.concurrency))
     median = statistics.median
-    print(f"recording's latency at concurrency 1: µs, median of {rounds} round(s) x {requests} requests")
-    print(f"{'variant':<12}{'p50':>8}{'p99':>8}{'p99 - off':>11}")
+    print(f"recording's latency at concurrency {args.concurrency}: µs, median of {rounds} round(s) x {requests} "
+          "requests")  # fmt: skip
+    print(f"{'variant':<16}{'p50':>8}{'p99':>8}{'p99 - off':>11}")
     for name, rows in figures.items():
         added = median(row["p99"] - off["p99"] for row, off in zip(rows, figures["store off"], strict=True))
-        print(f"{name:<12}{median(r['p50'] for r in rows):>8.0f}{median(r['p99'] for r in rows):>8.0f}{added:>11.0f}")
+        print(f"{name:<16}{median(r['p50'] for r in rows):>8.0f}{median(r['p99'] for r in rows):>8.0f}{added:>11.0f}")
 
 
 if __name__ == "__main__":

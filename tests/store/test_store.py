@@ -10,6 +10,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,7 +25,7 @@ from adapter_critic.core import Answer, Usage
 from adapter_critic.errors import UpstreamError
 from adapter_critic.events import Attempt, StageFinished
 from adapter_critic.redact import Secrets
-from adapter_critic.store import BadCursor, RunQuery, open_store
+from adapter_critic.store import BadCursor, RunQuery, open_store, sqlitefile
 from adapter_critic.store.cleaning import Cleaner
 from adapter_critic.store.database import Database, engine_url
 from adapter_critic.store.recorder import Record, RunClosed, RunOpened, StageDone
@@ -272,6 +273,26 @@ async def test_a_run_ended_in_a_later_batch_than_its_stages_keeps_its_texts_in_i
     for run in (long, short):
         assert run is not None and run.answer is not None and run.answer.content == "the answer"
         assert run.intermediate == {"api_draft": "the answer", "critic": "the answer"}
+
+
+async def test_a_sqlite_file_is_written_on_a_thread_of_lower_priority_that_goes_when_the_store_closes(
+    tmp_path: Path,
+) -> None:
+    def writers() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name.startswith("adapter-critic-store-writer")]
+
+    assert writers() == []
+    ours = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    async with await open_store(f"sqlite:///{tmp_path / 'runs.sqlite3'}") as store:
+        record_run(store, "one")
+        await store.flush()
+        assert await store.get_run("one") is not None
+        (writer,) = writers()
+        assert writer.native_id is not None
+        assert os.getpriority(os.PRIO_PROCESS, writer.native_id) == ours + sqlitefile.WRITER_NICE > ours
+        assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == ours  # the loop's thread: unchanged
+    writer.join(timeout=10)
+    assert not writer.is_alive()
 
 
 async def test_closing_a_store_drains_its_queue(store_url: str) -> None:

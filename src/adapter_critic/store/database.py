@@ -32,7 +32,8 @@ from .reads import detail, request_messages, run_end, stored_stages, summary, to
 from .recorder import Record
 from .records import RunDetail, RunPage, RunQuery, RunSummary, StoredStage, decode_cursor, encode_cursor
 from .schema import cache, instances, runs, stages, upgrade
-from .writes import BatchRows, SqliteFile, building, sqlite_settings, statements, write_async
+from .sqlitefile import SqliteFile, sqlite_settings
+from .writes import BatchRows, building, statements, write_async
 
 # Each instance beats every `HEARTBEAT_SECONDS` (`store.heartbeat_seconds`); one silent for `STALE_BEATS` beats is
 # gone, wherever it ran.

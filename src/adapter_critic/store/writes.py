@@ -8,22 +8,19 @@ never updated, its stages in it), stages to insert (of runs that go on past the 
 in the order the rows' tuples are made; each list is sent with the driver's `executemany`.
 
 Two ways to send them: through SQLAlchemy's async connection (`write_async`: PostgreSQL through asyncpg, an
-in-memory SQLite database), or, for a SQLite file, with the standard library's `sqlite3` in a worker thread
-(`SqliteFile`). The second skips SQLAlchemy's and aiosqlite's per-statement work: writing a run took about
-25 µs less CPU that way (in-process, batches of 150 direct runs into a file of 30,000). Reads, the schema and
+in-memory SQLite database), or, for a SQLite file, with the standard library's `sqlite3` on a thread of its own
+(`sqlitefile.SqliteFile`). The second skips SQLAlchemy's and aiosqlite's per-statement work: writing a run took
+about 25 µs less CPU that way (in-process, batches of 150 direct runs into a file of 30,000). Reads, the schema and
 upkeep stay with SQLAlchemy.
 """
 
 from __future__ import annotations
 
 import operator
-import sqlite3
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-import anyio
-import anyio.to_thread
 from sqlalchemy import bindparam, insert, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Dialect
@@ -180,78 +177,3 @@ async def write_async(conn: AsyncConnection, rows: BatchRows, sql: Statements) -
     """Write `rows` through SQLAlchemy's async connection, inside the caller's transaction."""
     for statement, params in rows.parts(sql):
         await conn.exec_driver_sql(statement, params)
-
-
-PAGE_SIZE = 8192
-_CACHED = "SELECT entry FROM cache WHERE key = ? AND expires_at > ?"
-
-
-def sqlite_settings(dbapi_connection: Any) -> None:
-    """The store's settings for every SQLite connection, SQLAlchemy's and `SqliteFile`'s: WAL (readers — the runs
-    API, another worker — never wait for the writer), `synchronous=NORMAL`, and a busy file waited for, not failed.
-    The driver's own transaction handling is off: the store says when and how a transaction starts.
-
-    A new file gets 8 KiB pages (a file that exists keeps its own): a run's row of a few KB leaves most of a 4 KiB
-    page unused, and every page is written twice (to the WAL, then at checkpoint). With 8 KiB pages a direct run
-    of the benchmark's shape takes 3.5 KB of file, not 4.9, and writing it about a quarter less CPU."""
-    dbapi_connection.isolation_level = None
-    cursor = dbapi_connection.cursor()
-    cursor.execute(f"PRAGMA page_size={PAGE_SIZE}")  # before WAL: a WAL file's page size is fixed
-    cursor.execute("PRAGMA busy_timeout=10000")
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.close()
-
-
-class SqliteFile:
-    """Batches written to a SQLite file by the standard library's `sqlite3`, one worker thread at a time, on a
-    connection of its own (opened at the first batch) with the store's settings (`sqlite_settings`), the write lock
-    taken when the transaction begins."""
-
-    def __init__(self, path: str, sql: Statements) -> None:
-        self.path, self.sql = path, sql
-        self._conn: sqlite3.Connection | None = None
-        self._reader: sqlite3.Connection | None = None  # the cache's lookups (`cached`)
-        self._one = anyio.CapacityLimiter(1)
-
-    async def write(self, rows: BatchRows) -> None:
-        await anyio.to_thread.run_sync(self._write, rows.parts(self.sql), limiter=self._one)
-
-    def _write(self, params: list[tuple[str, list[Any]]]) -> None:
-        conn = self._conn or self._connect()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            for sql, values in params:
-                conn.executemany(sql, values)
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
-
-    def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        sqlite_settings(conn)
-        self._conn = conn
-        return conn
-
-    def cached(self, key: str, now: float) -> str | None:
-        """The exact-match cache's entry under `key`, unexpired: one read by the primary key, on the caller's thread
-        (the event loop), on a connection of its own. In WAL mode a reader never waits for the writer, and the read
-        takes microseconds: a hop to a worker thread, or SQLAlchemy's async engine, cost several times more (the
-        cache's benchmark, `benchmarks/cache.py`)."""
-        reader = self._reader
-        if reader is None:
-            reader = self._reader = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            sqlite_settings(reader)
-        row = reader.execute(_CACHED, (key, now)).fetchone()
-        return None if row is None else str(row[0])
-
-    async def aclose(self) -> None:
-        """Close the connections, after the batch being written (if any)."""
-        async with self._one:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-        if self._reader is not None:
-            self._reader.close()
-            self._reader = None
