@@ -7,9 +7,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import msgspec
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from adapter_critic.protocols.openai.chunks import ChunkWriter
+from adapter_critic.protocols.openai.chunks import ChunkWriter, _leading, _leading_prefix
 
 COMPACT = b'{"id":"up-1","object":"chat.completion.chunk","created":17,"model":"api-model","system_fingerprint":"fp"'
 SPACED = b'{"id": "up-1", "object": "chat.completion.chunk", "created": 17, "model": "api-model", "service_tier": "x"'
@@ -55,3 +58,52 @@ def test_the_leading_fields_are_swapped_as_bytes_after_the_first_chunk() -> None
     assert second.endswith(b'"system_fingerprint":"fp", "choices": [{"index": 0, "delta": {"content": "second"}, '
                            b'"finish_reason": null}]}\n\n')  # fmt: skip
     assert second.startswith(b'data: {"id":"chatcmpl-ours","object":"chat.completion.chunk","created":')
+
+
+def test_the_first_chunk_is_spliced_as_bytes_too() -> None:
+    writer = ChunkWriter(completion_id="chatcmpl-ours", served_model="served", include_usage=False)
+    first = writer.relayed([SPACED + choices("first")])
+    # Read off its first bytes, not decoded and encoded again: the upstream's own spacing is kept after them.
+    assert first.endswith(b'"service_tier": "x", "choices": [{"index": 0, "delta": {"content": "first"}, '
+                          b'"finish_reason": null}]}\n\n')  # fmt: skip
+    assert events(first) == [expected(SPACED + choices("first"), writer)]
+
+
+_VALUES = {
+    "id": st.text(max_size=12).map(json.dumps),
+    "object": st.just('"chat.completion.chunk"'),
+    "created": st.one_of(st.integers(-(10**12), 10**12).map(str), st.sampled_from(["1.7e9", "null", '"17"'])),
+    "model": st.one_of(st.text(max_size=12).map(lambda t: json.dumps(t, ensure_ascii=False)), st.just("null")),
+}
+
+
+@st.composite
+def _heads(draw: st.DrawFn) -> bytes:
+    """A chunk's beginning as servers write it: the four fields in any order, compact, spaced or mixed."""
+    keys = draw(st.permutations(["id", "object", "created", "model"]))
+    style = draw(st.sampled_from(["compact", "spaced", "mixed"]))
+    marks = {"compact": st.just((":", ",")), "spaced": st.just((": ", ", "))}.get(
+        style, st.tuples(st.sampled_from([":", ": "]), st.sampled_from([",", ", "]))
+    )
+    fields = ""
+    for key in keys:
+        colon, comma = draw(marks)
+        fields += f'"{key}"{colon}{draw(_VALUES[key])}{comma}'
+    return ("{" + fields + draw(st.sampled_from(['"choices":[]}', '"choices": []}', ' "choices":[]}']))).encode()
+
+
+@given(_heads())
+def test_the_leading_fields_read_off_the_first_bytes_are_those_the_decoded_chunk_gives(payload: bytes) -> None:
+    decoded = msgspec.json.decode(payload, type=dict[str, msgspec.Raw])
+    prefix = _leading_prefix(payload)
+    assert prefix is None or prefix == _leading(payload, decoded)
+    writer = ChunkWriter(completion_id="chatcmpl-ours", served_model="served", include_usage=False)
+    assert events(writer.relayed([payload])) == [expected(payload, writer)]
+
+
+def test_plain_leading_fields_are_read_off_the_first_bytes() -> None:
+    for head in (COMPACT, SPACED):
+        payload = head + choices("x")
+        assert _leading_prefix(payload) == _leading(payload, msgspec.json.decode(payload, type=dict[str, msgspec.Raw]))
+        assert _leading_prefix(payload) is not None
+    assert _leading_prefix(LLAMA_CPP + choices("x")) is None  # `choices` first: no such beginning

@@ -14,6 +14,7 @@ other protocols' stream renderers read, and no others, so the rest passes throug
 from __future__ import annotations
 
 import itertools
+import re
 import time
 from typing import Any
 
@@ -36,11 +37,15 @@ _OBJECT = b'"chat.completion.chunk"'
 
 def event(payload: Any) -> bytes:
     """One SSE `data:` event holding `payload` as JSON."""
-    return b"data: " + _encoder.encode(payload) + b"\n\n"
+    return b"".join((b"data: ", _encoder.encode(payload), b"\n\n"))  # one copy of a big payload, not two
 
 
 def raw_event(payload: bytes) -> bytes:
-    return b"data: " + payload + b"\n\n"
+    return b"".join((b"data: ", payload, b"\n\n"))
+
+
+# A relayed chunk at least this long is spliced from a view of its bytes: a slice would copy them once more.
+_VIEW_FROM = 1 << 16
 
 
 class ChunkWriter:
@@ -68,11 +73,15 @@ class ChunkWriter:
         whole."""
         events = []
         for payload in payloads:
+            if not self._learned:
+                self._learn(payload)
             leading = self._upstream_leading
             if leading is not None and payload.startswith(leading) and b'"usage"' not in payload:
-                events.append(b"data: " + self._leading + payload[len(leading) :] + b"\n\n")
+                n = len(leading)
+                rest = payload[n:] if len(payload) < _VIEW_FROM else memoryview(payload)[n:]
+                events.append(b"".join((b"data: ", self._leading, rest, b"\n\n")))
             else:
-                events.append(raw_event(_encoder.encode(self._rewrite(payload, learn=True))))
+                events.append(raw_event(_encoder.encode(self._rewrite(payload))))
         return b"".join(events)
 
     def answer(self, answer: Answer) -> bytes:
@@ -96,11 +105,11 @@ class ChunkWriter:
             finish_fields = self._rewrite(finish)
         if not self.include_usage:
             finish_fields["adapter_critic"] = ext
-            return event(finish_fields) + DONE_EVENT
+            return b"".join((b"data: ", _encoder.encode(finish_fields), b"\n\n", DONE_EVENT))
         usage_chunk = self._chunk(None)
         usage_chunk["usage"] = ext.tokens.total
         usage_chunk["adapter_critic"] = ext
-        return event(finish_fields) + event(usage_chunk) + DONE_EVENT
+        return b"".join((event(finish_fields), b"data: ", _encoder.encode(usage_chunk), b"\n\n", DONE_EVENT))
 
     def progress(self, stage: str, ok: bool, elapsed_ms: float) -> bytes:
         """A chunk with an empty delta saying that an earlier stage finished (for clients that asked)."""
@@ -112,11 +121,16 @@ class ChunkWriter:
         """The error envelope as the stream's last event (no `[DONE]` after it: the stream did not finish)."""
         return raw_event(rendered.body)
 
-    def _rewrite(self, payload: bytes, *, learn: bool = False) -> dict[str, Any]:
+    def _learn(self, payload: bytes) -> None:
+        """What the upstream's chunks begin with, from its first (once: a stream without such a beginning is not
+        searched for it per chunk). Read off the chunk's first bytes when they are plain (`_leading_prefix`), so
+        one big chunk is not decoded whole for it; else from the decoded chunk."""
+        self._learned = True
+        leading = _leading_prefix(payload)
+        self._upstream_leading = leading if leading is not None else _leading(payload, _fields_decoder.decode(payload))
+
+    def _rewrite(self, payload: bytes) -> dict[str, Any]:
         fields: dict[str, Any] = _fields_decoder.decode(payload)
-        if learn and not self._learned:  # once: a stream without that beginning is not searched for it per chunk
-            self._learned = True
-            self._upstream_leading = _leading(payload, fields)
         fields.update(self._ids)
         fields.pop("usage", None)
         return fields
@@ -143,6 +157,29 @@ def _leading(payload: bytes, fields: dict[str, msgspec.Raw]) -> bytes | None:
     colon, comma = (b": ", b", ") if payload.startswith(b" ", len(head)) else (b":", b",")
     leading = b"{" + b"".join(b'"%s"%s%s%s' % (key.encode(), colon, bytes(raw), comma) for key, raw in first)
     return leading if payload.startswith(leading) else None
+
+
+# One of the four leading fields with a string or integer value, and the comma after it (`_leading_prefix`).
+_FIELD = re.compile(rb'"(id|object|created|model)"(: ?)("(?:[^"\\\x00-\x1f]|\\.)*"|-?[0-9]+)(, ?)')
+
+
+def _leading_prefix(payload: bytes) -> bytes | None:
+    """What `_leading` finds, read off the first bytes alone: the four fields in any order, each value a string or
+    an integer, all compact or all with a space after `:` and `,`, then another field. None where it cannot tell
+    (`_leading` then decodes the chunk)."""
+    if not payload.startswith(b'{"'):
+        return None
+    at, keys, styles = 1, set(), set()
+    for _ in _ID_KEYS:
+        found = _FIELD.match(payload, at)
+        if found is None:
+            return None
+        keys.add(found[1])
+        styles.add((found[2], found[4]))
+        at = found.end()
+    if len(keys) != len(_ID_KEYS) or styles not in ({(b":", b",")}, {(b": ", b", ")}) or payload[at : at + 1] != b'"':
+        return None
+    return payload[:at]
 
 
 # -- an upstream chunk, as read ---------------------------------------------------------------------------
