@@ -63,10 +63,14 @@ async def iter_batches(chunks: AsyncIterator[bytes], limit: int | None = None) -
         if not crs and b"\n" not in chunk:  # no line ends here: kept aside, added to the buffer in one piece
             pending.append(chunk)
             continue
-        if pending:
-            buffer += b"".join(pending)
+        if pending and not buffer:  # what waited and this read, copied once into a new buffer
+            buffer = bytearray().join((*pending, chunk))
             pending.clear()
-        buffer += chunk
+        else:
+            if pending:
+                buffer += b"".join(pending)
+                pending.clear()
+            buffer += chunk
         batch: list[bytes] = []
         start = 0
         while True:
