@@ -107,3 +107,24 @@ def test_plain_leading_fields_are_read_off_the_first_bytes() -> None:
         assert _leading_prefix(payload) == _leading(payload, msgspec.json.decode(payload, type=dict[str, msgspec.Raw]))
         assert _leading_prefix(payload) is not None
     assert _leading_prefix(LLAMA_CPP + choices("x")) is None  # `choices` first: no such beginning
+
+
+@pytest.mark.parametrize("head", [COMPACT, SPACED])
+def test_a_null_usage_closing_every_chunk_as_openai_sends_it_is_spliced_and_any_other_usage_taken_out(
+    head: bytes,
+) -> None:
+    writer = ChunkWriter(completion_id="chatcmpl-ours", served_model="served", include_usage=False)
+    spaced = head is SPACED
+    null = b', "usage": null}' if spaced else b',"usage":null}'
+    body = b', "choices": [{"index": 0, "delta": {"content": "%s"}, "finish_reason": null}]'
+    tokens = [head + body % word + null for word in (b"one", b"two", b'\\"usage\\"')]
+    relayed = writer.relayed(tokens)
+    assert relayed.count(null + b"\n\n") == 3  # the upstream's own bytes: spliced, not encoded again
+    got = events(relayed)
+    assert [event["usage"] for event in got] == [None, None, None]
+    assert [event["choices"][0]["delta"]["content"] for event in got] == ["one", "two", '"usage"']
+    assert {event["id"] for event in got} == {"chatcmpl-ours"}
+    # A usage with counts, or a null one that is not the chunk's end, is taken out as before.
+    counted = head + b', "usage": {"total_tokens": 3}' + body % b"three" + b"}"
+    inner = head + b', "usage": null' + body % b"four" + b"}"
+    assert [("usage" in event) for event in events(writer.relayed([counted, inner]))] == [False, False]

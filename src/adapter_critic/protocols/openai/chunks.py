@@ -68,15 +68,15 @@ class ChunkWriter:
 
         Most servers begin every chunk of a stream with the same `{"id":…,"object":…,"created":…,"model":…,`
         (`_leading`, learnt from the first chunk): a chunk that begins with the bytes the first one did, and has no
-        `"usage"` anywhere, gets ours in their place and the rest of its bytes untouched — a JSON string cannot hold
-        a bare `"`, so those bytes are the four top-level fields. Any other chunk is decoded, rewritten and encoded
-        whole."""
+        `"usage"` anywhere but a `null` one at its end (`_no_usage`), gets ours in their place and the rest of its
+        bytes untouched — a JSON string cannot hold a bare `"`, so those bytes are the four top-level fields. Any
+        other chunk is decoded, rewritten and encoded whole."""
         events = []
         for payload in payloads:
             if not self._learned:
                 self._learn(payload)
             leading = self._upstream_leading
-            if leading is not None and payload.startswith(leading) and b'"usage"' not in payload:
+            if leading is not None and payload.startswith(leading) and _no_usage(payload):
                 n = len(leading)
                 rest = payload[n:] if len(payload) < _VIEW_FROM else memoryview(payload)[n:]
                 events.append(b"".join((b"data: ", self._leading, rest, b"\n\n")))
@@ -157,6 +157,21 @@ def _leading(payload: bytes, fields: dict[str, msgspec.Raw]) -> bytes | None:
     colon, comma = (b": ", b", ") if payload.startswith(b" ", len(head)) else (b":", b",")
     leading = b"{" + b"".join(b'"%s"%s%s%s' % (key.encode(), colon, bytes(raw), comma) for key, raw in first)
     return leading if payload.startswith(leading) else None
+
+
+# How OpenAI ends every chunk of a stream whose usage was asked for, compact or spaced: a client may see it.
+_NULL_USAGE = (b',"usage":null}', b', "usage": null}')
+
+
+def _no_usage(payload: bytes) -> bool:
+    """Whether `payload` has no usage to take out: no `"usage"` anywhere, or only the `null` one it ends with."""
+    at = payload.find(b'"usage"')
+    if at < 0:
+        return True
+    for end in _NULL_USAGE:
+        if payload.endswith(end):
+            return at == len(payload) - len(end) + end.index(b'"')
+    return False
 
 
 # One of the four leading fields with a string or integer value, and the comma after it (`_leading_prefix`).
