@@ -40,7 +40,7 @@ def events(data: bytes) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("head", [COMPACT, SPACED, LLAMA_CPP])
 @pytest.mark.parametrize(
     "content",
-    ["word ", '"usage": 3', '","id":"evil","model":"x', "\\u0022", "naïve ✓", ""],
+    ["word ", '"usage": 3', '","id":"evil","model":"x', "\\u0022", "naïve ✓", "", "long ✓ " * 20_000],
 )
 def test_every_chunk_reads_as_the_rewritten_upstream_chunk(head: bytes, content: str) -> None:
     writer = ChunkWriter(completion_id="chatcmpl-ours", served_model="served", include_usage=False)
