@@ -117,14 +117,17 @@ def test_a_null_usage_closing_every_chunk_as_openai_sends_it_is_spliced_and_any_
     spaced = head is SPACED
     null = b', "usage": null}' if spaced else b',"usage":null}'
     body = b', "choices": [{"index": 0, "delta": {"content": "%s"}, "finish_reason": null}]'
-    tokens = [head + body % word + null for word in (b"one", b"two", b'\\"usage\\"')]
+    long = b'long \\"usage\\" ' * 10_000  # a chunk of 64 KiB or more is searched another way (`_no_usage`)
+    words = (b"one", b"two", b'\\"usage\\"', long)
+    tokens = [head + body % word + null for word in words]
     relayed = writer.relayed(tokens)
-    assert relayed.count(null + b"\n\n") == 3  # the upstream's own bytes: spliced, not encoded again
+    assert relayed.count(null + b"\n\n") == 4  # the upstream's own bytes: spliced, not encoded again
     got = events(relayed)
-    assert [event["usage"] for event in got] == [None, None, None]
-    assert [event["choices"][0]["delta"]["content"] for event in got] == ["one", "two", '"usage"']
+    assert [event["usage"] for event in got] == [None] * 4
+    assert [event["choices"][0]["delta"]["content"] for event in got] == [json.loads(b'"%s"' % w) for w in words]
     assert {event["id"] for event in got} == {"chatcmpl-ours"}
-    # A usage with counts, or a null one that is not the chunk's end, is taken out as before.
-    counted = head + b', "usage": {"total_tokens": 3}' + body % b"three" + b"}"
-    inner = head + b', "usage": null' + body % b"four" + b"}"
-    assert [("usage" in event) for event in events(writer.relayed([counted, inner]))] == [False, False]
+    # A usage with counts, or a null one that is not the chunk's end, is taken out as before, short or long.
+    for word in (b"three", long):
+        counted = head + b', "usage": {"total_tokens": 3}' + body % word + b"}"
+        inner = head + b', "usage": null' + body % word + b"}"
+        assert [("usage" in event) for event in events(writer.relayed([counted, inner]))] == [False, False]
