@@ -9,7 +9,8 @@ The store is otherwise the server's own (started, its upkeep running); each cut 
 part, replaced in this process only. Without `STORE_PART` this is plain uvicorn. `SWITCH_INTERVAL` (seconds) sets
 `sys.setswitchinterval`: how long another thread may hold the GIL before the event loop's thread gets it back.
 `WRITER_NICE` sets how much lower the SQLite writer thread's priority is (`store.sqlitefile.WRITER_NICE`; 0: the
-server's own).
+server's own), `SLICE_SECONDS` how long rows are made between two returns to the event loop
+(`store.writes.SLICE_SECONDS`).
 `GC_TRACE` (a file) writes there, when the server stops, every garbage collection it made: its generation, the CPU
 time it took on its thread (`time.thread_time`, which other processes on the core do not inflate) and the thread.
 """
@@ -27,7 +28,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from adapter_critic.store import sqlitefile
+from adapter_critic.store import sqlitefile, writes
 from adapter_critic.store.cleaning import Cleaner
 from adapter_critic.store.database import Database
 from adapter_critic.store.recorder import Record
@@ -40,11 +41,13 @@ def _dropped(self: RunStore, record: Record) -> None:
     return None
 
 
-async def _not_written(self: Database, batch: Sequence[Record], instance: str, clean: Cleaner) -> None:
+async def _not_written(
+    self: Database, batch: Sequence[Record], instance: str, clean: Cleaner, *, backlog: float = 0.0
+) -> None:
     return None
 
 
-async def _rows_only(self: SqliteFile, rows: BatchRows) -> None:  # `Database.write` made them, then hands them here
+async def _rows_only(self: SqliteFile, rows: BatchRows, *, urgent: bool = False) -> None:  # rows made, not written
     return None
 
 
@@ -88,6 +91,8 @@ if os.environ.get("STORE_PART"):
     cut(os.environ["STORE_PART"])
 if os.environ.get("GC_TRACE"):
     trace_collections(os.environ["GC_TRACE"])
+if os.environ.get("SLICE_SECONDS"):
+    writes.SLICE_SECONDS = float(os.environ["SLICE_SECONDS"])
 if os.environ.get("WRITER_NICE"):
     sqlitefile.WRITER_NICE = int(os.environ["WRITER_NICE"])
 if os.environ.get("SWITCH_INTERVAL"):

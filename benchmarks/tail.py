@@ -11,7 +11,8 @@ worker, pinned as in `run.py`) with the run store off, and on (SQLite, capture `
 the batch, one request at a time (`loadgen.py`, the 1.5 KB direct request) or `--concurrency` at once; rounds
 alternate the variants. The figures are the medians over rounds of p50 and p99, and p99 over store off's of the
 same round. `nice 0` is the whole store with its SQLite writer thread at the server's own priority
-(`store.sqlitefile.WRITER_NICE`), for a comparison in one run.
+(`store.sqlitefile.WRITER_NICE`), `slice 4` with a batch's rows made 4 records at a time (`store.writes.SLICE`),
+each for a comparison in one run.
 """
 
 from __future__ import annotations
@@ -30,8 +31,10 @@ if str(HERE.parent) not in sys.path:
 from benchmarks import payloads, procs, run  # noqa: E402
 
 VARIANTS = {"store off": None, "queued": "queued", "rows": "rows", "written": ""}  # name -> STORE_PART
-# Also measured when named with --variants: the whole store with its writer thread at the server's own priority.
-MORE = {"nice 0": ""}
+# Also measured when named with --variants: the whole store with its writer thread at the server's own priority,
+# and with rows made 4 records at a time instead of `store.writes.SLICE` (`store_parts.py` reads both).
+MORE = {"nice 0": "", "slice 4": "", "nice 19": ""}
+MORE_ENV = {"nice 0": {"WRITER_NICE": "0"}, "slice 4": {"SLICE": "4"}, "nice 19": {"WRITER_NICE": "19"}}
 WARM_UP = 2000
 
 
@@ -44,8 +47,7 @@ def _latencies(
     path = workdir / f"{name.replace(' ', '_')}.json"
     path.write_text(json.dumps({**config, "store": store, "telemetry": {"metrics": True}}))
     env = {"ADAPTER_CRITIC_CONFIG": str(path), "ADAPTER_CRITIC_STORE": "", "STORE_PART": part or ""}
-    if name == "nice 0":
-        env["WRITER_NICE"] = "0"
+    env.update(MORE_ENV.get(name, {}))
     proxy, _ = procs.cpu_layout()
     server = procs.start_server(
         name, ["-m", "benchmarks.store_parts", "adapter_critic.asgi:app"], cpus=proxy, env=env, workdir=workdir

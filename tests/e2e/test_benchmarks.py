@@ -4,10 +4,12 @@ both framings, and the product answers the benchmark's requests as the harness e
 
 from __future__ import annotations
 
+import itertools
 import json
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import msgspec
@@ -196,8 +198,8 @@ async def test_each_store_part_cuts_the_store_short_where_it_says(
 ) -> None:
     made: list[int] = []
 
-    def counted(batch: Any, instance: str, clean: Cleaner) -> Any:
-        rows = yield from building(batch, instance, clean)
+    def counted(batch: Any, instance: str, clean: Cleaner, seconds: float) -> Any:
+        rows = yield from building(batch, instance, clean, seconds)
         made.append(len(rows.opened))
         return rows
 
@@ -239,11 +241,13 @@ def test_the_size_checks_read_the_growth_of_product_over_relay() -> None:
     }
 
 
-def test_a_batchs_rows_are_made_in_slices_the_loop_runs_between() -> None:
+def test_a_batchs_rows_are_made_in_slices_of_time_the_loop_runs_between(monkeypatch: pytest.MonkeyPatch) -> None:
     # A loaded server's batch is hundreds of runs: made in one go it held the event loop for milliseconds.
-    from adapter_critic.store.writes import SLICE, batch_rows
+    from adapter_critic.store import writes
 
-    records = list(recording.recorded([recording.run_events() for _ in range(2 * SLICE)]))
+    ticks = itertools.count()  # each look at the clock finds a quarter of a slice gone: a pause every few records
+    monkeypatch.setattr(writes, "time", SimpleNamespace(perf_counter=lambda: next(ticks) * writes.SLICE_SECONDS / 4))
+    records = list(recording.recorded([recording.run_events() for _ in range(20)]))
     steps = building(records, "bench", Cleaner([]))
     pauses = 0
     while True:
@@ -253,8 +257,8 @@ def test_a_batchs_rows_are_made_in_slices_the_loop_runs_between() -> None:
             rows = done.value
             break
         pauses += 1
-    assert pauses >= len(records) // SLICE
-    assert rows == batch_rows(records, "bench", Cleaner([]))
+    assert len(records) // 5 <= pauses <= len(records) // 3
+    assert rows == writes.batch_rows(records, "bench", Cleaner([]))
 
 
 def test_a_paced_stream_is_one_write_per_event() -> None:

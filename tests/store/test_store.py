@@ -25,7 +25,7 @@ from adapter_critic.core import Answer, Usage
 from adapter_critic.errors import UpstreamError
 from adapter_critic.events import Attempt, StageFinished
 from adapter_critic.redact import Secrets
-from adapter_critic.store import BadCursor, RunQuery, open_store, sqlitefile
+from adapter_critic.store import BadCursor, RunQuery, open_store, sqlitefile, writes
 from adapter_critic.store.cleaning import Cleaner
 from adapter_critic.store.database import Database, engine_url
 from adapter_critic.store.recorder import Record, RunClosed, RunOpened, StageDone
@@ -278,10 +278,11 @@ async def test_a_run_ended_in_a_later_batch_than_its_stages_keeps_its_texts_in_i
 async def test_a_sqlite_file_is_written_on_a_thread_of_lower_priority_that_goes_when_the_store_closes(
     tmp_path: Path,
 ) -> None:
-    def writers() -> list[threading.Thread]:
-        return [t for t in threading.enumerate() if t.name.startswith("adapter-critic-store-writer")]
+    before = set(threading.enumerate())
 
-    assert writers() == []
+    def writers() -> list[threading.Thread]:
+        return [t for t in set(threading.enumerate()) - before if t.name.startswith("adapter-critic-store-writer")]
+
     ours = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
     async with await open_store(f"sqlite:///{tmp_path / 'runs.sqlite3'}") as store:
         record_run(store, "one")
@@ -293,6 +294,26 @@ async def test_a_sqlite_file_is_written_on_a_thread_of_lower_priority_that_goes_
         assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == ours  # the loop's thread: unchanged
     writer.join(timeout=10)
     assert not writer.is_alive()
+
+
+async def test_a_backed_up_queue_is_written_at_the_servers_priority_in_longer_slices(tmp_path: Path) -> None:
+    assert writes.slice_seconds(0.0) == writes.SLICE_SECONDS
+    assert writes.slice_seconds(1.0) == writes.SLICE_SECONDS * (1 + writes.BACKLOG_SLICES)
+    ours = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    before = set(threading.enumerate())
+    store = RunStore(Database(f"sqlite:///{tmp_path / 'runs.sqlite3'}"), queue_size=12, batch_size=3)
+    await store.start()
+    for i in range(4):
+        record_run(store, f"run-{i}")  # 12 records: the first batches leave the queue three quarters full
+    await store.flush()
+    threads = {t.name.rsplit("_", 1)[0]: t for t in set(threading.enumerate()) - before if "store" in t.name}
+    nice = {name: os.getpriority(os.PRIO_PROCESS, t.native_id or 0) for name, t in threads.items()}
+    assert nice == {"adapter-critic-store-writer": ours + sqlitefile.WRITER_NICE, "adapter-critic-store-catch-up": ours}
+    await store.aclose()
+    for thread in threads.values():
+        thread.join(timeout=10)
+    async with await open_store(f"sqlite:///{tmp_path / 'runs.sqlite3'}") as again:
+        assert len((await again.list_runs()).data) == 4 and store.dropped == 0
 
 
 async def test_closing_a_store_drains_its_queue(store_url: str) -> None:
@@ -316,13 +337,13 @@ class _HeldDatabase(Database):
         self.batches: list[int] = []
         self.writing, self.release, self.written = asyncio.Event(), asyncio.Event(), asyncio.Event()
 
-    async def write(self, batch: Sequence[Record], instance: str, clean: Cleaner) -> None:
+    async def write(self, batch: Sequence[Record], instance: str, clean: Cleaner, *, backlog: float = 0.0) -> None:
         self.batches.append(len(batch))
         first = len(self.batches) == 1
         if first:
             self.writing.set()
             await self.release.wait()
-        await super().write(batch, instance, clean)
+        await super().write(batch, instance, clean, backlog=backlog)
         if first:
             self.written.set()  # the writer runs on until it next waits: then this test looks
 

@@ -33,7 +33,7 @@ from .recorder import Record
 from .records import RunDetail, RunPage, RunQuery, RunSummary, StoredStage, decode_cursor, encode_cursor
 from .schema import cache, instances, runs, stages, upgrade
 from .sqlitefile import SqliteFile, sqlite_settings
-from .writes import BatchRows, building, statements, write_async
+from .writes import URGENT_BACKLOG, BatchRows, building, slice_seconds, statements, write_async
 
 # Each instance beats every `HEARTBEAT_SECONDS` (`store.heartbeat_seconds`); one silent for `STALE_BEATS` beats is
 # gone, wherever it ran.
@@ -130,11 +130,16 @@ class Database:
             await self.engine.dispose()
 
     # -- writing ---------------------------------------------------------------------------------------------------
-    async def write(self, batch: Sequence[Record], instance: str, clean: Cleaner) -> None:
+    async def write(self, batch: Sequence[Record], instance: str, clean: Cleaner, *, backlog: float = 0.0) -> None:
         """Write a batch in one transaction (`writes`). Its rows are made on the event loop in slices, the loop free
         to serve requests between them: made at once, a loaded server's batch held the loop for milliseconds, a
-        tail on every request that waited behind it."""
-        steps = building(batch, instance, clean)
+        tail on every request that waited behind it.
+
+        `backlog` is how full the store's queue is (0 to 1) with the batch taken: the fuller, the longer each slice
+        and, for a SQLite file, the batch written on a thread at the server's own priority (`SqliteFile.write`).
+        On a saturated loop a slice is all the writer gets in one of the loop's turns: with short slices only, it
+        fell behind and the queue overflowed; a queue backing up means the requests are waiting anyway."""
+        steps = building(batch, instance, clean, slice_seconds(backlog))
         while True:
             try:
                 next(steps)
@@ -143,7 +148,7 @@ class Database:
                 break
             await anyio.lowlevel.checkpoint()
         if self._file is not None:
-            await self._file.write(rows)
+            await self._file.write(rows, urgent=backlog >= URGENT_BACKLOG)
             return
         async with self._writer.begin() as conn:
             await write_async(conn, rows, self._statements)

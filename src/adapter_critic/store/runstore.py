@@ -230,7 +230,8 @@ class RunStore:
         batch = [self._queue.popleft() for _ in range(take)]
         try:
             if batch:
-                await self.database.write(batch, self.instance, Cleaner(self.secrets()))
+                backlog = len(self._queue) / self.queue_size  # what waits behind this batch
+                await self.database.write(batch, self.instance, Cleaner(self.secrets()), backlog=backlog)
         except Exception as exc:  # the database is down or full: the records are lost, the server goes on
             self.failed += len(batch)
             logger.warning("run store: writing %d record(s) failed: %s", len(batch), _reason(exc))

@@ -68,13 +68,17 @@ class SqliteFile:
         self._thread = concurrent.futures.ThreadPoolExecutor(
             1, thread_name_prefix="adapter-critic-store-writer", initializer=lower_priority
         )
+        self._urgent = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="adapter-critic-store-catch-up")
 
-    async def write(self, rows: BatchRows) -> None:
+    async def write(self, rows: BatchRows, *, urgent: bool = False) -> None:
         """Write `rows` in one transaction; once begun, a batch is written (or fails) even if the caller is
-        cancelled, and the next waits for it."""
+        cancelled, and the next waits for it. `urgent`: the store's queue is backing up, so the batch is written on
+        a thread at the server's own priority, which a saturated core does not starve (at the lower one, a store
+        under sustained load fell behind and dropped records)."""
         params = rows.parts(self.sql)
         async with self._one:
-            written = asyncio.wrap_future(self._thread.submit(self._write, params))
+            thread = self._urgent if urgent else self._thread
+            written = asyncio.wrap_future(thread.submit(self._write, params))
             with anyio.CancelScope(shield=True):  # as `anyio.to_thread.run_sync` waits for a thread it started
                 await written
 
@@ -114,6 +118,7 @@ class SqliteFile:
                 self._conn.close()
                 self._conn = None
             self._thread.shutdown(wait=False)
+            self._urgent.shutdown(wait=False)
         if self._reader is not None:
             self._reader.close()
             self._reader = None

@@ -17,6 +17,7 @@ upkeep stay with SQLAlchemy.
 from __future__ import annotations
 
 import operator
+import time
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -118,10 +119,19 @@ class BatchRows:
         return [(statement.sql, statement.params(rows)) for statement, rows in parts if rows]
 
 
-# Records turned into rows between two returns to the event loop (`building`). A request in flight waits for a slice
-# at each point it awaits: with 32, the store added some 0.6 ms to p99 at concurrency 1, with 8 some 0.4
-# (`python -m benchmarks.tail`), the CPU per request the same (`python -m benchmarks.store`).
-SLICE = 8
+# How long rows are made between two returns to the event loop (`building`) while the store keeps up. A request in
+# flight waits for a slice at each point it awaits, and on a busy loop a slice is all the writer gets in one of the
+# loop's turns: slices of a fixed 8 records (some 30 µs) kept a saturated server's writer from keeping up, and its
+# queue overflowed. So a slice grows with the queue's backlog (`slice_seconds`), and from `URGENT_BACKLOG` on a
+# SQLite file's batch is written at the server's own priority (`sqlitefile.SqliteFile.write`).
+SLICE_SECONDS = 0.0001
+BACKLOG_SLICES = 20  # a full queue's slices are this many times longer, plus one
+URGENT_BACKLOG = 0.25
+
+
+def slice_seconds(backlog: float) -> float:
+    """How long a slice of rows is with the store's queue `backlog` full (0 to 1)."""
+    return SLICE_SECONDS * (1 + BACKLOG_SLICES * min(max(backlog, 0.0), 1.0))
 
 
 def batch_rows(batch: Sequence[Record], instance: str, clean: Cleaner) -> BatchRows:
@@ -134,18 +144,22 @@ def batch_rows(batch: Sequence[Record], instance: str, clean: Cleaner) -> BatchR
             return cast(BatchRows, done.value)
 
 
-def building(batch: Sequence[Record], instance: str, clean: Cleaner) -> Generator[None, None, BatchRows]:
-    """A batch's rows, made `SLICE` records at a time: the generator pauses between slices, so a caller on the event
+def building(
+    batch: Sequence[Record], instance: str, clean: Cleaner, seconds: float = SLICE_SECONDS
+) -> Generator[None, None, BatchRows]:
+    """A batch's rows, made `seconds` at a time: the generator pauses between slices, so a caller on the event
     loop can let requests run in between (a batch of a loaded server is hundreds of runs, milliseconds of work).
 
     A run's records are in queue order (its start, its stages, its end): a run that ends in the batch keeps the
     stages recorded in the batch in its end's document (`rows.closed_values`); the stages of the others are rows of
     `stages`."""
+    clock = time.perf_counter
     ending = {record.run_id for record in batch if type(record) is RunClosed}
     opened: dict[str, Row] = {}
     kept: dict[str, list[StageDone]] = {}  # per run that ends in the batch, its stages in the batch
     done = []
-    for number, record in enumerate(batch, 1):
+    until = clock() + seconds
+    for record in batch:
         if type(record) is RunOpened:
             opened[record.run_id] = opened_row(record, instance, clean.for_secret(record.secret))
         elif type(record) is StageDone:
@@ -153,12 +167,13 @@ def building(batch: Sequence[Record], instance: str, clean: Cleaner) -> Generato
                 kept.setdefault(record.run_id, []).append(record)
             else:
                 done.append(stage_row(record, clean.for_secret(record.secret)))
-        if number % SLICE == 0:
+        if clock() >= until:
             yield
+            until = clock() + seconds
     ended: dict[str, Row] = {}
     closed = []
     cached = []
-    for number, record in enumerate(batch, 1):
+    for record in batch:
         if type(record) is CachePut:
             cached.append(cache_row(record, clean.for_secret(record.secret)))
         elif type(record) is RunClosed:
@@ -167,8 +182,9 @@ def building(batch: Sequence[Record], instance: str, clean: Cleaner) -> Generato
                 ended[record.run_id] = values  # opened and closed in one batch: the row is written once, whole
             else:
                 closed.append((*values, record.run_id))
-            if number % SLICE == 0:
+            if clock() >= until:
                 yield
+                until = clock() + seconds
     inserted = [row + ended.get(run_id, RUNNING) for run_id, row in opened.items()]
     return BatchRows(inserted, done, closed, cached)
 
