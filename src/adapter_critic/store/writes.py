@@ -124,8 +124,8 @@ class BatchRows:
 # loop's turns: slices of a fixed 8 records (some 30 µs) kept a saturated server's writer from keeping up, and its
 # queue overflowed. So a slice grows with the queue's backlog (`slice_seconds`), and from `URGENT_BACKLOG` on a
 # SQLite file's batch is written at the server's own priority (`sqlitefile.SqliteFile.write`).
-SLICE_SECONDS = 0.0001
-BACKLOG_SLICES = 20  # a full queue's slices are this many times longer, plus one
+SLICE_SECONDS = 0.00003
+BACKLOG_SLICES = 60  # a full queue's slices are this many times longer, plus one
 URGENT_BACKLOG = 0.25
 
 
