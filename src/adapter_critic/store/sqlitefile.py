@@ -7,8 +7,11 @@ The writer thread runs at a lower priority than the server (`WRITER_NICE`, on Li
 thread's own). SQLite's work on it does not hold the GIL, so it competes with the event loop for the CPU, not for
 the interpreter: on a core the server keeps busy, the scheduler gave it whole time slices while requests waited.
 At a lower priority the loop takes the core back whenever it has work, and the writer takes what is left (or
-another core, where there is one). Measured with `python -m benchmarks.tail --concurrency 16` (one pinned core,
-saturated): the store's added p99 went from about +5.7 ms to +3.4 ms, the same at nice 10 as at 19.
+another core, where there is one): `python -m benchmarks.tail` measures the store's added p99 at concurrency 1
+about 0.8 ms lower than with the writer at the server's priority. What is left may not be enough for a server
+that keeps its core saturated, so a batch written while the store's queue backs up goes to a second thread, at
+the server's own priority (`write(urgent=True)`): `python -m benchmarks.keeps_up` drops no record. At nice 19 a
+batch under way on the low thread starved and the queue overflowed; 10 keeps up.
 """
 
 from __future__ import annotations
