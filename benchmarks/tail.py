@@ -11,8 +11,7 @@ worker, pinned as in `run.py`) with the run store off, and on (SQLite, capture `
 the batch, one request at a time (`loadgen.py`, the 1.5 KB direct request) or `--concurrency` at once; rounds
 alternate the variants. The figures are the medians over rounds of p50 and p99, and p99 over store off's of the
 same round. `nice 0` is the whole store with its SQLite writer thread at the server's own priority
-(`store.sqlitefile.WRITER_NICE`), `slice 4` with a batch's rows made 4 records at a time (`store.writes.SLICE`),
-each for a comparison in one run.
+(`store.sqlitefile.WRITER_NICE`), `nice 10` with it at nice 10, each for a comparison in one run.
 """
 
 from __future__ import annotations
@@ -31,10 +30,10 @@ if str(HERE.parent) not in sys.path:
 from benchmarks import payloads, procs, run  # noqa: E402
 
 VARIANTS = {"store off": None, "queued": "queued", "rows": "rows", "written": ""}  # name -> STORE_PART
-# Also measured when named with --variants: the whole store with its writer thread at the server's own priority,
-# and with rows made 4 records at a time instead of `store.writes.SLICE` (`store_parts.py` reads both).
-MORE = {"nice 0": "", "slice 4": "", "nice 19": ""}
-MORE_ENV = {"nice 0": {"WRITER_NICE": "0"}, "slice 4": {"SLICE": "4"}, "nice 19": {"WRITER_NICE": "19"}}
+# Also measured when named with --variants: the whole store with its writer thread at the server's own priority, and
+# at nice 10 instead of `store.sqlitefile.WRITER_NICE` (`store_parts.py` reads it).
+MORE = {"nice 0": "", "nice 10": ""}
+MORE_ENV = {"nice 0": {"WRITER_NICE": "0"}, "nice 10": {"WRITER_NICE": "10"}}
 WARM_UP = 2000
 
 

@@ -33,7 +33,7 @@ from .recorder import Record
 from .records import RunDetail, RunPage, RunQuery, RunSummary, StoredStage, decode_cursor, encode_cursor
 from .schema import cache, instances, runs, stages, upgrade
 from .sqlitefile import SqliteFile, sqlite_settings
-from .writes import URGENT_BACKLOG, BatchRows, building, slice_seconds, statements, write_async
+from .writes import BatchRows, building, slice_seconds, statements, urgent, write_async
 
 # Each instance beats every `HEARTBEAT_SECONDS` (`store.heartbeat_seconds`); one silent for `STALE_BEATS` beats is
 # gone, wherever it ran.
@@ -148,7 +148,7 @@ class Database:
                 break
             await anyio.lowlevel.checkpoint()
         if self._file is not None:
-            await self._file.write(rows, urgent=backlog >= URGENT_BACKLOG)
+            await self._file.write(rows, urgent=urgent(len(batch), backlog))
             return
         async with self._writer.begin() as conn:
             await write_async(conn, rows, self._statements)

@@ -3,15 +3,14 @@
 A SQLite file's batches, written by the standard library's `sqlite3` on a thread of the store's own
 (`SqliteFile`), and the settings every SQLite connection of the store gets (`sqlite_settings`).
 
-The writer thread runs at a lower priority than the server (`WRITER_NICE`, on Linux, where a nice value is a
-thread's own). SQLite's work on it does not hold the GIL, so it competes with the event loop for the CPU, not for
-the interpreter: on a core the server keeps busy, the scheduler gave it whole time slices while requests waited.
-At a lower priority the loop takes the core back whenever it has work, and the writer takes what is left (or
-another core, where there is one): `python -m benchmarks.tail` measures the store's added p99 at concurrency 1
-about 0.8 ms lower than with the writer at the server's priority. What is left may not be enough for a server
-that keeps its core saturated, so a batch written while the store's queue backs up goes to a second thread, at
-the server's own priority (`write(urgent=True)`): `python -m benchmarks.keeps_up` drops no record. At nice 19 a
-batch under way on the low thread starved and the queue overflowed; 10 keeps up.
+The writer thread runs at the lowest priority (`WRITER_NICE`, on Linux, where a nice value is a thread's own).
+SQLite's work on it does not hold the GIL, so it competes with the event loop for the CPU, not for the interpreter:
+on a core the server keeps busy, the scheduler gave it whole time slices while requests waited. At the lowest
+priority the loop takes the core back whenever it has work and the writer takes what is left (or another core,
+where there is one): `python -m benchmarks.tail` measured the store's added p99 at concurrency 1 at +0.22 ms, against
++0.64 at nice 10 and +1.44 at the server's priority in the same run. What is left may be next to nothing on a
+saturated core, so a big batch, or one written while the store's queue backs up (`writes.urgent`), goes to a
+second thread at the server's own priority (`write(urgent=True)`): `python -m benchmarks.keeps_up` drops no record.
 """
 
 from __future__ import annotations
@@ -29,7 +28,7 @@ import anyio
 from .writes import BatchRows, Statements
 
 PAGE_SIZE = 8192
-WRITER_NICE = 10  # how much lower the writer thread's priority is than the server's (Linux)
+WRITER_NICE = 19  # how much lower the writer thread's priority is than the server's (Linux): the lowest
 _CACHED = "SELECT entry FROM cache WHERE key = ? AND expires_at > ?"
 
 

@@ -127,6 +127,14 @@ class BatchRows:
 SLICE_SECONDS = 0.00003
 BACKLOG_SLICES = 60  # a full queue's slices are this many times longer, plus one
 URGENT_BACKLOG = 0.25
+# A batch of more records than this is written at the server's priority too: one that waits long on the lowest
+# priority, under sustained load, lets the queue overflow before the backlog shows it.
+LOW_PRIORITY_RECORDS = 500
+
+
+def urgent(records: int, backlog: float) -> bool:
+    """Whether a batch of `records`, with the queue `backlog` full behind it, is written at the server's priority."""
+    return records > LOW_PRIORITY_RECORDS or backlog >= URGENT_BACKLOG
 
 
 def slice_seconds(backlog: float) -> float:
