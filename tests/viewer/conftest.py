@@ -8,6 +8,7 @@ a missing check: there they fail (`.ci/run` installs the package when it is miss
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from collections.abc import Iterator
@@ -19,7 +20,7 @@ import pytest
 from openai import OpenAI
 from playwright.sync_api import Browser, ConsoleMessage, Locator, Page, expect, sync_playwright
 
-from ..conftest import UVICORN, run_server, sdk, unavailable
+from ..conftest import UVICORN, run_app, run_server, sdk, unavailable
 
 ROOT = Path(__file__).parents[2]
 # Screenshots of every browser test, for a person (or a CI job's artifacts) to look at; ignored by git.
@@ -59,6 +60,14 @@ def screenshot(page: Page, name: str, *, full_page: bool = True) -> Path:
 def wait_ready(url: str) -> None:
     with httpx.Client(timeout=10) as client:
         client.get(f"{url}/v1/health").raise_for_status()  # the listening socket queues us until the app is up
+
+
+@contextlib.contextmanager
+def serving(folder: Path, toml: str) -> Iterator[str]:
+    """The server of `toml` (a config in `folder`) recording to a SQLite store there, ready; yields its base URL."""
+    with run_app(folder / "config.toml", toml, ADAPTER_CRITIC_STORE=f"sqlite:///{folder}/r.db") as (url, _):
+        wait_ready(url)
+        yield url
 
 
 @pytest.fixture(scope="module")

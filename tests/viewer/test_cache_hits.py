@@ -15,8 +15,8 @@ import pytest
 from openai import OpenAI
 from playwright.sync_api import Page, expect
 
-from ..conftest import run_app, sdk
-from .conftest import row, wait_ready
+from ..conftest import sdk
+from .conftest import row, serving
 
 
 @pytest.fixture(scope="module")
@@ -26,8 +26,7 @@ def caching(demo: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str
         f'[served_models.cached]\nmode = "direct"\ncache = true\n'
         f'api = {{ model = "demo-direct", base_url = "{demo}/v1" }}\n'
     )
-    with run_app(folder / "config.toml", toml, ADAPTER_CRITIC_STORE=f"sqlite:///{folder}/r.db") as (url, _):
-        wait_ready(url)
+    with serving(folder, toml) as url:
         yield url
 
 

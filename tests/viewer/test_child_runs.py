@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from ..conftest import run_app
-from .conftest import ask, row, screenshot, wait_ready
+from .conftest import ask, row, screenshot, serving
 
 
 @pytest.fixture(scope="module")
@@ -26,8 +25,7 @@ def composed(demo: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[st
         f'[served_models.inner]\nmode = "critic"\napi = {target}\n\n'
         f'[served_models.outer]\nmode = "critic"\napi = {target}\ncritic = {{ served = "inner" }}\n'
     )
-    with run_app(folder / "config.toml", toml, ADAPTER_CRITIC_STORE=f"sqlite:///{folder}/r.db") as (url, _):
-        wait_ready(url)
+    with serving(folder, toml) as url:
         yield url
 
 
