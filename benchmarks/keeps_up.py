@@ -28,6 +28,8 @@ if str(HERE.parent) not in sys.path:
 
 from benchmarks import payloads, procs, run  # noqa: E402
 
+DROPPED = "adapter_critic_store_dropped_records_total"
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -73,8 +75,6 @@ def main() -> None:
     print(f"{done['requests']:.0f} requests at concurrency 16 in {seconds:.1f} s; runs stored: {stored}; "
           f"records dropped: {dropped:.0f}")  # fmt: skip
 
-
-DROPPED = "adapter_critic_store_dropped_records_total"
 
 if __name__ == "__main__":
     main()
