@@ -15,7 +15,6 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..cache.answers import HEADER
@@ -32,7 +31,6 @@ from ..pipeline.run import Run
 from ..pricing import price_table
 from ..protocols.base import Inbound
 from ..protocols.openai import INBOUND as OPENAI
-from ..protocols.openai.render import JSON
 from ..redact import Secrets
 from ..store.recorder import RunRecorder
 from ..store.settings import start_recording
@@ -44,6 +42,7 @@ from .admission import Admission
 from .auth import CALLER, client_token
 from .body import body_too_large, declared_too_large, read_body, refuse_many_choices
 from .disconnect import ClientGone, cancel_on_disconnect, guard_send, log_client_gone
+from .jsonanswer import JSONAnswer
 from .requestid import bind
 from .stream import RunStreamer, StreamResponse
 
@@ -186,11 +185,8 @@ class ChatHandler:
                     record = hit.answer()
                     if ticket is not None:
                         await ticket.charged()
-                    return Response(
-                        inbound.response(record, response_id=completion_id, request=request),
-                        media_type=JSON,
-                        headers=headers,
-                    )
+                    body = inbound.response(record, response_id=completion_id, request=request)
+                    return JSONAnswer(body, headers=headers)
                 subscribers = (*subscribers, cache.keeper(key, plan.served_id, _token(plan, client_token)))
             run = Run(
                 workflow,
@@ -223,9 +219,7 @@ class ChatHandler:
         except Exception:
             logger.exception("request %s failed unexpectedly", request_id)
             return protocol_error(inbound, internal_error(request_id), headers=headers)
-        return Response(
-            inbound.response(record, response_id=completion_id, request=request), media_type=JSON, headers=headers
-        )
+        return JSONAnswer(inbound.response(record, response_id=completion_id, request=request), headers=headers)
 
     def _stream(
         self,
@@ -358,12 +352,10 @@ def protocol_error(
     *,
     redact: Callable[[str], str] | None = None,
     headers: Mapping[str, str] | None = None,
-) -> Response:
+) -> JSONAnswer:
     """Any error as the `inbound` protocol's error response, with `headers` added."""
     rendered = inbound.render_error(error, redact)
-    return Response(
-        rendered.body, status_code=rendered.status, headers={**rendered.headers, **(headers or {})}, media_type=JSON
-    )
+    return JSONAnswer(rendered.body, rendered.status, {**rendered.headers, **(headers or {})})
 
 
 def _token(plan: Plan, client_token: str | None) -> str | None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 
-from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -25,12 +24,13 @@ from ..errors import APIError, RequestError, ServerError
 from ..pipeline.resolve import resolve
 from ..protocols.anthropic.counting import IMAGE_TOKENS, Counted, decode_count
 from ..protocols.base import Inbound
-from ..protocols.openai.render import JSON, encode
+from ..protocols.openai.render import encode
 from ..upstream.tokenize import TokenCounter
 from .auth import client_token
 from .body import body_too_large, declared_too_large, read_body
 from .chat import protocol_error
 from .fastpath import ASGIEndpoint
+from .jsonanswer import JSONAnswer
 from .passthrough import Passthrough
 from .service import Service
 
@@ -49,7 +49,7 @@ class CountTokens:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         config = self.service.config
-        response: Response
+        response: JSONAnswer
         try:
             if declared_too_large(scope, config.max_body_bytes):
                 raise body_too_large(config.max_body_bytes)
@@ -65,7 +65,7 @@ class CountTokens:
             logger.exception("counting tokens failed unexpectedly")
             response = protocol_error(self.inbound, ServerError("Internal server error; see the server log."))
         else:
-            response = Response(encode({"input_tokens": tokens}), media_type=JSON, headers={HEADER: how})
+            response = JSONAnswer(encode({"input_tokens": tokens}), headers={HEADER: how})
         await response(scope, receive, send)
 
     async def count(self, target: StageTarget, counted: Counted) -> tuple[int, str]:
