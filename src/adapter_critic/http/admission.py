@@ -14,10 +14,8 @@ in flight to finish, so the upstream client is closed under none of them.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
-from collections.abc import AsyncIterator
 from typing import Protocol
 
 import anyio
@@ -49,14 +47,18 @@ class Admission:
         retry_after = str(max(1, math.ceil(queue_timeout)))
         self._busy_headers = {"retry-after": retry_after}
         self.gauge = gauge  # told of every request admitted and finished (the in-flight metric)
+        self._slot = _Slot(self)
 
     def open(self) -> None:
         """Admit requests again (a lifespan that starts after an earlier shutdown)."""
         self.closing = False
 
-    @contextlib.asynccontextmanager
-    async def slot(self) -> AsyncIterator[None]:
+    def slot(self) -> _Slot:
         """Hold a request slot for the block; raises `Overloaded` if none frees up in time, or while shutting down."""
+        return self._slot
+
+    async def admit(self) -> None:
+        """Take a request slot (`slot`'s entry); `release` gives it back."""
         if self.closing:
             raise Overloaded(
                 "The server is shutting down; retry on another instance.",
@@ -91,19 +93,18 @@ class Admission:
                         headers=self._busy_headers,
                     ) from None
         self.in_flight += 1
-        gauge = self.gauge
-        if gauge is not None:
-            gauge.inc()
-        try:
-            yield
-        finally:
-            self.in_flight -= 1
-            if gauge is not None:
-                gauge.dec()
-            if semaphore is not None:
-                semaphore.release()
-            if self.in_flight == 0 and self._idle is not None:
-                self._idle.set()
+        if self.gauge is not None:
+            self.gauge.inc()
+
+    def release(self) -> None:
+        """Give back a slot `admit` took."""
+        self.in_flight -= 1
+        if self.gauge is not None:
+            self.gauge.dec()
+        if self._semaphore is not None:
+            self._semaphore.release()
+        if self.in_flight == 0 and self._idle is not None:
+            self._idle.set()
 
     async def drain(self, grace: float) -> None:
         """Stop admitting, then wait up to `grace` seconds for the requests in flight to finish."""
@@ -127,3 +128,19 @@ class Admission:
         if self.limit is not None and self._semaphore is None:
             self._semaphore = anyio.Semaphore(self.limit)
         return self._semaphore
+
+
+class _Slot:
+    """`Admission.slot`'s block: a slot taken on entry and given back on exit. It keeps nothing of its own, so one
+    serves every request (no generator-based context manager made per request)."""
+
+    __slots__ = ("admission",)
+
+    def __init__(self, admission: Admission) -> None:
+        self.admission = admission
+
+    async def __aenter__(self) -> None:
+        await self.admission.admit()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.admission.release()
