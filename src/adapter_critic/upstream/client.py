@@ -30,7 +30,7 @@ from ..errors import ServerError, UpstreamError
 from ..protocols import registry as protocols
 from ..protocols.base import UpstreamWire
 from ..redact import Secrets
-from ..timelimit import within
+from ..timelimit import time_limit
 from ..version import USER_AGENT
 from .decoding import ACCEPT_ENCODING
 from .failures import TRANSPORT_ERRORS, bad_answer, reported_usage, status_error, transport_error
@@ -192,15 +192,11 @@ class Upstream:
         wire = self.wire(target)
         timeout = self.timeout_for(target)
         opened = self._post(client, target, f"{target.base_url}{wire.path}", wire.encode(body, stream=False), timeout)
-
-        async def read() -> tuple[int, Mapping[str, str], bytes]:
-            # Read incrementally and refused past the limit, never buffered without bound.
-            async with opened as (status, headers, chunks):
-                return status, headers, await read_body(headers, chunks, self._max_response_bytes)
-
         try:
             # The time limit also bounds clients that ignore httpx timeouts (a given client, in-process ASGI apps).
-            status, headers, content = await within(timeout.read, read())
+            async with time_limit(timeout.read), opened as (status, headers, chunks):
+                # Read incrementally and refused past the limit, never buffered without bound.
+                content = await read_body(headers, chunks, self._max_response_bytes)
         except TRANSPORT_ERRORS as exc:
             raise self._failed(stage, target, exc, failed="could not be reached") from None
         if status >= 400:

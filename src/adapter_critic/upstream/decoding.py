@@ -4,7 +4,7 @@ Decoding an upstream answer's `Content-Encoding` a bounded piece at a time.
 
 The server asks upstreams for `gzip` or `identity` only (`ACCEPT_ENCODING`). A compressed answer is inflated
 in pieces of at most `PIECE` bytes, however much one received chunk would inflate to, so the size limit
-(`limits.limit_chunks`) counts every piece as it comes and a small body that inflates to gigabytes (a
+(`limits.read_body`, `sse.iter_batches`) counts every piece as it comes and a small body that inflates to gigabytes (a
 "gzip bomb", also nested as `gzip, gzip`) stops at the limit with memory flat. `deflate` is decoded too;
 any other coding (br, zstd, compress, ...) was not asked for and is refused (`UndecodableAnswer`), since
 it cannot be inflated a bounded piece at a time here. An answer without `Content-Encoding` is passed on as

@@ -51,14 +51,11 @@ async def read_body(headers: Mapping[str, str], chunks: AsyncIterator[bytes], li
     declared = headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise ResponseTooLarge(limit)
-    return b"".join([chunk async for chunk in limit_chunks(chunks, limit)])
-
-
-async def limit_chunks(chunks: AsyncIterator[bytes], limit: int) -> AsyncIterator[bytes]:
-    """Pass `chunks` through, raising `ResponseTooLarge` once they add up to more than `limit` bytes."""
+    parts = []
     size = 0
     async for chunk in chunks:
         size += len(chunk)
         if size > limit:
             raise ResponseTooLarge(limit)
-        yield chunk
+        parts.append(chunk)
+    return parts[0] if len(parts) == 1 else b"".join(parts)

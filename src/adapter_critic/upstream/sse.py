@@ -22,8 +22,8 @@ async def iter_batches(chunks: AsyncIterator[bytes], limit: int | None = None) -
     Payloads that arrived together are handed out together, so a relay can write them out together
     (one write per upstream read, not one per event). Raises `StreamIncomplete` when the stream ends
     before `[DONE]`: a stream cut short must never look like a finished answer. With a `limit`, raises
-    `ResponseTooLarge` as soon as the stream has passed that many bytes in all (`limits.limit_chunks`, counted
-    here to spare a generator per read).
+    `ResponseTooLarge` as soon as the stream has passed that many bytes in all (counted here, like
+    `limits.read_body` does, to spare a generator per read).
 
     Lines end at CRLF, LF or a lone CR (the SSE standard). Each byte is searched at most twice: the bytes of an
     unfinished line are not searched again when the next read arrives, so one long event arriving in many
