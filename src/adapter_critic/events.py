@@ -10,6 +10,9 @@ events of its own) publishes `Nested` with the child's record first; `Noted` for
 (`ok | degraded | error | cancelled`). Subscribers get every event; the `adapter_critic` response extension,
 and every other view of a run, is built from the `RunRecord` these events fold into — there is no second
 bookkeeping.
+
+The events are frozen msgspec Structs, not dataclasses: a run makes five or more of them and a stream one per
+upstream read, and a Struct is made in C (a frozen dataclass sets each field through `object.__setattr__`).
 """
 
 from __future__ import annotations
@@ -31,8 +34,7 @@ Status = Literal["running", "ok", "degraded", "error", "cancelled"]
 Value = str | int | float | bool | list[Any] | dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
-class RunStarted:
+class RunStarted(msgspec.Struct, frozen=True):
     run_id: str
     served_model: str
     mode: str
@@ -42,23 +44,20 @@ class RunStarted:
     cached_from: str | None = None  # a cache hit: the run whose answer it gives again (it calls no upstream)
 
 
-@dataclass(frozen=True, slots=True)
-class StageStarted:
+class StageStarted(msgspec.Struct, frozen=True):
     stage: str
     target: str  # `model@base_url` of the primary target
     messages: Any = None  # the messages the call sends (as the workflow built them)
 
 
-@dataclass(frozen=True, slots=True)
-class Attempt:
+class Attempt(msgspec.Struct, frozen=True):
     """One attempt of a stage call: who was asked and, when it failed, why."""
 
     target: str
     error: UpstreamError | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class StageFinished:
+class StageFinished(msgspec.Struct, frozen=True):
     stage: str
     target: str  # the target that answered, or the last one tried
     attempts: tuple[Attempt, ...]
@@ -72,8 +71,7 @@ class StageFinished:
     child: str | None = None  # the run id of the served model's run this stage call was (no upstream call of its own)
 
 
-@dataclass(frozen=True, slots=True)
-class Nested:
+class Nested(msgspec.Struct, frozen=True):
     """A stage call ran another served model's workflow: its run's record (the child's own events went to its own
     subscribers), published before the stage's `StageFinished`, whose usage and cost are the child's totals."""
 
@@ -81,16 +79,14 @@ class Nested:
     record: RunRecord
 
 
-@dataclass(frozen=True, slots=True)
-class Noted:
+class Noted(msgspec.Struct, frozen=True):
     """A value the workflow reports in the extension's `intermediate` (a draft, a critique, a reason)."""
 
     key: str
     value: Value
 
 
-@dataclass(frozen=True, slots=True)
-class AnswerChunks:
+class AnswerChunks(msgspec.Struct, frozen=True):
     """Upstream `chat.completion.chunk` payloads of a streamed final answer that arrived together.
 
     `payloads` go to the client in order; `finish` is the chunk carrying `finish_reason`, which the client
@@ -103,8 +99,7 @@ class AnswerChunks:
     usage: Usage | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class RunFinished:
+class RunFinished(msgspec.Struct, frozen=True):
     status: Status
     record: RunRecord
     error: APIError | None = None
