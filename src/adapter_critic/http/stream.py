@@ -5,10 +5,10 @@ The SSE writer (docs/guides/streaming.md): a pure ASGI response that runs a stre
 Two tasks share one request:
 - the producer (the response's own task) runs the run; each answer chunk it relays is written as it comes,
   and the tail (finish, usage, `[DONE]`) when the run is done;
-- the watcher waits for the client's `http.disconnect` and then cancels everything, in-flight upstream calls
-  included; while it waits it writes a `: keep-alive` comment whenever nothing has been sent for
-  `keepalive_seconds`. A write that finds the connection closed does the same (`disconnect`): a client
-  that went away leaves one log line, not a traceback.
+- the watcher (on asyncio, started once the answer has taken `disconnect.WATCH_AFTER_SECONDS`) waits for the
+  client's `http.disconnect` and then cancels everything, in-flight upstream calls included; while it waits it
+  writes a `: keep-alive` comment whenever nothing has been sent for `keepalive_seconds`. A write that finds the
+  connection closed does the same (`disconnect`): a client that went away leaves one log line, not a traceback.
 
 Status and headers go out with the first thing written. Until then a failure is an ordinary error
 response; after it, a failure ends the stream with one `data: {"error": ...}` event and no `[DONE]`.
@@ -32,7 +32,7 @@ from ..errors import APIError, Rendered, internal_error, render_error
 from ..events import AnswerChunks, RunRecord, StageFinished
 from ..protocols.base import Redact, StreamRenderer
 from ..timelimit import on_asyncio
-from .disconnect import ClientGone, guard_send, log_client_gone
+from .disconnect import WATCH_AFTER_SECONDS, ClientGone, guard_send, log_client_gone
 
 logger = logging.getLogger("adapter_critic")
 
@@ -83,28 +83,48 @@ class StreamResponse:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         self._send = guard_send(send)
         self._last_write = time.monotonic()
-        answering = CancelScope()  # the watcher cancels it when the client goes
         if not on_asyncio():
+            answering = CancelScope()  # the watcher cancels it when the client goes
+            self._cancel = answering.cancel
             async with anyio.create_task_group() as tg:
-                tg.start_soon(self._watch, receive, answering)
+                tg.start_soon(self._watch, receive)
                 with answering:
-                    await self._answer_or_gone(answering)
+                    await self._answer_or_gone()
                 tg.cancel_scope.cancel()  # the answer is out: stop the keep-alives and the disconnect watch
             return
-        # On asyncio the watcher is a bare task, cancelled as the task it is: an anyio task group and its
-        # scope's cancel (which formats the cancelling task's repr) cost a tenth of a streamed request.
-        watcher = asyncio.get_running_loop().create_task(self._watch(receive, answering))
-        try:
-            with answering:
-                await self._answer_or_gone(answering)
-        finally:
-            watcher.cancel()
+        # On asyncio the watcher is a bare task, started only once the answer has taken `WATCH_AFTER_SECONDS` (most
+        # streams are done sooner, and a write to a closed connection says the client went away anyway); it cancels
+        # this request's own task, told apart from any other cancellation by the task's count of them — no anyio
+        # task group (its scope's cancel formats the cancelling task's repr) and no cancel scope per stream.
+        task = asyncio.current_task()
+        assert task is not None
+        loop = asyncio.get_running_loop()
+        self._cancel = task.cancel
+        watcher: asyncio.Task[None] | None = None
 
-    async def _answer_or_gone(self, answering: CancelScope) -> None:
+        def start_watching() -> None:
+            nonlocal watcher
+            watcher = loop.create_task(self._watch(receive))
+
+        timer = loop.call_later(WATCH_AFTER_SECONDS, start_watching)
+        try:
+            await self._answer_or_gone()
+        except asyncio.CancelledError:
+            if self._cancelled and task.uncancel() == 0:
+                return  # cancelled by the watcher alone: the client is gone
+            raise
+        finally:
+            timer.cancel()
+            if watcher is not None:
+                watcher.cancel()
+        if self._cancelled:  # the answer ended anyway after the watcher cancelled it
+            task.uncancel()
+
+    async def _answer_or_gone(self) -> None:
         try:
             await self._answer()
         except ClientGone:
-            self._client_gone(answering)
+            self._client_gone(cancel=False)  # a write found the connection closed: this task is unwinding already
 
     async def _answer(self) -> None:
         """Run the request and stream its answer, then end the response: normally, or with the error (`_end`)."""
@@ -126,12 +146,15 @@ class StreamResponse:
         else:
             await self._end(None)
 
-    def _client_gone(self, scope: CancelScope) -> None:
-        """The client went away (it disconnected, or a write found its connection closed): cancel everything."""
+    def _client_gone(self, *, cancel: bool) -> None:
+        """The client went away (it disconnected, or a write found its connection closed); `cancel`: cancel the
+        answer (told by the watcher, while the answer goes on)."""
         if not self._gone and not self._complete:
             log_client_gone(self.request_id)
         self._gone = True
-        scope.cancel()
+        if cancel:
+            self._cancelled = True
+            self._cancel()
 
     async def _progress(self, finished: StageFinished) -> None:
         await self._write(self.chunks.progress(finished.stage, finished.error is None, round(finished.elapsed_ms, 1)))
@@ -166,6 +189,8 @@ class StreamResponse:
     _ticking: anyio.Event | None = None
     _gone = False
     _complete = False
+    _cancelled = False  # the watcher cancelled the answer
+    _cancel: Callable[[], object]
 
     async def _write(self, data: bytes) -> None:
         if self._ticking is not None:
@@ -181,7 +206,7 @@ class StreamResponse:
         finally:
             self._writing = False
 
-    async def _watch(self, receive: Receive, scope: CancelScope) -> None:
+    async def _watch(self, receive: Receive) -> None:
         """Cancel everything when the client disconnects; between its messages, send the keep-alives.
 
         One task does both (a task per request costs more than the wait): `receive` is cancellation-safe,
@@ -193,7 +218,7 @@ class StreamResponse:
                 with anyio.move_on_after(wait):
                     message = await receive()
                     if message["type"] == "http.disconnect":
-                        self._client_gone(scope)
+                        self._client_gone(cancel=True)
                         return
                 continue
             if self._done:
@@ -205,7 +230,7 @@ class StreamResponse:
             try:
                 await self._write_unlocked(self.chunks.keepalive)
             except ClientGone:
-                self._client_gone(scope)
+                self._client_gone(cancel=True)
                 return
             finally:
                 self._ticking.set()
