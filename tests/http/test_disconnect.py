@@ -8,6 +8,7 @@ sends a request and shuts down its sending side at once (a half-close) to a real
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -80,6 +81,54 @@ async def test_cancel_on_disconnect(
         assert await _disconnect.cancel_on_disconnect(receive, "chatcmpl-1", quick) == "answer"
         assert await _disconnect.cancel_on_disconnect(receive, "chatcmpl-2", endless) is None
     assert gone_records(caplog) == ["[chatcmpl-2] the client went away; the request is cancelled"]
+
+
+async def test_a_cancellation_from_elsewhere_is_not_taken_for_a_disconnect() -> None:
+    started = asyncio.Event()
+
+    async def receive() -> Message:
+        await asyncio.Event().wait()  # the client stays
+        raise AssertionError("unreachable")
+
+    async def endless() -> str:
+        started.set()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    watched = asyncio.create_task(_disconnect.cancel_on_disconnect(receive, "chatcmpl-1", endless))
+    await started.wait()
+    watched.cancel()  # the server cancels the request (a shutdown), not the watcher
+    with pytest.raises(asyncio.CancelledError):
+        await watched
+
+
+@pytest.mark.parametrize("swallowed", [False, True], ids=["work-cancelled", "work-ends-anyway"])
+async def test_after_a_disconnect_the_request_task_has_no_cancellation_left(
+    swallowed: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_disconnect, "WATCH_AFTER_SECONDS", 0)  # watch at once
+    gone = asyncio.Event()
+
+    async def receive() -> Message:
+        await gone.wait()
+        return {"type": "http.disconnect"}
+
+    async def work() -> str:
+        gone.set()  # the client leaves while the work runs
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            if not swallowed:
+                raise
+        return "answer"
+
+    async def request() -> tuple[str | None, int]:
+        result = await _disconnect.cancel_on_disconnect(receive, "chatcmpl-1", work)
+        task = asyncio.current_task()
+        assert task is not None
+        return result, task.cancelling()
+
+    assert await asyncio.create_task(request()) == (None, 0)
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ ASGI app directly with their own receive/send, and call the upstream in-process 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import math
@@ -604,6 +605,7 @@ class Connection:
     disconnect: anyio.Event = field(default_factory=anyio.Event)
     finished: anyio.Event = field(default_factory=anyio.Event)  # the app returned
     status: int | None = None
+    cancels_left: int | None = None  # the app's task's pending cancellations when it returned
     buffer: str = ""
 
     async def next_event(self) -> str:
@@ -643,6 +645,8 @@ async def connect(app: ASGIApp, body: dict[str, Any], path: str = "/v1/chat/comp
     async def run() -> None:
         try:
             await app(post_scope(path, raw), body_then(raw, gone), send)
+            task = asyncio.current_task()
+            conn.cancels_left = None if task is None else task.cancelling()
         finally:
             conn.finished.set()
 
@@ -692,6 +696,7 @@ async def test_client_disconnect_cancels_the_streaming_upstream_call(upstream: S
             with anyio.fail_after(5):
                 await aborted.wait()
         assert conn.finished.is_set()  # the app's call returned: nothing keeps running
+        assert conn.cancels_left == 0  # the watcher's cancellation was taken back: the server's task goes on as usual
     assert [call.model for call in upstream.aborted] == ["api-model"]
     assert len(upstream.calls) == 1
 
