@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import types
 import urllib.request
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, NoReturn
@@ -156,36 +157,53 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             inner.client = inner.get_client()  # what the first `handle_async_request` would make; closed by aclose
         return inner.client
 
-    @contextlib.asynccontextmanager
-    async def post(
+    def post(
         self, url: str, headers: Mapping[str, str], content: bytes, timeouts: httpx.Timeout
-    ) -> AsyncIterator[tuple[int, Mapping[str, str], AsyncIterator[bytes]]]:
+    ) -> contextlib.AbstractAsyncContextManager[tuple[int, Mapping[str, str], AsyncIterator[bytes]]]:
         """POST `content` to `url` on this transport's session; yields (status, headers, the body as it is read,
         its content coding undone a bounded piece at a time: `decoding.decoded`). As `handle_async_request` would
         do it — no redirects, httpx's timeouts as aiohttp's — but without an `httpx.Request` and `httpx.Response`
         around it. Opening it raises httpx's errors (and `UndecodableAnswer`); reading the body raises aiohttp's as
         they are (`AIOHTTP_ERRORS`, no wrapper per chunk): callers catch them with the others and map them with
         `as_httpx_error`."""
-        opened = False
+        request = self._session().request(
+            "POST",
+            _yarl_url(url),
+            headers=headers,
+            data=content,
+            allow_redirects=False,
+            auto_decompress=False,
+            compress=False,
+            timeout=_client_timeout(timeouts.read, timeouts.connect, timeouts.pool),
+        )
+        return _Posted(request)
+
+
+class _Posted(contextlib.AbstractAsyncContextManager[tuple[int, Mapping[str, str], AsyncIterator[bytes]]]):
+    """`AiohttpTransport.post`'s block: the answer opened on entry (aiohttp's errors then as httpx's), released on
+    exit. A class, not a generator-based context manager: every upstream call enters one."""
+
+    __slots__ = ("_request",)
+
+    def __init__(self, request: Any) -> None:
+        self._request = request  # aiohttp's request context manager
+
+    async def __aenter__(self) -> tuple[int, Mapping[str, str], AsyncIterator[bytes]]:
         try:
-            request = self._session().request(
-                "POST",
-                _yarl_url(url),
-                headers=headers,
-                data=content,
-                allow_redirects=False,
-                auto_decompress=False,
-                compress=False,
-                timeout=_client_timeout(timeouts.read, timeouts.connect, timeouts.pool),
-            )
-            async with request as response:
-                opened = True
-                body = decoded(response.headers.get("content-encoding"), response.content.iter_any())
-                yield response.status, response.headers, body
+            response = await self._request.__aenter__()
         except aiohttp.ClientError as exc:
-            if opened:
-                raise  # from reading the body: the caller maps it
             raise _httpx_error(exc) from exc
+        try:
+            body = decoded(response.headers.get("content-encoding"), response.content.iter_any())
+        except BaseException as exc:  # a coding that was not asked for: the answer is released all the same
+            await self._request.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
+        return response.status, response.headers, body
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: types.TracebackType | None
+    ) -> None:
+        await self._request.__aexit__(kind, exc, tb)  # an error of the body's read goes on as aiohttp raised it
 
 
 def _lazy_read_timeouts(session: aiohttp.ClientSession) -> aiohttp.ClientSession:
