@@ -1,7 +1,7 @@
 """The product's own path in one process: CPU per request of everything between uvicorn and aiohttp, the upstream and
 the client faked, so that a change of a microsecond per request or per chunk shows (a server's figures move by more).
 
-    python -m benchmarks.path [--chunks N | --plain] [--requests R] [--tree TREE]
+    python -m benchmarks.path [--chunks N | --plain [--parts]] [--requests R] [--tree TREE]
 
 The chat handler (`http.service.compose` with `run.product_config`: store and metrics off) answers the direct served
 model through the fast path's `answer`, as uvicorn would call it; `Upstream._post` is replaced by a fake that opens at
@@ -10,6 +10,11 @@ once and yields the mock's bytes — a plain completion (`--plain`), or the pace
 client's `send` does nothing and its `receive` never says anything. Prints the best of 5 batches, CPU µs per request
 (and per chunk over a stream of none, for a stream); `--tree` measures another source tree's `src` (a `git worktree`
 of an earlier commit) instead of this checkout's, in a process of its own.
+
+`--parts` (plain, this checkout): where a plain request's time goes, each part replaced in turn by its own result,
+captured from a real request — the upstream call (`Upstream.complete` answering at once: its own work and the
+fake's read), the run (`Run.execute` giving the finished record at once), everything below the request's
+frame (`ChatHandler.chat` giving a finished answer at once) — in alternating rounds, medians of 7.
 """
 
 from __future__ import annotations
@@ -23,12 +28,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from unittest import mock
 
 from benchmarks import payloads, procs, run
+
+_T = TypeVar("_T")
 
 
 def events(chunks: int | None) -> list[bytes]:
@@ -40,6 +47,11 @@ def events(chunks: int | None) -> list[bytes]:
 
 async def measure(chunks: int | None, requests: int, rounds: int = 5) -> float:
     """Best of `rounds` batches of `requests`, CPU µs per request."""
+    return await _with_fake_upstream(chunks, _batches(chunks, requests, rounds))
+
+
+async def _with_fake_upstream(chunks: int | None, work: Awaitable[_T]) -> _T:
+    """`work` with every upstream call answered by the fake (module docstring)."""
     from adapter_critic.upstream import client
 
     reads = events(chunks)
@@ -55,7 +67,7 @@ async def measure(chunks: int | None, requests: int, rounds: int = 5) -> float:
         yield 200, {"content-type": kind}, body()
 
     with mock.patch.object(client.Upstream, "_post", lambda self, *args, **kwargs: opened()):
-        return await _batches(chunks, requests, rounds)
+        return await work
 
 
 async def _batches(chunks: int | None, requests: int, rounds: int) -> float:
@@ -106,10 +118,59 @@ def in_process(tree: Path | None, chunks: int | None, requests: int) -> float:
     return float(done.stdout.split()[-1])
 
 
+async def parts(requests: int, rounds: int = 7) -> dict[str, float]:
+    """`--parts`: the plain path whole and with each part answered at once (module docstring); median CPU µs per
+    request of each."""
+    from adapter_critic.http.chat import ChatHandler
+    from adapter_critic.http.jsonanswer import JSONAnswer
+    from adapter_critic.pipeline.run import Run
+    from adapter_critic.upstream import client
+
+    done: dict[str, Any] = {}
+    complete, execute = client.Upstream.complete, Run.execute
+
+    async def completing(self: Any, *args: Any, **kwargs: Any) -> Any:
+        done["completion"] = await complete(self, *args, **kwargs)
+        return done["completion"]
+
+    async def executing(self: Any, *args: Any, **kwargs: Any) -> Any:
+        done["record"] = await execute(self, *args, **kwargs)
+        return done["record"]
+
+    async def completed(*args: Any, **kwargs: Any) -> Any:
+        return done["completion"]
+
+    async def executed(*args: Any, **kwargs: Any) -> Any:
+        return done["record"]
+
+    answered = JSONAnswer(payloads.completion(payloads.API_MODEL, payloads.ANSWER))
+
+    async def chatted(*args: Any, **kwargs: Any) -> Any:
+        return answered
+
+    variants: dict[str, list[tuple[Any, str, Any]]] = {
+        "the whole path": [],
+        "the upstream call's own work answered at once": [(client.Upstream, "complete", completed)],
+        "the run answered at once": [(Run, "execute", executed)],
+        "the request's own frame alone (the handler answered at once)": [(ChatHandler, "chat", chatted)],
+    }
+    with mock.patch.object(client.Upstream, "complete", completing), mock.patch.object(Run, "execute", executing):
+        await _batches(None, 1, 1)  # a real request, its completion and record kept
+    figures: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(rounds):
+        for name, patches in variants.items():
+            with contextlib.ExitStack() as stack:
+                for owner, attribute, value in patches:
+                    stack.enter_context(mock.patch.object(owner, attribute, value))
+                figures[name].append(await _batches(None, requests, 1))
+    return {name: sorted(values)[len(values) // 2] for name, values in figures.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--chunks", type=int, default=200, help="token chunks per streamed answer")
     parser.add_argument("--plain", action="store_true", help="a plain answer instead of a stream")
+    parser.add_argument("--parts", action="store_true", help="with --plain: where its time goes, part by part")
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--tree", type=Path, help="measure this source tree instead of this checkout")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # one figure, in this process
@@ -119,6 +180,12 @@ def main() -> None:
         import uvloop
 
         print(f"{uvloop.run(measure(chunks, args.requests)):.2f}")
+        return
+    if chunks is None and args.parts:
+        import uvloop
+
+        for name, figure in uvloop.run(_with_fake_upstream(None, parts(args.requests))).items():
+            print(f"{name:<64}{figure:8.1f} µs per request")
         return
     if chunks is None:
         print(f"plain direct: {in_process(args.tree, None, args.requests):.1f} µs per request")

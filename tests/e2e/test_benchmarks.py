@@ -305,3 +305,10 @@ def test_the_paced_checks_read_per_chunk_ratios_to_the_relay() -> None:
 async def test_the_in_process_path_answers_through_the_product(chunks: int | None) -> None:
     assert await path.measure(chunks, requests=2, rounds=1) > 0
     assert path.events(3) == payloads.paced_events(3) and len(path.events(None)) == 1
+
+
+@pytest.mark.anyio
+async def test_the_in_process_path_is_measured_part_by_part() -> None:
+    figures = await path._with_fake_upstream(None, path.parts(requests=2, rounds=1))
+    assert [name.split()[1] for name in figures] == ["whole", "upstream", "run", "request's"]
+    assert all(figure > 0 for figure in figures.values())
