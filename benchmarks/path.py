@@ -11,10 +11,10 @@ client's `send` does nothing and its `receive` never says anything. Prints the b
 (and per chunk over a stream of none, for a stream); `--tree` measures another source tree's `src` (a `git worktree`
 of an earlier commit) instead of this checkout's, in a process of its own.
 
-`--parts` (plain, this checkout): where a plain request's time goes, each part replaced in turn by its own result,
-captured from a real request — the upstream call (`Upstream.complete` answering at once: its own work and the
-fake's read), the run (`Run.execute` giving the finished record at once), everything below the request's
-frame (`ChatHandler.chat` giving a finished answer at once) — in alternating rounds, medians of 7.
+`--parts` (plain; `--tree` for another tree's): where a plain request's time goes, each part replaced in turn by
+its own result, captured from a real request — the upstream call (`Upstream.complete` answering at once: its own
+work and the fake's read), the run (`Run.execute` giving the finished record at once), everything below the
+request's frame (`ChatHandler.chat` giving a finished answer at once) — in alternating rounds, medians of 7.
 """
 
 from __future__ import annotations
@@ -122,7 +122,6 @@ async def parts(requests: int, rounds: int = 7) -> dict[str, float]:
     """`--parts`: the plain path whole and with each part answered at once (module docstring); median CPU µs per
     request of each."""
     from adapter_critic.http.chat import ChatHandler
-    from adapter_critic.http.jsonanswer import JSONAnswer
     from adapter_critic.pipeline.run import Run
     from adapter_critic.upstream import client
 
@@ -143,7 +142,15 @@ async def parts(requests: int, rounds: int = 7) -> dict[str, float]:
     async def executed(*args: Any, **kwargs: Any) -> Any:
         return done["record"]
 
-    answered = JSONAnswer(payloads.completion(payloads.API_MODEL, payloads.ANSWER))
+    body = payloads.completion(payloads.API_MODEL, payloads.ANSWER)
+    try:
+        from adapter_critic.http.jsonanswer import JSONAnswer
+
+        answered: Any = JSONAnswer(body)
+    except ImportError:  # a tree from before it (`--tree`)
+        from starlette.responses import Response
+
+        answered = Response(body, media_type="application/json")
 
     async def chatted(*args: Any, **kwargs: Any) -> Any:
         return answered
@@ -176,16 +183,21 @@ def main() -> None:
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # one figure, in this process
     args = parser.parse_args()
     chunks = None if args.plain else args.chunks
-    if args.one:
-        import uvloop
-
-        print(f"{uvloop.run(measure(chunks, args.requests)):.2f}")
-        return
     if chunks is None and args.parts:
+        if args.tree is not None and not args.one:  # the tree's source in a process of its own
+            env = {**os.environ, "PYTHONPATH": procs.python_path(str(args.tree.resolve() / "src"))}
+            command = [sys.executable, "-m", "benchmarks.path", "--plain", "--parts", "--one"]
+            subprocess.run([*command, "--requests", str(args.requests)], env=env, timeout=3600, check=True)
+            return
         import uvloop
 
         for name, figure in uvloop.run(_with_fake_upstream(None, parts(args.requests))).items():
             print(f"{name:<64}{figure:8.1f} µs per request")
+        return
+    if args.one:
+        import uvloop
+
+        print(f"{uvloop.run(measure(chunks, args.requests)):.2f}")
         return
     if chunks is None:
         print(f"plain direct: {in_process(args.tree, None, args.requests):.1f} µs per request")
