@@ -157,7 +157,7 @@ async def parts(requests: int, rounds: int = 7) -> dict[str, float]:
 
     variants: dict[str, list[tuple[Any, str, Any]]] = {
         "the whole path": [],
-        "the upstream call's own work answered at once": [(client.Upstream, "complete", completed)],
+        "the upstream call answered at once": [(client.Upstream, "complete", completed)],
         "the run answered at once": [(Run, "execute", executed)],
         "the request's own frame alone (the handler answered at once)": [(ChatHandler, "chat", chatted)],
     }
