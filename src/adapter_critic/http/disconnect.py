@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
 
 import anyio
 from starlette.types import Message, Receive, Send
@@ -83,62 +83,69 @@ async def cancel_on_disconnect(receive: Receive, request_id: str, work: Callable
     """`await work()`, cancelled if the client disconnects first; then None, and the disconnect is logged.
 
     For a request whose body has been read: `receive` then only ever says `http.disconnect`. It is
-    cancellation-safe, so stopping the watch when `work` is done loses nothing. This runs for every plain
-    request, so on asyncio the watcher is a bare task, started only once the work has taken
-    `WATCH_AFTER_SECONDS` (a timer costs a fraction of a task; cancelling an anyio task group's child costs
-    some 60 µs), and it cancels the request's own task, told apart from any other cancellation by the task's
-    count of cancellations (no cancel scope around every request)."""
+    cancellation-safe, so stopping the watch when `work` is done loses nothing (`watched`)."""
+
+    async def watch(cancel: Callable[[], object]) -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        log_client_gone(request_id)
+        cancel()
+
+    return await watched(work, watch)
+
+
+Watch = Callable[[Callable[[], object]], Coroutine[Any, Any, None]]
+
+
+async def watched(work: Callable[[], Awaitable[T]], watch: Watch) -> T | None:
+    """`await work()` with `watch(cancel)` beside it, cancelled when the work ends; `cancel()` cancels the work, which
+    then gives None.
+
+    This runs for every request, plain or streamed. On asyncio the watch is a bare task, started only once the work
+    has taken `WATCH_AFTER_SECONDS` (a timer costs a fraction of a task, and most answers are out sooner), and
+    `cancel()` cancels the work's own task — no cancel scope around it: the cancellation is told apart from any other
+    by the task's count of them, and taken back. Elsewhere the watch is a child of an anyio task group, started at
+    once (cancelling such a child costs some 60 µs, which asyncio's requests do not pay)."""
     if not on_asyncio():
-        return await _in_task_group(receive, request_id, work)
+        return await _in_task_group(work, watch)
     task = asyncio.current_task()
     assert task is not None
     loop = asyncio.get_running_loop()
     watcher: asyncio.Task[None] | None = None
-    gone = False
+    cancelled = False
 
-    async def watch() -> None:
-        nonlocal gone
-        while (await receive())["type"] != "http.disconnect":
-            pass
-        log_client_gone(request_id)
-        gone = True
+    def cancel() -> None:
+        nonlocal cancelled
+        cancelled = True
         task.cancel()
 
     def start_watching() -> None:
         nonlocal watcher
-        watcher = loop.create_task(watch())
+        watcher = loop.create_task(watch(cancel))
 
     timer = loop.call_later(WATCH_AFTER_SECONDS, start_watching)
     try:
         result = await work()
     except asyncio.CancelledError:
-        if gone and task.uncancel() == 0:
-            return None  # cancelled by the watcher alone: the request ends here
+        if cancelled and task.uncancel() == 0:
+            return None  # cancelled by the watch alone: the work ends here
         raise
     finally:
         timer.cancel()
         if watcher is not None:
             watcher.cancel()
-    if gone:  # the work ended anyway after the watcher cancelled it
+    if cancelled:  # the work ended anyway after the watch cancelled it
         task.uncancel()
         return None
     return result
 
 
-async def _in_task_group(receive: Receive, request_id: str, work: Callable[[], Awaitable[T]]) -> T | None:
-    """`cancel_on_disconnect` on a backend other than asyncio: the watcher a child of an anyio task group."""
+async def _in_task_group(work: Callable[[], Awaitable[T]], watch: Watch) -> T | None:
     scope = anyio.CancelScope()
     result: T | None = None
-
-    async def watch() -> None:
-        while (await receive())["type"] != "http.disconnect":
-            pass
-        log_client_gone(request_id)
-        scope.cancel()
-
     async with anyio.create_task_group() as tg:
-        tg.start_soon(watch)
+        tg.start_soon(watch, scope.cancel)
         with scope:
             result = await work()
-        tg.cancel_scope.cancel()
+        tg.cancel_scope.cancel()  # the work is done: stop the watch
     return None if scope.cancel_called else result

@@ -18,21 +18,19 @@ The writer knows nothing of workflows or protocols: it gets a `RunStreamer`, the
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
 
 import anyio
-from anyio import CancelScope
 from starlette.types import Receive, Scope, Send
 
 from ..core import Usage
 from ..errors import APIError, Rendered, internal_error, render_error
 from ..events import AnswerChunks, RunRecord, StageFinished
 from ..protocols.base import Redact, StreamRenderer
-from ..timelimit import on_asyncio
-from .disconnect import WATCH_AFTER_SECONDS, ClientGone, guard_send, log_client_gone
+from .disconnect import ClientGone, guard_send, log_client_gone, watched
 
 logger = logging.getLogger("adapter_critic")
 
@@ -83,48 +81,15 @@ class StreamResponse:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         self._send = guard_send(send)
         self._last_write = time.monotonic()
-        if not on_asyncio():
-            answering = CancelScope()  # the watcher cancels it when the client goes
-            self._cancel = answering.cancel
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(self._watch, receive)
-                with answering:
-                    await self._answer_or_gone()
-                tg.cancel_scope.cancel()  # the answer is out: stop the keep-alives and the disconnect watch
-            return
-        # On asyncio the watcher is a bare task, started only once the answer has taken `WATCH_AFTER_SECONDS` (most
-        # streams are done sooner, and a write to a closed connection says the client went away anyway); it cancels
-        # this request's own task, told apart from any other cancellation by the task's count of them — no anyio
-        # task group (its scope's cancel formats the cancelling task's repr) and no cancel scope per stream.
-        task = asyncio.current_task()
-        assert task is not None
-        loop = asyncio.get_running_loop()
-        self._cancel = task.cancel
-        watcher: asyncio.Task[None] | None = None
-
-        def start_watching() -> None:
-            nonlocal watcher
-            watcher = loop.create_task(self._watch(receive))
-
-        timer = loop.call_later(WATCH_AFTER_SECONDS, start_watching)
-        try:
-            await self._answer_or_gone()
-        except asyncio.CancelledError:
-            if self._cancelled and task.uncancel() == 0:
-                return  # cancelled by the watcher alone: the client is gone
-            raise
-        finally:
-            timer.cancel()
-            if watcher is not None:
-                watcher.cancel()
-        if self._cancelled:  # the answer ended anyway after the watcher cancelled it
-            task.uncancel()
+        # On asyncio the watcher starts once the answer has taken `WATCH_AFTER_SECONDS` (`disconnect.watched`): most
+        # streams are done sooner, and a write to a closed connection says the client went away anyway.
+        await watched(self._answer_or_gone, functools.partial(self._watch, receive))
 
     async def _answer_or_gone(self) -> None:
         try:
             await self._answer()
         except ClientGone:
-            self._client_gone(cancel=False)  # a write found the connection closed: this task is unwinding already
+            self._client_gone(None)  # a write found the connection closed: this task is unwinding already
 
     async def _answer(self) -> None:
         """Run the request and stream its answer, then end the response: normally, or with the error (`_end`)."""
@@ -146,15 +111,14 @@ class StreamResponse:
         else:
             await self._end(None)
 
-    def _client_gone(self, *, cancel: bool) -> None:
-        """The client went away (it disconnected, or a write found its connection closed); `cancel`: cancel the
-        answer (told by the watcher, while the answer goes on)."""
+    def _client_gone(self, cancel: Callable[[], object] | None) -> None:
+        """The client went away (it disconnected, or a write found its connection closed); `cancel` cancels the
+        answer (given by the watcher, while the answer goes on)."""
         if not self._gone and not self._complete:
             log_client_gone(self.request_id)
         self._gone = True
-        if cancel:
-            self._cancelled = True
-            self._cancel()
+        if cancel is not None:
+            cancel()
 
     async def _progress(self, finished: StageFinished) -> None:
         await self._write(self.chunks.progress(finished.stage, finished.error is None, round(finished.elapsed_ms, 1)))
@@ -189,8 +153,6 @@ class StreamResponse:
     _ticking: anyio.Event | None = None
     _gone = False
     _complete = False
-    _cancelled = False  # the watcher cancelled the answer
-    _cancel: Callable[[], object]
 
     async def _write(self, data: bytes) -> None:
         if self._ticking is not None:
@@ -206,7 +168,7 @@ class StreamResponse:
         finally:
             self._writing = False
 
-    async def _watch(self, receive: Receive) -> None:
+    async def _watch(self, receive: Receive, cancel: Callable[[], object]) -> None:
         """Cancel everything when the client disconnects; between its messages, send the keep-alives.
 
         One task does both (a task per request costs more than the wait): `receive` is cancellation-safe,
@@ -218,7 +180,7 @@ class StreamResponse:
                 with anyio.move_on_after(wait):
                     message = await receive()
                     if message["type"] == "http.disconnect":
-                        self._client_gone(cancel=True)
+                        self._client_gone(cancel)
                         return
                 continue
             if self._done:
@@ -230,7 +192,7 @@ class StreamResponse:
             try:
                 await self._write_unlocked(self.chunks.keepalive)
             except ClientGone:
-                self._client_gone(cancel=True)
+                self._client_gone(cancel)
                 return
             finally:
                 self._ticking.set()
