@@ -229,6 +229,15 @@ def product_config(mock_url: str) -> dict[str, Any]:
     }
 
 
+def source_of(tree: Path) -> str:
+    """The import path of a source tree: its `src` (a worktree's root given), or the folder itself (its `src` given).
+    Never the installed package: a path without `adapter_critic` in it is refused."""
+    for folder in (tree / "src", tree):
+        if (folder / "adapter_critic" / "__init__.py").is_file():
+            return str(folder.resolve())
+    raise SystemExit(f"--baseline {tree}: no adapter_critic package in it or in its src/")
+
+
 @contextlib.contextmanager
 def servers_running(
     workdir: Path, proxy_cpus: list[int] | None, other_cpus: list[int] | None, baseline: Path | None = None
@@ -262,7 +271,7 @@ def servers_running(
             baseline_config.write_text(json.dumps(plain))
             started["baseline"] = start_server(
                 "baseline", ["-m", "uvicorn", "adapter_critic.asgi:app"], cpus=proxy_cpus,
-                env={"ADAPTER_CRITIC_CONFIG": str(baseline_config), "PYTHONPATH": str(baseline)}, workdir=workdir,
+                env={"ADAPTER_CRITIC_CONFIG": str(baseline_config), "PYTHONPATH": source_of(baseline)}, workdir=workdir,
             )  # fmt: skip
         for name, capture in targets_module.STORED.items():  # the run store on (SQLite + metrics: the defaults)
             slug = name.replace(" ", "_")
@@ -321,7 +330,7 @@ def main() -> None:
     parser.add_argument(
         "--baseline",
         type=Path,
-        help="also measure the product from this source tree's `src` (e.g. a worktree of an earlier commit), "
+        help="also measure the product from this source tree (e.g. a worktree of an earlier commit, or its `src`), "
         "in the same rounds, and print each mode's CPU as a ratio to it",
     )
     args = parser.parse_args()

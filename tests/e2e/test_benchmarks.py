@@ -312,3 +312,12 @@ async def test_the_in_process_path_is_measured_part_by_part() -> None:
     figures = await path._with_fake_upstream(None, path.parts(requests=2, rounds=1))
     assert [name.split()[1] for name in figures] == ["whole", "upstream", "run", "request's"]
     assert all(figure > 0 for figure in figures.values())
+
+
+def test_a_baseline_tree_is_imported_from_its_own_source(tmp_path: Path) -> None:
+    (tmp_path / "src" / "adapter_critic").mkdir(parents=True)
+    (tmp_path / "src" / "adapter_critic" / "__init__.py").write_text("")
+    assert run.source_of(tmp_path) == str((tmp_path / "src").resolve())  # a worktree's root
+    assert run.source_of(tmp_path / "src") == str((tmp_path / "src").resolve())  # or its src
+    with pytest.raises(SystemExit, match="no adapter_critic package"):
+        run.source_of(tmp_path / "elsewhere")  # never the installed package instead
