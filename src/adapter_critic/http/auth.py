@@ -24,13 +24,13 @@ import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..config.limits import AuthKey
 from ..errors import AuthenticationError
 from ..protocols.base import Inbound, bearer_token
-from ..protocols.openai.render import JSON, error_response
+from ..protocols.openai import INBOUND as OPENAI
+from .jsonanswer import JSONAnswer, protocol_error
 
 logger = logging.getLogger("adapter_critic")
 
@@ -165,12 +165,9 @@ def _route_above(routes: Mapping[str, Inbound], path: str) -> Inbound | None:
     return next((inbound for route, inbound in routes.items() if path.startswith(route + "/")), None)
 
 
-def refusal(error: AuthenticationError, inbound: Inbound | None) -> Response:
+def refusal(error: AuthenticationError, inbound: Inbound | None) -> JSONAnswer:
     """The 401 in the envelope of the route's protocol (OpenAI's when the path is no protocol's route)."""
-    if inbound is None:
-        return error_response(error)
-    rendered = inbound.render_error(error)
-    return Response(rendered.body, status_code=rendered.status, headers=rendered.headers, media_type=JSON)
+    return protocol_error(inbound or OPENAI, error)
 
 
 def route_path(scope: Scope) -> str:

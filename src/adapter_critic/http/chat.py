@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -42,7 +42,7 @@ from .admission import Admission
 from .auth import CALLER, client_token
 from .body import body_too_large, declared_too_large, read_body, refuse_many_choices
 from .disconnect import ClientGone, cancel_on_disconnect, guard_send, log_client_gone
-from .jsonanswer import JSONAnswer
+from .jsonanswer import JSONAnswer, protocol_error
 from .requestid import bind
 from .stream import RunStreamer, StreamResponse
 
@@ -344,18 +344,6 @@ class ChatHandler:
                     await protocol_error(inbound, exc, headers=inbound.headers(run_id))(scope, receive, send)
             except ClientGone:
                 log_client_gone(request_id)
-
-
-def protocol_error(
-    inbound: Inbound,
-    error: APIError,
-    *,
-    redact: Callable[[str], str] | None = None,
-    headers: Mapping[str, str] | None = None,
-) -> JSONAnswer:
-    """Any error as the `inbound` protocol's error response, with `headers` added."""
-    rendered = inbound.render_error(error, redact)
-    return JSONAnswer(rendered.body, rendered.status, {**rendered.headers, **(headers or {})})
 
 
 def _token(plan: Plan, client_token: str | None) -> str | None:

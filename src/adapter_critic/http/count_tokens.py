@@ -28,9 +28,8 @@ from ..protocols.openai.render import encode
 from ..upstream.tokenize import TokenCounter
 from .auth import client_token
 from .body import body_too_large, declared_too_large, read_body
-from .chat import protocol_error
 from .fastpath import ASGIEndpoint
-from .jsonanswer import JSONAnswer
+from .jsonanswer import JSONAnswer, protocol_error
 from .passthrough import Passthrough
 from .service import Service
 

@@ -13,7 +13,8 @@ import msgspec
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..config import Config
-from ..protocols.openai.render import JSON, encode
+from ..protocols.openai.render import encode
+from .jsonanswer import JSONAnswer
 
 # The wrapped app's answer is read whole to merge it; a larger one is passed on as it is.
 MAX_LIST_BYTES = 1024 * 1024
@@ -54,15 +55,16 @@ class ServedModels:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["path"] != self.path:
             model = scope["path"][len(self.path) + 1 :]
-            await _json(send, self._by_id.get(model) or encode(model_object(model, self.created)))
+            body = self._by_id.get(model) or encode(model_object(model, self.created))
+            await JSONAnswer(body)(scope, receive, send)
             return
         start, body = await _capture(self.app, scope, receive)
         if start is not None and start["status"] == 404:
-            await _json(send, encode({"object": "list", "data": self.served}))
+            await JSONAnswer(encode({"object": "list", "data": self.served}))(scope, receive, send)
             return
         merged = _merged(body, self.served) if start is not None and start["status"] == 200 else None
         if merged is not None:
-            await _json(send, merged)
+            await JSONAnswer(merged)(scope, receive, send)
             return
         await _replay(start, body, send)  # not a model list we can read: the wrapped app's answer as it was
 
@@ -94,12 +96,6 @@ def _merged(body: bytes, served: list[dict[str, Any]]) -> bytes | None:
     known = {model.get("id") for model in listed.data}
     data = [*listed.data, *(model for model in served if model["id"] not in known)]
     return encode({"object": "list", "data": data})
-
-
-async def _json(send: Send, body: bytes) -> None:
-    headers = [(b"content-type", JSON.encode()), (b"content-length", str(len(body)).encode())]
-    await send({"type": "http.response.start", "status": 200, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
 
 
 async def _replay(start: Message | None, body: bytes, send: Send) -> None:

@@ -20,9 +20,10 @@ import msgspec
 from starlette.types import Receive, Scope, Send
 
 from ..errors import RequestError
-from ..protocols.openai.render import JSON, error_response
+from ..protocols.openai.render import error_response
 from ..store.records import STATUSES, BadCursor, RunQuery, parse_time
 from .disconnect import ClientGone, guard_send
+from .jsonanswer import JSONAnswer
 
 if TYPE_CHECKING:
     from ..store.runstore import RunStore
@@ -91,13 +92,13 @@ class RunsAPI:
             raise RequestError(
                 "`cursor` is not one this server handed out: pass a page's next_cursor as it is.", param="cursor"
             ) from None
-        await _json(scope, receive, send, _encoder.encode(page))
+        await JSONAnswer(_encoder.encode(page))(scope, receive, send)
 
     async def detail(self, scope: Scope, receive: Receive, send: Send, run_id: str) -> None:
         run = await self.store.get_run(run_id)
         if run is None:
             raise _not_found(run_id)
-        await _json(scope, receive, send, _encoder.encode(run))
+        await JSONAnswer(_encoder.encode(run))(scope, receive, send)
 
     async def events(self, scope: Scope, receive: Receive, send: Send, run_id: str) -> None:
         """Replay the run's stages as SSE, then tail it while it is running; ends with `event: end`."""
@@ -140,12 +141,6 @@ class RunsAPI:
 
 def _not_found(run_id: str) -> RequestError:
     return RequestError(f"No run {run_id!r} in the run store.", status_code=404, param="id", code="run_not_found")
-
-
-async def _json(scope: Scope, receive: Receive, send: Send, body: bytes) -> None:
-    headers = [(b"content-type", JSON.encode()), (b"content-length", str(len(body)).encode())]
-    await send({"type": "http.response.start", "status": 200, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
 
 
 def _query(scope: Scope) -> tuple[RunQuery, int, str | None]:
