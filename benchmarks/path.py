@@ -111,11 +111,16 @@ async def _batches(chunks: int | None, requests: int, rounds: int) -> float:
 
 def in_process(tree: Path | None, chunks: int | None, requests: int) -> float:
     """`measure` in a process of its own, on `tree`'s source (None: this checkout's)."""
-    env = {**os.environ, "PYTHONPATH": procs.python_path(str(tree.resolve() / "src") if tree else None)}
     flags = ["--plain"] if chunks is None else ["--chunks", str(chunks)]
-    command = [sys.executable, "-m", "benchmarks.path", *flags, "--requests", str(requests), "--one"]
-    done = subprocess.run(command, env=env, capture_output=True, timeout=600, check=True, cwd=procs.ROOT)
-    return float(done.stdout.split()[-1])
+    return float(own_process(tree, [*flags, "--requests", str(requests)]).split()[-1])
+
+
+def own_process(tree: Path | None, flags: list[str]) -> str:
+    """What `python -m benchmarks.path <flags> --one` prints, run on `tree`'s source (None: this checkout's)."""
+    env = {**os.environ, "PYTHONPATH": procs.python_path(run.source_of(tree) if tree else None)}
+    command = [sys.executable, "-m", "benchmarks.path", *flags, "--one"]
+    done = subprocess.run(command, env=env, capture_output=True, timeout=3600, check=True, cwd=procs.ROOT)
+    return done.stdout.decode()
 
 
 async def parts(requests: int, rounds: int = 7) -> dict[str, float]:
@@ -185,9 +190,7 @@ def main() -> None:
     chunks = None if args.plain else args.chunks
     if chunks is None and args.parts:
         if args.tree is not None and not args.one:  # the tree's source in a process of its own
-            env = {**os.environ, "PYTHONPATH": procs.python_path(str(args.tree.resolve() / "src"))}
-            command = [sys.executable, "-m", "benchmarks.path", "--plain", "--parts", "--one"]
-            subprocess.run([*command, "--requests", str(args.requests)], env=env, timeout=3600, check=True)
+            print(own_process(args.tree, ["--plain", "--parts", "--requests", str(args.requests)]), end="")
             return
         import uvloop
 
