@@ -26,7 +26,7 @@ pytestmark = pytest.mark.anyio
 SUMMARY_FIELDS = {
     "id", "object", "request_id", "served_model", "mode", "stream", "status", "degraded",
     "started_at", "finished_at", "duration_ms", "usage", "error", "cost", "parent_run_id", "parent_stage",
-    "cached_from",
+    "cached_from", "key_name",
 }  # fmt: skip
 DETAIL_FIELDS = SUMMARY_FIELDS | {"capture", "request", "intermediate", "answer", "stages", "children"}
 STAGE_FIELDS = {

@@ -1,7 +1,8 @@
 """Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
 
 How recorded runs look on a terminal: the table of `runs list`, and one run whole for `runs show` (its stages, its
-request, its answer). A cost column appears when a run has a cost (the server had prices: docs/guides/cost.md)."""
+request, its answer). A cost column appears when a run has a cost (the server had prices: docs/guides/cost.md), a
+key column when a run was made with a named key (`[[auth.keys]]`)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ def runs_table(summaries: list[RunSummary]) -> Table:
     table = Table(title=f"{len(summaries)} runs, newest first", title_justify="left")
     priced = any(run.cost is not None for run in summaries)
     currency = currency_of([run.cost for run in summaries])
-    columns = ["id", "started (UTC)", "served model", "mode", "status", "ms", "tokens"]
+    keyed = any(run.key_name is not None for run in summaries)
+    columns = ["id", "started (UTC)", *(["key"] if keyed else []), "served model", "mode", "status", "ms", "tokens"]
     if priced:
         columns.append(f"cost ({currency})" if currency else "cost")
     for column in [*columns, "error"]:
@@ -30,6 +32,7 @@ def runs_table(summaries: list[RunSummary]) -> Table:
         cells = [
             run.id,
             run.started_at.replace("T", " ").removesuffix("Z"),
+            *([run.key_name or ""] if keyed else []),
             run.served_model,
             run.mode,
             status,
@@ -46,6 +49,8 @@ def show(run: RunDetail) -> None:
     console = stdout()
     said = [f"run {run.id} ({run.served_model}, {run.mode}): {run.status}" + (", degraded" if run.degraded else "")]
     said.append(f"started {run.started_at}, {run.duration_ms or 0:.0f} ms, request id {run.request_id}")
+    if run.key_name is not None:
+        said.append(f"key: {run.key_name}")
     if run.cached_from is not None:
         said.append(f"answered from the cache: the answer of run {run.cached_from}")
     if run.usage is not None:

@@ -1,7 +1,8 @@
 """Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
 
 `adapter-critic runs list|show ID|export`: the recorded runs, read from the run store with the runs API's
-filters (`--served-model`, `--mode`, `--status`, `--degraded`, `--since`, `--until`, `--request-id`, `--min-cost`)."""
+filters (`--served-model`, `--mode`, `--status`, `--degraded`, `--since`, `--until`, `--request-id`, `--min-cost`,
+`--key`). The command line reads the store itself, so it sees every key's runs."""
 
 from __future__ import annotations
 
@@ -44,6 +45,7 @@ CSV_FIELDS = (
     "cost_total",
     "cost_known",
     "cost_unknown_stages",
+    "key_name",
 )
 
 
@@ -66,6 +68,7 @@ def filter_options(function: _F) -> _F:
             ),
             click.option("--until", metavar="TIME", help="started before: ISO 8601 or Unix seconds"),
             click.option("--request-id", help="only the run answering this x-request-id"),
+            click.option("--key", "key_name", metavar="NAME", help="only the runs this named key ([[auth.keys]]) made"),
             click.option(
                 "--min-cost",
                 type=click.FloatRange(min=0),
@@ -96,6 +99,7 @@ def query_of(options: dict[str, Any]) -> RunQuery:
         cache_hit=options.get("cache_hit"),
         request_id=options.get("request_id"),
         min_cost=options.get("min_cost"),
+        key_name=options.get("key_name"),
         since=times["since"],
         until=times["until"],
     )
@@ -255,6 +259,7 @@ def csv_row(run: RunSummary) -> list[Any]:
                 " ".join(cost.unknown_stages),
             )
         ),
+        run.key_name or "",
     ]
 
 

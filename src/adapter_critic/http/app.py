@@ -222,7 +222,7 @@ def runs_routes(service: Service, prefix: str) -> list[Route]:
     """`GET {prefix}/runs…` (the runs API) when the service records runs and `store.api` is on."""
     if service.store is None or not service.config.store.api:
         return []
-    api = RunsAPI(lambda: service.store)
+    api = RunsAPI(lambda: service.store, service.auth)
 
     async def runs(scope: Scope, receive: Receive, send: Send) -> None:
         await api.dispatch(scope, receive, send, scope["path_params"]["rest"])

@@ -199,7 +199,7 @@ class ChatHandler:
                 max_concurrent_calls=self.config.max_concurrent_calls_per_run,
                 prices=self.prices,
                 subscribers=subscribers,
-                nesting=self._nesting(request_id, client_token) if plan.nests else None,
+                nesting=self._nesting(request_id, client_token, caller) if plan.nests else None,
             )
             if request.stream:
                 return self._stream(
@@ -266,12 +266,12 @@ class ChatHandler:
         )
         return (*subscribers, recorder)
 
-    def _nesting(self, request_id: str, client_token: str | None) -> Nesting:
+    def _nesting(self, request_id: str, client_token: str | None, caller: str | None = None) -> Nesting:
         """How a run of this request runs the served models its stages name: their plans as for a request without
-        overrides, and child runs with the service's subscribers (recorded under the same request id)."""
+        overrides, and child runs with the service's subscribers (recorded under the same request id and caller)."""
         return Nesting(
             plan_of=lambda served_id: self._plan_of(served_id, client_token),
-            subscribers_of=lambda request, plan: self._subscribers(request_id, request, plan, client_token),
+            subscribers_of=lambda request, plan: self._subscribers(request_id, request, plan, client_token, caller),
         )
 
     def _plan(self, request: ChatRequest, client_token: str | None) -> Plan:

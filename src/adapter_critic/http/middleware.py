@@ -83,7 +83,8 @@ class AdapterCriticMiddleware:
         # The runs API beside the models path (`/v1/runs`), when the store is configured and `store.api` is on.
         store = self.service.store
         self.runs_path = models_path(path).removesuffix("/models") + "/runs"
-        self.runs = RunsAPI(lambda: self.service.store) if store is not None and config.store.api else None
+        recorded = store is not None and config.store.api
+        self.runs = RunsAPI(lambda: self.service.store, self.service.auth) if recorded else None
         self.metrics = self.service.metrics
         self._metrics_path = config.telemetry.metrics_path
 

@@ -4,6 +4,9 @@ The runs API over a run store: `GET /runs`, `GET /runs/{id}`, `GET /runs/{id}/ev
 
 The JSON is the store's own shapes (`store.records`), documented in `adapter_critic.store`. A bad filter, cursor or
 run id is a 400 and an unknown run a 404, in the OpenAI error envelope.
+
+Under inbound auth a caller sees the runs its key may (`runs_seen_by`): a named key that is not `admin` only its
+own, and another key's run is a 404 like an unknown id, on every path here.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ from starlette.types import Receive, Scope, Send
 
 from ..errors import RequestError
 from ..protocols.openai.render import error_response
-from ..store.records import STATUSES, BadCursor, RunQuery, parse_time
+from ..store.records import EVERY_RUN, STATUSES, BadCursor, RunQuery, RunsOf, parse_time, runs_of_key
+from .auth import CALLER, InboundAuth
 from .disconnect import ClientGone, guard_send
 from .jsonanswer import JSONAnswer
 
@@ -32,7 +36,7 @@ _encoder = msgspec.json.Encoder()
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+=-]{0,127}")
 _FILTERS = (
     "served_model", "mode", "status", "degraded", "since", "until", "request_id", "parent_run_id", "min_cost",
-    "cache_hit", "limit", "cursor",
+    "cache_hit", "key_name", "limit", "cursor",
 )  # fmt: skip
 MAX_LIMIT = 1000
 KEEPALIVE_SECONDS = 15.0
@@ -43,12 +47,25 @@ _SSE_HEADERS = [
 ]
 
 
+def runs_seen_by(scope: Scope, auth: InboundAuth) -> RunsOf:
+    """Whose runs the request's caller sees. Auth off: every run. A named key (`[[auth.keys]]`): every run when it is
+    `admin`, else only its own. A nameless key (`auth_api_keys_env`): every run when no named key is configured (as
+    before named keys), else only the runs no named key made — an operator who reads every run uses an admin key."""
+    if not auth.enabled:
+        return EVERY_RUN
+    caller: str | None = scope.get(CALLER)
+    if caller is None:
+        return runs_of_key(None) if auth.keys else EVERY_RUN
+    return EVERY_RUN if caller in auth.admins else runs_of_key(caller)
+
+
 class RunsAPI:
     """The runs API of the store `source` returns (None: not recording, a 404); `dispatch` answers a request for
-    `/runs` + `rest`."""
+    `/runs` + `rest`, showing the caller the runs `auth` lets it see (`runs_seen_by`)."""
 
-    def __init__(self, source: Callable[[], RunStore | None]) -> None:
+    def __init__(self, source: Callable[[], RunStore | None], auth: InboundAuth) -> None:
         self.source = source
+        self.auth = auth
 
     @property
     def store(self) -> RunStore:
@@ -87,7 +104,7 @@ class RunsAPI:
     async def list(self, scope: Scope, receive: Receive, send: Send) -> None:
         query, limit, cursor = _query(scope)
         try:
-            page = await self.store.list_runs(query, limit=limit, cursor=cursor)
+            page = await self.store.list_runs(query, limit=limit, cursor=cursor, seen_by=runs_seen_by(scope, self.auth))
         except BadCursor:
             raise RequestError(
                 "`cursor` is not one this server handed out: pass a page's next_cursor as it is.", param="cursor"
@@ -95,25 +112,26 @@ class RunsAPI:
         await JSONAnswer(_encoder.encode(page))(scope, receive, send)
 
     async def detail(self, scope: Scope, receive: Receive, send: Send, run_id: str) -> None:
-        run = await self.store.get_run(run_id)
+        run = await self.store.get_run(run_id, seen_by=runs_seen_by(scope, self.auth))
         if run is None:
             raise _not_found(run_id)
         await JSONAnswer(_encoder.encode(run))(scope, receive, send)
 
     async def events(self, scope: Scope, receive: Receive, send: Send, run_id: str) -> None:
         """Replay the run's stages as SSE, then tail it while it is running; ends with `event: end`."""
-        if await self.store.database.get_summary(run_id) is None:
+        seen_by = runs_seen_by(scope, self.auth)
+        if await self.store.database.get_summary(run_id, seen_by) is None:
             raise _not_found(run_id)
         send = guard_send(send)
         with contextlib.suppress(ClientGone):  # the viewer closed the stream: nothing to say
-            await self._stream(receive, send, run_id)
+            await self._stream(receive, send, run_id, seen_by)
 
-    async def _stream(self, receive: Receive, send: Send, run_id: str) -> None:
+    async def _stream(self, receive: Receive, send: Send, run_id: str, seen_by: RunsOf) -> None:
         sender, events = anyio.create_memory_object_stream[bytes](16)
 
         async def produce() -> None:
             async with sender:
-                async for kind, item in self.store.follow(run_id):
+                async for kind, item in self.store.follow(run_id, seen_by=seen_by):
                     head = f"id: {item.index}\n" if kind == "stage" else ""  # type: ignore[union-attr]
                     await sender.send(f"{head}event: {kind}\ndata: ".encode() + _encoder.encode(item) + b"\n\n")
 
@@ -151,7 +169,7 @@ def _query(scope: Scope) -> tuple[RunQuery, int, str | None]:
             raise RequestError(f"Unknown query parameter {name!r}; the filters are {', '.join(_FILTERS)}.", param=name)
         params[name] = value
     fields: dict[str, Any] = {}
-    for name in ("served_model", "mode", "request_id", "parent_run_id"):
+    for name in ("served_model", "mode", "request_id", "parent_run_id", "key_name"):
         if name in params:
             fields[name] = params[name]
     if "status" in params:

@@ -30,9 +30,20 @@ from .cleaning import Cleaner
 from .processes import process_gone, process_identity
 from .reads import detail, request_messages, run_end, stored_stages, summary, total_tokens
 from .recorder import Record
-from .records import RunDetail, RunPage, RunQuery, RunSummary, StoredStage, decode_cursor, encode_cursor
+from .records import (
+    EVERY_RUN,
+    RunDetail,
+    RunPage,
+    RunQuery,
+    RunsOf,
+    RunSummary,
+    StoredStage,
+    decode_cursor,
+    encode_cursor,
+)
 from .schema import cache, instances, runs, stages, upgrade
 from .sqlitefile import SqliteFile, sqlite_settings
+from .visibility import hide_unseen, owned
 from .writes import BatchRows, building, slice_seconds, statements, urgent, write_async
 
 # Each instance beats every `HEARTBEAT_SECONDS` (`store.heartbeat_seconds`); one silent for `STALE_BEATS` beats is
@@ -40,9 +51,7 @@ from .writes import BatchRows, building, slice_seconds, statements, urgent, writ
 HEARTBEAT_SECONDS = 30.0
 STALE_BEATS = 4
 _SUMMARY = [
-    c
-    for c in runs.c
-    if c.name not in ("request", "intermediate", "answer", "from_stages", "record", "instance", "key_name")
+    c for c in runs.c if c.name not in ("request", "intermediate", "answer", "from_stages", "record", "instance")
 ]
 
 
@@ -235,10 +244,11 @@ class Database:
             return int((await conn.execute(delete(cache).where(cache.c.expires_at <= now))).rowcount)
 
     # -- reading ---------------------------------------------------------------------------------------------------
-    async def list_runs(self, query: RunQuery, limit: int, cursor: str | None) -> RunPage:
+    async def list_runs(self, query: RunQuery, limit: int, cursor: str | None, seen_by: RunsOf = EVERY_RUN) -> RunPage:
+        """A page of the runs `seen_by` sees that match `query`, newest first."""
         statement = select(*_SUMMARY)
-        conditions = []
-        for name in ("served_model", "mode", "status", "request_id", "parent_run_id"):
+        conditions = owned(seen_by)
+        for name in ("served_model", "mode", "status", "request_id", "parent_run_id", "key_name"):
             value = getattr(query, name)
             if value is not None:
                 conditions.append(runs.c[name] == value)
@@ -261,14 +271,17 @@ class Database:
         statement = statement.where(*conditions).order_by(runs.c.started_at.desc(), runs.c.run_id.desc())
         async with self.engine.connect() as conn:
             rows = (await conn.execute(statement.limit(limit + 1))).mappings().all()
-        page = [summary(row) for row in rows[:limit]]
+            page = [summary(row) for row in rows[:limit]]
+            await hide_unseen(conn, seen_by, page)
         more = len(rows) > limit
         next_cursor = encode_cursor(rows[limit - 1]["started_at"], rows[limit - 1]["run_id"]) if more else None
         return RunPage(data=page, next_cursor=next_cursor, has_more=more)
 
-    async def get_run(self, run_id: str) -> RunDetail | None:
+    async def get_run(self, run_id: str, seen_by: RunsOf = EVERY_RUN) -> RunDetail | None:
+        """The run's whole record, its stages and child runs; None when there is none `seen_by` sees."""
         async with self.engine.connect() as conn:
-            row = (await conn.execute(select(runs).where(runs.c.run_id == run_id))).mappings().first()
+            found = select(runs).where(runs.c.run_id == run_id, *owned(seen_by))
+            row = (await conn.execute(found)).mappings().first()
             if row is None:
                 return None
             stage_rows = (
@@ -277,18 +290,27 @@ class Database:
                 .all()
             )
             children = (
-                select(*_SUMMARY).where(runs.c.parent_run_id == run_id).order_by(runs.c.started_at, runs.c.run_id)
+                select(*_SUMMARY)
+                .where(runs.c.parent_run_id == run_id, *owned(seen_by))
+                .order_by(runs.c.started_at, runs.c.run_id)
             )
             child_rows = (await conn.execute(children)).mappings().all()
-        return detail(row, stage_rows, child_rows)
+            run = detail(row, stage_rows, child_rows)
+            await hide_unseen(conn, seen_by, [run, *run.children], run.stages)
+        return run
 
-    async def get_summary(self, run_id: str) -> RunSummary | None:
+    async def get_summary(self, run_id: str, seen_by: RunsOf = EVERY_RUN) -> RunSummary | None:
+        """The run as a list shows it; None when there is none `seen_by` sees."""
         async with self.engine.connect() as conn:
-            row = (await conn.execute(select(*_SUMMARY).where(runs.c.run_id == run_id))).mappings().first()
-        return None if row is None else summary(row)
+            found = select(*_SUMMARY).where(runs.c.run_id == run_id, *owned(seen_by))
+            row = (await conn.execute(found)).mappings().first()
+            run = None if row is None else summary(row)
+            if run is not None:
+                await hide_unseen(conn, seen_by, [run])
+        return run
 
-    async def stages_from(self, run_id: str, index: int) -> list[StoredStage]:
-        """The run's finished stages from `index` on, in order."""
+    async def stages_from(self, run_id: str, index: int, seen_by: RunsOf = EVERY_RUN) -> list[StoredStage]:
+        """The run's finished stages from `index` on, in order (their child runs `seen_by` sees)."""
         statement = select(stages).where(stages.c.run_id == run_id, stages.c.idx >= index).order_by(stages.c.idx)
         async with self.engine.connect() as conn:
             rows = (await conn.execute(statement)).mappings().all()
@@ -297,7 +319,11 @@ class Database:
             return []
         end = run_end(run.record)
         needed = any(row["request_messages"] for row in rows) or (end is not None and end.request_messages)
-        return stored_stages(rows, request_messages(run.request) if needed else None, end, index)
+        found = stored_stages(rows, request_messages(run.request) if needed else None, end, index)
+        if not seen_by.every and any(stage.child_run_id is not None for stage in found):
+            async with self.engine.connect() as conn:
+                await hide_unseen(conn, seen_by, (), found)
+        return found
 
     async def key_usage(self, key_name: str, since: float) -> tuple[int, int, float | None]:
         """The runs a named key started since `since` (Unix seconds), their tokens and their known cost (the runs

@@ -69,6 +69,7 @@ def summary_fields(row: Mapping[Any, Any]) -> dict[str, Any]:
         "parent_run_id": row["parent_run_id"],
         "parent_stage": row["parent_stage"],
         "cached_from": row["cached_from"],
+        "key_name": row["key_name"],
     }
 
 

@@ -13,6 +13,7 @@ import base64
 import binascii
 import datetime
 import math
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import msgspec
@@ -124,6 +125,8 @@ class RunSummary(msgspec.Struct):
     parent_stage: str | None = None
     # A cache hit (answered from the exact-match cache, without an upstream call): the run whose answer it gave.
     cached_from: str | None = None
+    # The name of the named key (`[[auth.keys]]`) that made the run — never the key; null without one.
+    key_name: str | None = None
     object: str = "run"
 
 
@@ -203,6 +206,25 @@ class RunQuery(msgspec.Struct, kw_only=True):
     min_cost: float | None = None
     parent_run_id: str | None = None
     cache_hit: bool | None = None  # true: only cache hits (`cached_from` set); false: only runs that were not
+    key_name: str | None = None  # only the runs this named key made
+
+
+@dataclass(frozen=True, slots=True)
+class RunsOf:
+    """Whose runs a reader sees (the runs API's caller: `http.runs.runs_seen_by`): every run (`every`), else only
+    the runs the named key `key_name` made — None: only the runs no named key made. A run it may not see is not
+    found, and a link to one (a parent, a child, the run a cache hit answered from) is null."""
+
+    every: bool = True
+    key_name: str | None = None
+
+
+EVERY_RUN = RunsOf()
+
+
+def runs_of_key(key_name: str | None) -> RunsOf:
+    """Only the runs of the named key `key_name` (None: the runs no named key made)."""
+    return RunsOf(every=False, key_name=key_name)
 
 
 # -- cursors and times ----------------------------------------------------------------------------------------------

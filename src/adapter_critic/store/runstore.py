@@ -28,7 +28,7 @@ from typing import Literal
 from .cleaning import Cleaner
 from .database import HEARTBEAT_SECONDS, Database
 from .recorder import Record, RunClosed, RunOpened
-from .records import RunDetail, RunPage, RunQuery, RunSummary, StoredStage
+from .records import EVERY_RUN, RunDetail, RunPage, RunQuery, RunsOf, RunSummary, StoredStage
 
 logger = logging.getLogger("adapter_critic")
 
@@ -93,29 +93,38 @@ class RunStore:
         await self.aclose()
 
     # -- reading ---------------------------------------------------------------------------------------------------
-    async def list_runs(self, query: RunQuery | None = None, *, limit: int = 50, cursor: str | None = None) -> RunPage:
-        """Runs newest first, `limit` at a time; `cursor` is a page's `next_cursor` (BadCursor when it is not)."""
-        return await self.database.list_runs(query or RunQuery(), limit, cursor)
+    async def list_runs(
+        self,
+        query: RunQuery | None = None,
+        *,
+        limit: int = 50,
+        cursor: str | None = None,
+        seen_by: RunsOf = EVERY_RUN,
+    ) -> RunPage:
+        """Runs newest first, `limit` at a time; `cursor` is a page's `next_cursor` (BadCursor when it is not).
+        `seen_by`: whose runs (default: every run)."""
+        return await self.database.list_runs(query or RunQuery(), limit, cursor, seen_by)
 
     async def key_usage(self, key_name: str, since: float) -> tuple[int, int, float | None]:
         """How many runs the named key started since `since` (Unix seconds), their tokens and known cost."""
         return await self.database.key_usage(key_name, since)
 
-    async def get_run(self, run_id: str) -> RunDetail | None:
-        """The whole record of a run, its stages in order; None when there is no such run."""
-        return await self.database.get_run(run_id)
+    async def get_run(self, run_id: str, *, seen_by: RunsOf = EVERY_RUN) -> RunDetail | None:
+        """The whole record of a run, its stages in order; None when there is no such run (that `seen_by` sees)."""
+        return await self.database.get_run(run_id, seen_by)
 
-    async def follow(self, run_id: str) -> AsyncIterator[FollowEvent]:
+    async def follow(self, run_id: str, *, seen_by: RunsOf = EVERY_RUN) -> AsyncIterator[FollowEvent]:
         """The run (`"run"`), each of its finished stages in order (`"stage"`) — the ones to come too, while it
-        is running — and the run as it ended (`"end"`). Nothing at all when there is no such run."""
-        run = await self.database.get_summary(run_id)
+        is running — and the run as it ended (`"end"`). Nothing at all when there is no such run (that `seen_by`
+        sees)."""
+        run = await self.database.get_summary(run_id, seen_by)
         if run is None:
             return
         yield "run", run
         index = 0
         while True:
             written = self._written
-            for stage in await self.database.stages_from(run_id, index):
+            for stage in await self.database.stages_from(run_id, index, seen_by):
                 index = stage.index + 1
                 yield "stage", stage
             if run.status != "running":
@@ -123,7 +132,7 @@ class RunStore:
                 return
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(written.wait(), FOLLOW_POLL_SECONDS)
-            run = await self.database.get_summary(run_id) or run
+            run = await self.database.get_summary(run_id, seen_by) or run
 
     # -- recording -------------------------------------------------------------------------------------------------
     def enqueue(self, record: Record) -> None:

@@ -90,6 +90,7 @@ function page(run, navigate) {
       run.cachedFrom
         ? fact("Answer from the cache", "of run ", h("a", { href: `#/runs/${encodeURIComponent(run.cachedFrom)}`, id: "cached-from" }, run.cachedFrom))
         : null,
+      run.keyName ? fact("Key", h("code", { id: "run-key" }, run.keyName)) : null,
       fact("Served model", run.servedModel),
       fact("Mode", run.mode),
       fact("Status", statusBadge(run.status)),

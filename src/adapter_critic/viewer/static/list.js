@@ -125,8 +125,8 @@ export async function showList(main, params, navigate) {
             "tr",
             {},
             h("th", { class: "mark", title: "Mark two runs to compare" }, "⇄"),
-            ["Time", "Request id", "Served model", "Mode", "Status", "Tokens", "Latency", "Cost"].map((name, at) =>
-              h("th", { scope: "col", class: at >= 7 ? "num cost" : at >= 5 ? "num" : null }, name),
+            ["Time", "Request id", "Key", "Served model", "Mode", "Status", "Tokens", "Latency", "Cost"].map((name, at) =>
+              h("th", { scope: "col", class: at >= 8 ? "num cost" : at >= 6 ? "num" : at === 2 ? "key" : null }, name),
             ),
           ),
         ),
@@ -192,6 +192,7 @@ export async function showList(main, params, navigate) {
         h("td", { class: "mark" }, box),
         h("td", { class: "time", title: run.startedAt }, when(run.startedAt)),
         h("td", { class: "id" }, h("a", { href: `#/runs/${encodeURIComponent(run.id)}` }, run.requestId)),
+        h("td", { class: "key" }, run.keyName || ""),
         h(
           "td",
           { class: "model" },
@@ -210,6 +211,8 @@ export async function showList(main, params, navigate) {
     replace(table, rows);
     // The cost column shows only when a run on the page has a cost (the server has prices).
     table.closest("table").classList.toggle("priced", runs.some((run) => run.cost !== null));
+    // The key column shows only when a run on the page was made with a named key ([[auth.keys]]).
+    table.closest("table").classList.toggle("keyed", runs.some((run) => run.keyName !== null));
     seen = new Set(runs.map((run) => run.id));
     if (focusedId) {
       const again = table.querySelector(`tr[data-id="${CSS.escape(focusedId)}"]`);

@@ -54,6 +54,8 @@ export function runView(run) {
     parentStage: run.parent_stage || null,
     // A cache hit: the run whose answer it gave (docs/guides/cache.md).
     cachedFrom: run.cached_from || null,
+    // The named key ([[auth.keys]]) that made the run (null: none).
+    keyName: run.key_name || null,
     children: (run.children || []).map((child) => ({
       id: child.id,
       servedModel: child.served_model,
