@@ -56,7 +56,8 @@ class AuthKey(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=T
     """The served models this key may use (`fnmatch` globs: `"team-*"`); another is answered 404 as unknown.
     Not set: every served model."""
     admin: bool = False
-    """May read every key's usage (`GET /v1/keys/{name}/usage`); any key may read its own."""
+    """May read every key's usage (`GET /v1/keys/{name}/usage`) and every key's runs (the runs API); any key may read
+    its own."""
     limits: RateLimits = RateLimits()
     """This key's own limits."""
 

@@ -21,7 +21,8 @@ did not hand out. The shapes are msgspec Structs in `store.records` (`msgspec.js
 The runs API (under the mount: `/v1/runs` standalone; the same inbound auth as the chat endpoint):
 
 - `GET /runs?served_model=&mode=&status=&degraded=true|false&since=&until=&request_id=&min_cost=&limit=50&cursor=` →
-  `{"object": "list", "data": [RunSummary…], "next_cursor": str | null, "has_more": bool}`, newest first.
+  `{"object": "list", "data": [RunSummary…], "next_cursor": str | null, "has_more": bool}`, newest first
+  (`key_name=`: the runs of one named key).
   `since`/`until`: ISO 8601 (UTC unless it says) or Unix seconds; `min_cost`: runs whose known cost is at least
   this (docs/guides/cost.md); `limit` 1 to 1000 (default 50).
 - `GET /runs/{id}` → `RunDetail`: every `RunSummary` field plus `capture`, `request`, `intermediate`, `answer`,
@@ -31,13 +32,15 @@ The runs API (under the mount: `/v1/runs` standalone; the same inbound auth as t
   as it ends; finally `event: end` (the RunSummary as it ended) and the stream closes. `: keep-alive` comments
   while nothing happens.
 - A bad filter or cursor is a 400, an unknown run a 404, both in the OpenAI error envelope.
+- Under inbound auth with named keys, a key that is not `admin` sees only its own runs (another key's run is a 404
+  like an unknown one); `RunStore`'s reads take `seen_by` (`store.records.RunsOf`) to do the same.
 
 RunSummary: `id` (the run id, `adapter_critic.run_id`), `object: "run"`, `request_id` (the response's
 `x-request-id`), `served_model`, `mode`, `stream`, `status` (`running | ok | degraded | error | cancelled |
 interrupted`), `degraded`, `started_at`, `finished_at` (ISO 8601 UTC), `duration_ms`, `usage` (`prompt_tokens`,
 `completion_tokens`, `total_tokens`), `error` (`status`, `type`, `message`, `param`, `code`: the error envelope the
-client got), `cost` (`currency`, `total`, `total_known`, `unknown_stages`: with prices configured) — null where not
-known yet.
+client got), `cost` (`currency`, `total`, `total_known`, `unknown_stages`: with prices configured), `key_name` (the
+named key that made it) — null where not known yet.
 RunDetail adds: `capture` (`full | metadata`), `request` (`options`: every request field but `model` and
 `messages`; `messages` under `full`), `intermediate` (the extension's; values null under `metadata`), `answer`
 (`finish_reason`, and `content`, `tool_calls` under `full`), `stages`.
