@@ -18,12 +18,14 @@ import httpx
 import pytest
 from openai import OpenAI
 
+from adapter_critic import AdapterCriticMiddleware
 from adapter_critic.store.recorder import RunOpened
 from adapter_critic.store.records import EVERY_RUN, runs_of_key
 from adapter_critic.store.runstore import open_store
 
 from ..cli.conftest import invoke
-from ..conftest import RemoteUpstream, run_app, sdk
+from ..conftest import RemoteUpstream, asgi_client, chat, run_app, sdk
+from ..middleware_app import LocalModel, local_config
 from .runs import request
 
 TEAM, OTHER, OPS, NAMELESS = "sk-owners-team", "sk-owners-other", "sk-owners-ops", "sk-owners-nameless"
@@ -232,3 +234,25 @@ async def test_links_to_a_run_another_key_made_are_null(store_url: str) -> None:
         assert everything is not None and everything.cached_from == "ops-run"
         nameless = await store.list_runs(seen_by=runs_of_key(None))
         assert nameless.data == []
+
+
+@pytest.mark.anyio
+async def test_beside_the_middleware_a_key_sees_its_own_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OWNERS_TEAM_KEY", TEAM)
+    keys = [
+        {"name": "team", "key_env": "OWNERS_TEAM_KEY"},
+        {"name": "ops", "key_sha256": hashlib.sha256(OPS.encode()).hexdigest(), "admin": True},
+    ]
+    config = local_config(store={"url": f"sqlite:///{tmp_path / 'runs.db'}"}, auth={"keys": keys})
+    app = AdapterCriticMiddleware(LocalModel().app, config=config)
+    as_team, as_ops = {"authorization": f"Bearer {TEAM}"}, {"authorization": f"Bearer {OPS}"}
+    async with asgi_client(app) as client:
+        team_run = (await client.post("/v1/chat/completions", json=chat("local-adapter"), headers=as_team)).json()["id"]
+        ops_run = (await client.post("/v1/chat/completions", json=chat("local-adapter"), headers=as_ops)).json()["id"]
+        await app.service.store.flush()  # type: ignore[union-attr]
+        team_sees = (await client.get("/v1/runs", headers=as_team)).json()["data"]
+        ops_sees = (await client.get("/v1/runs", headers=as_ops)).json()["data"]
+        hidden = await client.get(f"/v1/runs/{ops_run}", headers=as_team)
+    assert [(run["id"], run["key_name"]) for run in team_sees] == [(team_run, "team")]
+    assert [(run["id"], run["key_name"]) for run in ops_sees] == [(ops_run, "ops"), (team_run, "team")]
+    assert_not_found(hidden, ops_run)
