@@ -55,6 +55,10 @@ class AuthKey(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=T
     models: list[str] | None = None
     """The served models this key may use (`fnmatch` globs: `"team-*"`); another is answered 404 as unknown.
     Not set: every served model."""
+    allow_overrides: bool = True
+    """May send `x_adapter_critic` overrides (as far as the server's `allow_overrides` lets anyone). With `models`,
+    an override may only name targets (model and URL) that one of this key's served models has: anything else is
+    403, and nothing is sent upstream."""
     admin: bool = False
     """May read every key's usage (`GET /v1/keys/{name}/usage`) and every key's runs (the runs API); any key may read
     its own."""
@@ -64,8 +68,28 @@ class AuthKey(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=T
     def __post_init__(self) -> None:
         if (self.key_env is None) == (self.key_sha256 is None):
             raise ValueError(f"auth.keys {self.name!r}: give exactly one of `key_env` and `key_sha256`")
+        for pattern in self.models or ():
+            problem = glob_problem(pattern)
+            if problem is not None:
+                raise ValueError(f"auth.keys {self.name!r}: models: {pattern!r} {problem}")
         if self.key_sha256 is not None and not _SHA256.fullmatch(self.key_sha256):
             raise ValueError(f"auth.keys {self.name!r}: key_sha256 must be 64 lowercase hex digits (a SHA-256)")
+
+
+def glob_problem(pattern: str) -> str | None:
+    """Why an `fnmatch` glob of a key's `models` can never match a model name, or None: empty, or a `[` set that is
+    never closed (fnmatch then reads it as a literal `[`, which no model name has)."""
+    if not pattern:
+        return "is empty"
+    i = 0
+    while i < len(pattern):
+        if pattern[i] == "[":
+            end = pattern.find("]", i + 2 if pattern[i + 1 : i + 2] in ("!", "]") else i + 1)
+            if end < 0:
+                return "opens a `[` set that is never closed, so it matches no model"
+            i = end
+        i += 1
+    return None
 
 
 class AuthConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):

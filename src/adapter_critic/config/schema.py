@@ -6,6 +6,7 @@ The config's schema as msgspec Structs, and building a validated `Config` from p
 from __future__ import annotations
 
 from collections.abc import Mapping
+from fnmatch import fnmatchcase
 from typing import Annotated, Any
 
 import msgspec
@@ -131,6 +132,13 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
         if self.passthrough is not None and self.passthrough.protocol != protocols.DEFAULT:
             raise ValueError("passthrough.protocol: the passthrough relays OpenAI requests as they are; leave it out")
         check_nesting(self)
+        for key in self.auth.keys:
+            unmatched = [p for p in key.models or () if not any(fnmatchcase(m, p) for m in self.served_models)]
+            if unmatched and not self.models.technique_prefixes:
+                raise ValueError(
+                    f"auth.keys {key.name!r}: models: {unmatched[0]!r} matches no served model (and prefixed names are "
+                    "off), so it can never let a request through"
+                )
         budgeted = [f"auth.keys {k.name!r}" for k in self.auth.keys if k.limits.budgeted]
         budgeted += [f"served_models.{i}.limits" for i, m in self.served_models.items() if m.limits.budgeted]
         if budgeted and not self.prices:

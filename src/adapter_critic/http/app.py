@@ -38,7 +38,7 @@ from ..store.settings import default_url
 from ..upstream.pinning import HostGuard, Resolver
 from ..upstream.retry import Sleep
 from ..viewer import Viewer
-from .auth import AuthMiddleware
+from .auth import CALLER, AuthMiddleware
 from .chat import ChatHandler
 from .count_tokens import HEADER as TOKEN_COUNT_HEADER
 from .count_tokens import count_tokens_routes
@@ -125,23 +125,33 @@ def build_app(service: Service, *, prefix: str = "", on_started: Callable[[], No
     ui_on = config.ui.enabled if config.ui.enabled is not None else standalone
     viewer = Viewer(prefix) if ui_on else None
 
+    policy = handler.policy  # a key with `models` sees only those (docs/guides/security.md#tenants)
+
     async def models(request: Request) -> Response:
-        if passthrough is None:
+        caller = request.scope.get(CALLER)
+        if policy.any_bounds and caller is not None:
+            own = [model_objects[served_id] for served_id in policy.visible(caller, model_objects)]
+        elif passthrough is None:
             return Response(models_body, media_type=JSON)
-        merged = await passthrough.models(list(model_objects.values()))
-        return Response(encode({"object": "list", "data": merged}), media_type=JSON)
+        else:
+            own = list(model_objects.values())
+        data = own if passthrough is None else await passthrough.models(own)
+        return Response(encode({"object": "list", "data": data}), media_type=JSON)
 
     async def model(scope: Scope, receive: Receive, send: Send) -> None:
         served_id: str = scope["path_params"]["model"]
-        body = model_bodies.get(served_id)
-        if body is None and config.serves(served_id):  # a prefixed model (`[models]`): never listed, but known
+        caller = scope.get(CALLER)
+        allowed = not policy.any_bounds or policy.allows(caller, served_id)
+        body = model_bodies.get(served_id) if allowed else None
+        if body is None and allowed and config.serves(served_id):  # a prefixed model (`[models]`): never listed
             body = encode(model_object(served_id, created))
         if body is not None:
             await Response(body, media_type=JSON)(scope, receive, send)
-        elif passthrough is not None:
+        elif passthrough is not None and not config.serves(served_id):
             await passthrough.relay(scope, receive, send, f"/models/{served_id}")
         else:
-            error = unknown_model(served_id, config.served_models, reason=why_not_served(config, served_id))
+            reason = why_not_served(config, served_id) if allowed else None
+            error = unknown_model(served_id, policy.visible(caller, config.served_models), reason=reason)
             await error_response(error, redact=service.secrets.redact)(scope, receive, send)
 
     deep_health = DeepHealth(config, service.upstream)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ..access import KeyPolicy, check_model_name
 from ..cache.answers import HEADER
 from ..cache.hit import CacheHit
 from ..cache.key import wanted
@@ -87,8 +88,9 @@ class ChatHandler:
         self.subscribers = tuple(subscribers)
         self.tracing = tracing
         self.prices = price_table(config.prices, config.pricing)  # None: no prices, no cost work
-        self.quotas = quotas  # None: no limits or allow-lists configured, and no limit work at all
+        self.quotas = quotas  # None: no limits configured, and no limit work at all
         self.cache = cache  # None: no served model has `cache = true`, and no cache work at all
+        self.policy = KeyPolicy(config)  # what each named key may reach
         self._plans: dict[str, Plan] = {}
         self._per_request_plans: set[str] = set()
 
@@ -159,10 +161,14 @@ class ChatHandler:
         try:
             request = inbound.decode(body, max_messages=self.config.max_messages)
             to_resolve = check_overrides(self.config, request.overrides, request.overrides_param)
-            quotas, ticket = self.quotas, None
-            if quotas is not None and not quotas.allows(caller, request.model):
-                raise unknown_model(request.model, [m for m in self.config.served_models if quotas.allows(caller, m)])
+            quotas, ticket, policy = self.quotas, None, self.policy
+            if request.model not in self.config.served_models:
+                check_model_name(request.model)
+            if policy.any_bounds and not policy.allows(caller, request.model):
+                raise unknown_model(request.model, policy.visible(caller, self.config.served_models))
             plan = self._plan(request, client_token)
+            if request.overrides is not None and policy.any_bounds:
+                policy.check_overrides(caller, plan, request.overrides_param)
             if to_resolve:
                 plan = pinned_plan(plan, await self.host_guard.pin(to_resolve))
             workflow = registry.get(plan.mode)

@@ -19,14 +19,15 @@ import logging
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ..access import check_model_name
 from ..core import StageTarget
 from ..errors import APIError, RequestError, ServerError
-from ..pipeline.resolve import resolve
+from ..pipeline.resolve import resolve, unknown_model
 from ..protocols.anthropic.counting import IMAGE_TOKENS, Counted, decode_count
 from ..protocols.base import Inbound
 from ..protocols.openai.render import encode
 from ..upstream.tokenize import TokenCounter
-from .auth import client_token
+from .auth import CALLER, client_token
 from .body import body_too_large, declared_too_large, read_body
 from .fastpath import ASGIEndpoint
 from .jsonanswer import JSONAnswer, protocol_error
@@ -54,6 +55,11 @@ class CountTokens:
                 raise body_too_large(config.max_body_bytes)
             counted = decode_count(await read_body(receive, config.max_body_bytes))
             token = client_token(scope, self.inbound.credential)
+            policy, caller = self.service.handler.policy, scope.get(CALLER)
+            if counted.model not in config.served_models:
+                check_model_name(counted.model)
+            if not policy.allows(caller, counted.model):  # counted like a request: another key's model is unknown
+                raise unknown_model(counted.model, policy.visible(caller, config.served_models))
             target = resolve(config, counted.model, None, client_token=token).api
             while target.served is not None:  # another served model's run: counted where its own API model is
                 target = resolve(config, target.served, None, client_token=token).api

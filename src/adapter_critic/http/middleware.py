@@ -24,7 +24,7 @@ from ..protocols.openai import INBOUND as OPENAI
 from ..protocols.openai.render import error_response
 from ..redact import masked_logs
 from ..upstream.retry import Sleep
-from .auth import refusal
+from .auth import CALLER, refusal
 from .models import ServedModels, models_path
 from .requestid import with_header
 from .runs import RunsAPI
@@ -100,7 +100,7 @@ class AdapterCriticMiddleware:
         if inbound is None:
             if scope["type"] == "http" and scope["method"] == "GET":
                 if self.models.handles(scope["path"]):
-                    await self.models(scope, receive, send)
+                    await self._models(scope, receive, send)
                     return
                 if self.runs is not None and _under(scope["path"], self.runs_path):
                     await self._runs(scope, receive, send)
@@ -122,6 +122,19 @@ class AdapterCriticMiddleware:
             await refusal(refused, inbound)(scope, receive, send)
             return
         await self.service.handler.respond(body, scope, receive, send, inbound)
+
+    async def _models(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The model list; with keys bounded to some models (`models`), a key's own, which needs the key."""
+        policy = self.service.handler.policy
+        if not policy.any_bounds:
+            await self.models(scope, receive, send)
+            return
+        refused = self.service.auth.check(scope)
+        if refused is not None:
+            await error_response(refused)(scope, receive, send)
+            return
+        caller = scope.get(CALLER)
+        await self.models(scope, receive, send, allows=lambda model: policy.allows(caller, model))
 
     async def _serve_metrics(self, metrics: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
         refused = self.service.auth.check(scope)

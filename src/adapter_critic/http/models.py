@@ -7,14 +7,17 @@ has no models route of its own (it answers 404: the served models alone are list
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..config import Config
+from ..pipeline.resolve import unknown_model
+from ..protocols.openai import INBOUND as OPENAI
 from ..protocols.openai.render import encode
-from .jsonanswer import JSONAnswer
+from .jsonanswer import JSONAnswer, protocol_error
 
 # The wrapped app's answer is read whole to merge it; a larger one is passed on as it is.
 MAX_LIST_BYTES = 1024 * 1024
@@ -52,17 +55,25 @@ class ServedModels:
         model = path[len(self.path) + 1 :] if path.startswith(self.path + "/") else ""
         return bool(model) and (model in self._by_id or self.config.serves(model))
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def __call__(
+        self, scope: Scope, receive: Receive, send: Send, allows: Callable[[str], bool] | None = None
+    ) -> None:
+        """Answer; `allows` says which served models the caller may see (None: all)."""
+        served = self.served if allows is None else [model for model in self.served if allows(model["id"])]
         if scope["path"] != self.path:
             model = scope["path"][len(self.path) + 1 :]
+            if allows is not None and not allows(model):
+                error = unknown_model(model, [m["id"] for m in served])
+                await protocol_error(OPENAI, error)(scope, receive, send)
+                return
             body = self._by_id.get(model) or encode(model_object(model, self.created))
             await JSONAnswer(body)(scope, receive, send)
             return
         start, body = await _capture(self.app, scope, receive)
         if start is not None and start["status"] == 404:
-            await JSONAnswer(encode({"object": "list", "data": self.served}))(scope, receive, send)
+            await JSONAnswer(encode({"object": "list", "data": served}))(scope, receive, send)
             return
-        merged = _merged(body, self.served) if start is not None and start["status"] == 200 else None
+        merged = _merged(body, served) if start is not None and start["status"] == 200 else None
         if merged is not None:
             await JSONAnswer(merged)(scope, receive, send)
             return

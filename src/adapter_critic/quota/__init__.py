@@ -25,12 +25,10 @@ def quotas_for(
     on_refused: Callable[[str, str], None] | None = None,
     on_error: Callable[[str], None] | None = None,
 ) -> Quotas | None:
-    """The service's limits, or None when no key or served model has a limit or an allow-list: then a request
-    does no limit work at all."""
+    """The service's limits, or None when no key or served model has a limit: then a request does no limit work at
+    all (a key's `models` is `access.KeyPolicy`'s)."""
     keys = config.auth.keys
-    if not any(k.limits.any or k.models is not None for k in keys) and not any(
-        served.limits.any for served in config.served_models.values()
-    ):
+    if not any(k.limits.any for k in keys) and not any(served.limits.any for served in config.served_models.values()):
         return None
     if config.limits.url is not None:
         from .shared import RedisCounters

@@ -11,7 +11,6 @@ its tokens or cost limit by the runs admitted while it still had room — never 
 from __future__ import annotations
 
 import asyncio
-import fnmatch
 import logging
 import math
 import time
@@ -102,7 +101,7 @@ class Ticket:
 
 
 class Quotas:
-    """One service's limits: made only when some key or served model has a limit or an allow-list."""
+    """One service's limits: made only when some key or served model has a limit."""
 
     def __init__(
         self,
@@ -128,15 +127,9 @@ class Quotas:
             for served_id, served in config.served_models.items()
             if served.limits.any
         }
-        self._allowed = {k.name: tuple(k.models) for k in config.auth.keys if k.models is not None}
         self._on_refused = on_refused
         self._on_error = on_error
         self._pending: set[asyncio.Task[None]] = set()
-
-    def allows(self, caller: str | None, served_model: str) -> bool:
-        """The caller's key may use the served model (`models`)."""
-        patterns = self._allowed.get(caller) if caller is not None else None
-        return patterns is None or any(fnmatch.fnmatchcase(served_model, p) for p in patterns)
 
     async def admit(self, caller: str | None, served_model: str) -> Ticket | None:
         """Count a run in; None when no limit applies (or the counters failed open). Raises `RateLimited` (429) over
