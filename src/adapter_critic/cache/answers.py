@@ -20,7 +20,7 @@ from ..core import ChatRequest, Plan
 from ..errors import ConfigError
 from ..events import Event, RunFinished, Subscriber
 from .entry import CachedRun, snapshot
-from .key import cache_key, plan_document
+from .key import cache_key, owner_of, plan_document, real_answer
 
 if TYPE_CHECKING:
     from ..store.runstore import RunStore
@@ -35,9 +35,21 @@ MAX_PENDING = 10_000  # answers held until written; more (a store dropping recor
 class AnswerCache:
     """The cache of one service: its backend, each served model's time to live, and the answers being written."""
 
-    def __init__(self, backend: Backend, ttls: dict[str, float], *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        ttls: dict[str, float],
+        *,
+        clock: Callable[[], float] = time.time,
+        models: dict[tuple[str, str], float] | None = None,
+        shared: bool = False,
+    ) -> None:
         self.backend = backend
         self.ttls = ttls  # served model id -> seconds; a model not in it is never cached
+        # (upstream model, base URL) of a cached served model's `api` -> its seconds: a prefixed name on that model
+        # (`critic-<model>`, `[models]`) is cached as that served model is.
+        self.models = models or {}
+        self.shared = shared  # `[cache] scope = "shared"`: one scope for every named key
         self.clock = clock
         self.pending: dict[str, tuple[CachedRun, float]] = {}  # key -> (answer, expires at), until written
         # Served model id -> its plan and the plan's part of a key: a served model's plan is the same object from
@@ -52,16 +64,27 @@ class AnswerCache:
 
         return isinstance(self.backend, StoreBackend)
 
-    def serves(self, served_id: str) -> bool:
-        """The served model has `cache = true`."""
-        return served_id in self.ttls
+    def ttl(self, plan: Plan) -> float | None:
+        """How long the plan's answers are kept: its served model's time (`cache = true`), or for a prefixed name the
+        time of the cached served model whose upstream model it runs on; None: not cached."""
+        found = self.ttls.get(plan.served_id)
+        if found is None and self.models:
+            found = self.models.get((plan.api.model, plan.api.base_url))
+        return found
 
-    def key(self, plan: Plan, request: ChatRequest, plan_of: Callable[[str], Plan]) -> str:
-        """The request's key (`key.cache_key`); `plan_of` resolves the plans of the served models its stages run."""
+    def key(self, plan: Plan, request: ChatRequest, plan_of: Callable[[str], Plan], owner: str | None = None) -> str:
+        """The request's key (`key.cache_key`); `plan_of` resolves the plans of the served models its stages run,
+        `owner` is whose answers it may be given (`key.owner_of`)."""
+        if plan.served_id not in self.ttls:  # a prefixed name: one of a set without end, never remembered
+            return cache_key(plan_document(plan, plan_of), request, owner)
         known = self._plans.get(plan.served_id)
         if known is None or known[0] is not plan:
             known = self._plans[plan.served_id] = (plan, plan_document(plan, plan_of))
-        return cache_key(known[1], request)
+        return cache_key(known[1], request, owner)
+
+    def owner(self, plan: Plan, caller: str | None, client_token: str | None) -> str | None:
+        """Whose answers this request may be given (`key.owner_of`)."""
+        return owner_of(plan, caller, client_token, self.shared)
 
     async def lookup(self, key: str) -> CachedRun | None:
         """The answer kept under `key`, if any and not expired; a backend that fails is a miss (logged)."""
@@ -75,14 +98,17 @@ class AnswerCache:
             logger.warning("cache: a lookup failed, answering without the cache (%s: %s)", type(exc).__name__, exc)
             return None
 
-    def keeper(self, key: str, served_id: str, secret: str | None) -> Subscriber:
-        """A run subscriber that keeps the run's answer under `key` when the run ends `ok`."""
+    def keeper(self, key: str, ttl: float, secret: str | None) -> Subscriber:
+        """A run subscriber that keeps the run's answer under `key` for `ttl` seconds when the run ends `ok` with a
+        real answer (`key.real_answer`: never a body the upstream meant as an error)."""
 
         def keep(event: Event) -> None:
             if type(event) is RunFinished and event.status == "ok":
+                if not real_answer(event.record.answer):
+                    return
                 now = self.clock()
                 entry = snapshot(event.record, created_at=now)
-                expires = now + self.ttls[served_id]
+                expires = now + ttl
                 if len(self.pending) >= MAX_PENDING:
                     self.pending.clear()
                 self.pending[key] = (entry, expires)
@@ -128,4 +154,10 @@ def cache_for(
             f"served_models.{next(iter(ttls))}.cache: the cache keeps its answers in the run store, and this server "
             "records no runs; give store.url (or ADAPTER_CRITIC_STORE), or [cache] url (a Redis)"
         )
-    return AnswerCache(backend, ttls, clock=clock)
+    models: dict[tuple[str, str], float] = {}
+    if config.models.technique_prefixes:
+        for served_id, ttl in ttls.items():
+            api = config.served_models[served_id].api
+            if api is not None:
+                models.setdefault((api.model, api.url), ttl)
+    return AnswerCache(backend, ttls, clock=clock, models=models, shared=config.cache.scope == "shared")

@@ -22,10 +22,10 @@ from typing import Any
 
 import msgspec
 
-from ..core import ChatRequest, Plan, StageTarget
+from ..core import Answer, ChatRequest, Plan, StageTarget
 
 # Raised whenever what the key covers, or how, changes: entries of another version are never found.
-VERSION = 2
+VERSION = 3
 # Request options that do not change the answer: how it is delivered, and labels for the caller's own books.
 IGNORED_OPTIONS = frozenset(
     {"stream", "stream_options", "user", "metadata", "store", "service_tier", "prompt_cache_key", "safety_identifier"}
@@ -103,11 +103,42 @@ def plan_document(plan: Plan, plan_of: Callable[[str], Plan]) -> bytes:
     return _canonical(_plan(plan, plan_of))
 
 
-def cache_key(plan: bytes, request: ChatRequest) -> str:
+def cache_key(plan: bytes, request: ChatRequest, owner: str | None = None) -> str:
     """The request's key (64 hex digits) under its plan's document (`plan_document`): two JSON values one after the
-    other, each whole, so where one ends is never in doubt."""
+    other, each whole, so where one ends is never in doubt; `owner` (`owner_of`) keeps a caller's answers its own."""
     options = {key: _numbers(_value(value)) for key, value in request.options.items() if key not in IGNORED_OPTIONS}
     digest = hashlib.sha256(b"%d:" % VERSION)
+    if owner is not None:
+        digest.update(_canonical({"owner": owner}))
     digest.update(plan)
     digest.update(_canonical([request.messages_json, options]))
     return digest.hexdigest()
+
+
+def owner_of(plan: Plan, caller: str | None, client_token: str | None, shared: bool) -> str | None:
+    """Whose answer a request's is: the caller's credential (as a digest, never the credential) when a target of the
+    plan forwards it — the upstream checks each caller, so a hit must not skip that check; else the named key's name,
+    unless the cache is `shared`; else None (one scope for everyone)."""
+    if any(target.forward_client_authorization for target in plan.all_targets()):
+        return "credential:" + hashlib.sha256((client_token or "").encode()).hexdigest()
+    if caller is not None and not shared:
+        return "key:" + caller
+    return None
+
+
+def real_answer(answer: Answer) -> bool:
+    """An answer the upstream meant as one: text or tool calls, a finish reason other than `error`, and no top-level
+    `error` in the body it came in (a 200 some servers send for a failure). Anything else is never cached."""
+    source = answer.source
+    if not answer.content and not answer.tool_calls:
+        return False
+    if answer.finish_reason == "error":
+        return False
+    if source is not None and b'"error"' in source:
+        try:
+            body = msgspec.json.decode(source)
+        except msgspec.DecodeError:
+            return False
+        if isinstance(body, dict) and body.get("error") is not None:
+            return False
+    return True

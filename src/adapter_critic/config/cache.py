@@ -6,7 +6,7 @@ The `[cache]` table of the config: where the exact-match cache (the `cache` pack
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -23,3 +23,9 @@ class CacheConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, froz
     """How long a cached answer is served, for a served model that sets no `cache_ttl_seconds` of its own."""
     key_prefix: Annotated[str, msgspec.Meta(min_length=1)] = "adapter_critic:cache"
     """The prefix of the cached answers' Redis keys (servers with different configs can share one Redis)."""
+    scope: Literal["key", "shared"] = "key"
+    """Whose answers a request may be given. `"key"`: with named keys (`[[auth.keys]]`), a hit only for the key whose
+    request stored it (the nameless keys of `auth_api_keys_env`, and a server without inbound auth, share one scope).
+    `"shared"`: every caller's answers serve every caller — a hit then tells a caller that someone asked the same
+    question before, what was answered, and the id of that run. A served model that forwards the caller's
+    authorization is cached per caller credential either way."""

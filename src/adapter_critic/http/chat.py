@@ -180,8 +180,10 @@ class ChatHandler:
                     headers = {**headers, **ticket.headers}
             subscribers = self._subscribers(request_id, request, plan, client_token, caller, ticket)
             cache = self.cache
-            if cache is not None and cache.serves(plan.served_id) and wanted(request):
-                key = cache.key(plan, request, lambda served_id: self._plan_of(served_id, client_token))
+            ttl = None if cache is None else cache.ttl(plan)
+            if cache is not None and ttl is not None and wanted(request):
+                owner = cache.owner(plan, caller, client_token)
+                key = cache.key(plan, request, lambda served_id: self._plan_of(served_id, client_token), owner)
                 found = await cache.lookup(key)
                 headers = {**headers, HEADER: "miss" if found is None else "hit"}
                 if found is not None:
@@ -193,7 +195,7 @@ class ChatHandler:
                         await ticket.charged()
                     body = inbound.response(record, response_id=completion_id, request=request)
                     return JSONAnswer(body, headers=headers)
-                subscribers = (*subscribers, cache.keeper(key, plan.served_id, _token(plan, client_token)))
+                subscribers = (*subscribers, cache.keeper(key, ttl, _token(plan, client_token)))
             run = Run(
                 workflow,
                 plan,

@@ -209,7 +209,8 @@ class Database:
 
     # -- retention -------------------------------------------------------------------------------------------------
     async def prune(self, max_age_days: float | None, max_runs: int | None) -> int:
-        """Delete runs older than `max_age_days` and all but the newest `max_runs`; returns how many."""
+        """Delete runs older than `max_age_days` and all but the newest `max_runs`, with the cache's answers they
+        made; returns how many runs."""
         removed = 0
         async with self._writer.begin() as conn:
             doomed: list[Any] = []
@@ -224,6 +225,7 @@ class Database:
                 for chunk in range(0, len(ids), 500):
                     part = ids[chunk : chunk + 500]
                     await conn.execute(delete(stages).where(stages.c.run_id.in_(part)))
+                    await conn.execute(delete(cache).where(cache.c.run_id.in_(part)))  # their answers go with them
                     removed += int((await conn.execute(delete(runs).where(runs.c.run_id.in_(part)))).rowcount)
         return removed
 
