@@ -113,8 +113,8 @@ def test_a_forwarding_model_is_cached_per_caller_credential(
 @pytest.mark.parametrize(
     "body",
     [
-        '{"choices": [{"index": 0, "message": {"role": "assistant", "content": "Overloaded"}, "finish_reason": "stop"}],'
-        ' "error": {"message": "upstream overloaded"}}',
+        '{"choices": [{"index": 0, "message": {"role": "assistant", "content": "Overloaded"},'
+        ' "finish_reason": "stop"}], "error": {"message": "upstream overloaded"}}',
         '{"choices": [{"index": 0, "message": {"role": "assistant", "content": "partial"}, "finish_reason": "error"}]}',
         '{"choices": [{"index": 0, "message": {"role": "assistant", "content": ""}, "finish_reason": "stop"}]}',
     ],
