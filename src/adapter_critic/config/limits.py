@@ -116,5 +116,10 @@ class LimitsConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, fro
     is logged and counted (`adapter_critic_limits_errors_total`)."""
     window_seconds: Annotated[float, msgspec.Meta(gt=0, le=3600)] = 60.0
     """The length of the requests and tokens windows (`requests_per_minute` counts per window)."""
+    reserve_tokens: PositiveInt | None = None
+    """What a cost budget holds back for a run when it is admitted, per stage: its prompt (estimated) and this many
+    completion tokens at the stage model's price, when the request sets no `max_tokens` (default 4096). The run's real
+    cost replaces the reservation when it ends, so concurrent runs cannot spend past a budget by more than one run's
+    reservation (while each costs no more than it reserved)."""
     key_prefix: Annotated[str, msgspec.Meta(min_length=1)] = "adapter_critic:limits"
     """The prefix of the counters' Redis keys (servers with different limits can share one Redis)."""

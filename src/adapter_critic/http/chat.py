@@ -175,7 +175,14 @@ class ChatHandler:
             if not workflow.many_choices:
                 refuse_many_choices(request, plan.mode)
             if quotas is not None:
-                ticket = await quotas.admit(caller, plan.served_id)
+                ticket = await quotas.admit_run(
+                    caller,
+                    plan,
+                    request,
+                    lambda served_id: self._plan_of(served_id, client_token),
+                    self.prices,
+                    made_up=request.overrides is not None or plan.served_id not in self.config.served_models,
+                )
                 if ticket is not None:
                     headers = {**headers, **ticket.headers}
             subscribers = self._subscribers(request_id, request, plan, client_token, caller, ticket)

@@ -14,7 +14,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from ..errors import RequestError, ServerError
+from ..errors import Overloaded, RequestError
 from ..protocols.openai.render import JSON, error_response
 from ..quota.usage import key_usage
 from .auth import CALLER
@@ -50,7 +50,12 @@ def keys_routes(service: Service, prefix: str) -> list[Route]:
             found = await key_usage(name, now, service.store, quotas)
         except Exception as exc:
             logger.warning("usage of key %r could not be read: %s: %s", name, type(exc).__name__, exc)
-            failed = ServerError("The key's usage cannot be read right now (run store or limits unreachable).")
+            failed = Overloaded(  # 503, as admission answers when the limits' store is unreachable
+                "The key's usage cannot be read right now (the run store or the limits' store is unreachable); "
+                "retry later.",
+                code="limits_unavailable",
+                headers={"retry-after": "1"},
+            )
             await error_response(failed)(scope, receive, send)
             return
         await Response(msgspec.json.encode(found), media_type=JSON)(scope, receive, send)

@@ -23,6 +23,7 @@ from ..events import AnswerChunks
 from ..protocols.openai.chunks import Chunk, ToolCallDelta, chunk_decoder, tool_calls
 from ..redact import Secrets
 from ..upstream.failures import bad_answer
+from .stages import estimated
 
 
 class Relay:
@@ -138,3 +139,11 @@ class Relay:
             said = self._secrets.redact(chunk.error.message or "no message", self.target.client_token)
             raise bad_answer(self.stage, self.target, f"sent an error event: {said}")
         return chunk
+
+
+def abandoned(relay: Relay | None, messages: Any) -> Usage:
+    """What a streamed final call spent when its client went away: the usage its upstream reported so far, else an
+    estimate of its prompt and of the text it streamed."""
+    if relay is not None and relay.usage is not None:
+        return relay.usage
+    return estimated(messages, "" if relay is None else relay.content + relay.reasoning)

@@ -38,7 +38,7 @@ from ..upstream.client import Upstream
 from ..upstream.retry import RetryPolicy
 from ..workflows.base import StageCall, StageFailed, Workflow
 from .nested import Nesting, call_served
-from .relay import Relay
+from .relay import Relay, abandoned
 from .stages import StageCalls, stage_body
 
 logger = logging.getLogger("adapter_critic")
@@ -225,8 +225,11 @@ class Run:
             self._publish(chunks)
             return sink(chunks)
 
+        relays: list[Relay] = []
+
         async def attempt(target: StageTarget) -> Relay:
             relay = Relay(final.stage, target, first=final.first, sink=send, secrets=self.upstream.secrets)
+            relays.append(relay)
             body = stage_body(target, final.messages, self.request.options)
             try:
                 async with self.upstream.stream(final.stage, target, body) as batches:
@@ -243,7 +246,13 @@ class Run:
                 self.set_answer(Answer.of(completion))
                 return
             relay = await self.calls.call(
-                final.stage, final.target, attempt, lambda r: r.usage, lambda: not relayed, messages=final.messages
+                final.stage,
+                final.target,
+                attempt,
+                lambda r: r.usage,
+                lambda: not relayed,
+                messages=final.messages,
+                partial=lambda: abandoned(relays[-1] if relays else None, final.messages),
             )
         except UpstreamError as exc:
             if final.first:

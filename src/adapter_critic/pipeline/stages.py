@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 import anyio
+import msgspec
 
 from ..core import Completion, StageTarget, Usage
 from ..errors import UpstreamError
@@ -69,13 +70,19 @@ class StageCalls:
         (a workflow's own, e.g. sampling settings) over those."""
         request_options = self.request_options if api else None
 
+        sent: list[dict[str, Any]] = []
+
         async def attempt(to: StageTarget) -> Completion:
             body = stage_body(to, messages, request_options)
             if options:
                 body.update(options)
+            sent.append(body)
             return await self.upstream.complete(stage, to, body)
 
-        return await self.call(stage, target, attempt, lambda c: c.usage, messages=messages)
+        def partial() -> Usage:  # cancelled before the answer: its prompt was read
+            return estimated(sent[-1]["messages"] if sent else messages, "")
+
+        return await self.call(stage, target, attempt, lambda c: c.usage, messages=messages, partial=partial)
 
     async def call(
         self,
@@ -87,10 +94,12 @@ class StageCalls:
         *,
         messages: Any = None,
         child: RunRecord | None = None,
+        partial: Callable[[], Usage] | None = None,
     ) -> _T:
         """One stage call: `attempt` with retries and fallbacks within the request deadline, reported as
         `StageStarted`/`StageFinished` with every attempt, and the usage of every attempt that reported any. `child`
-        is the record of the child run a stage run by another served model is: the stage's cost is that run's."""
+        is the record of the child run a stage run by another served model is: the stage's cost is that run's.
+        `partial` says what an attempt cancelled midway (its client gone) spent so far: counted, as not reported."""
         self.publish(StageStarted(stage, target.label, messages))
         attempts: list[Attempt] = []
         usage = Usage()
@@ -120,6 +129,13 @@ class StageCalls:
                     tally.refused()
                 elif tally is not None:
                     tally.spent(to.model, exc.usage)
+                raise
+            except anyio.get_cancelled_exc_class():
+                if partial is not None:  # the upstream worked for it all the same: what it spent is counted
+                    spent = partial()
+                    usage.add(spent)
+                    if tally is not None:
+                        tally.spent(to.model, spent)
                 raise
             attempts.append(Attempt(to.label))
             return result
@@ -177,3 +193,11 @@ def stage_body(target: StageTarget, messages: Any, request_options: dict[str, An
     options["model"] = target.model
     options["messages"] = messages
     return options
+
+
+def estimated(messages: Any, answer: str) -> Usage:
+    """Tokens estimated at 4 characters each — the messages' JSON and the answer's text — for a call whose upstream
+    never said (a client gone before its usage came)."""
+    prompt = math.ceil(len(msgspec.json.encode(messages)) / 4)
+    completion = math.ceil(len(answer) / 4)
+    return Usage(prompt, completion, prompt + completion)

@@ -20,9 +20,12 @@ from typing import Protocol
 
 from ..config import Config
 from ..config.limits import RateLimits
+from ..core import ChatRequest, Plan
 from ..errors import Overloaded, RateLimited
 from ..events import Event, RunFinished, RunRecord
+from ..pricing import PriceTable
 from .memory import Admitted, Check
+from .reach import check_priced, reached, reservation
 from .windows import Kind, reset_text, retry_after, window
 
 logger = logging.getLogger("adapter_critic")
@@ -81,18 +84,21 @@ class Usage:
 
 
 class Ticket:
-    """An admitted run's share of the limits: the headers its answer carries and what its end charges."""
+    """An admitted run's share of the limits: the headers its answer carries, what its cost budgets hold back for it
+    (`reserved`), and what its end charges — however it ends, a client gone away included."""
 
-    def __init__(self, quotas: Quotas, buckets: list[Bucket], states: list[Usage]) -> None:
+    def __init__(self, quotas: Quotas, buckets: list[Bucket], states: list[Usage], reserved: float = 0.0) -> None:
         self.quotas = quotas
         self.buckets = buckets
+        self.reserved = reserved
         self.headers = rate_headers(states)
         self._charge: asyncio.Task[None] | None = None
 
     def on_event(self, event: Event) -> None:
-        """A run subscriber: the run's tokens and cost are charged when it ends (streamed or not)."""
+        """A run subscriber: the run's tokens and cost are charged when it ends (streamed or not), its reservation
+        settled."""
         if type(event) is RunFinished:
-            self._charge = self.quotas.charge_later(self.buckets, event.record)
+            self._charge = self.quotas.charge_later(self.buckets, event.record, self.reserved)
 
     async def charged(self) -> None:
         """Wait for the run's charge (an answer not streamed is sent after it, so the caller's next request sees it)."""
@@ -127,23 +133,53 @@ class Quotas:
             for served_id, served in config.served_models.items()
             if served.limits.any
         }
+        self._configured = frozenset(config.served_models)
+        self._by_target: dict[tuple[str, str], list[str]] = {}  # a limited served model by its `api` target
+        for served_id in self._models:
+            api = config.served_models[served_id].api
+            if api is not None:
+                self._by_target.setdefault((api.model, api.url), []).append(served_id)
+        self.reserve_tokens = config.limits.reserve_tokens
         self._on_refused = on_refused
         self._on_error = on_error
         self._pending: set[asyncio.Task[None]] = set()
 
-    async def admit(self, caller: str | None, served_model: str) -> Ticket | None:
-        """Count a run in; None when no limit applies (or the counters failed open). Raises `RateLimited` (429) over
-        a limit, `Overloaded` (503) when the counters failed and `limits.on_error = "closed"`."""
-        buckets = [b for b in (self._keys.get(caller or ""), self._models.get(served_model)) if b is not None]
+    async def admit_run(
+        self,
+        caller: str | None,
+        plan: Plan,
+        request: ChatRequest,
+        plan_of: Callable[[str], Plan],
+        prices: PriceTable | None,
+        *,
+        made_up: bool,
+    ) -> Ticket | None:
+        """Count a run of `plan` in against its caller's limits and those of every served model it uses
+        (`reach.reached`); under a cost budget, refuse a plan the request `made_up` (overrides, a prefixed name) that
+        calls an unpriced model, and hold back the run's `reach.reservation`."""
+        served = reached(plan, plan_of, self._configured, self._by_target) if self._models else [plan.served_id]
+        buckets = [b for b in (self._keys.get(caller or ""), *map(self._models.get, served)) if b is not None]
         if not buckets:
             return None
+        reserve = 0.0
+        if any(bucket.limits.budgeted for bucket in buckets):
+            if made_up:
+                check_priced(plan, prices)
+            if prices is not None:
+                reserve = reservation(plan, request, prices, self.reserve_tokens)
+        return await self.admit(buckets, reserve)
+
+    async def admit(self, buckets: list[Bucket], reserve: float = 0.0) -> Ticket | None:
+        """Count a run in against `buckets`, holding `reserve` of each cost budget; None when the counters failed
+        open. Raises `RateLimited` (429) over a limit, `Overloaded` (503) when the counters failed and
+        `limits.on_error = "closed"`."""
         now = self.clock()
         checks: list[Check] = []
         states: list[tuple[Bucket, Kind, float, float]] = []
         for bucket in buckets:
             for kind, limit in bucket.kinds():
                 span = window(kind, now, self.window_seconds)
-                add = 1.0 if kind == "requests" else 0.0
+                add = 1.0 if kind == "requests" else reserve if kind in ("cost_day", "cost_month") else 0.0
                 checks.append(Check(self._key(bucket, kind, span.id), limit, add, math.ceil(span.reset) + _MARGIN))
                 states.append((bucket, kind, limit, span.reset))
         try:
@@ -162,25 +198,27 @@ class Quotas:
                 code="rate_limit_exceeded",
                 headers={**rate_headers(usages), "retry-after": retry_after(reset), "retry-after-ms": _ms(reset)},
             )
-        return Ticket(self, buckets, usages)
+        return Ticket(self, buckets, usages, reserve)
 
-    def charge_later(self, buckets: list[Bucket], record: RunRecord) -> asyncio.Task[None]:
+    def charge_later(self, buckets: list[Bucket], record: RunRecord, reserved: float = 0.0) -> asyncio.Task[None]:
         """Add a finished run's tokens and cost to its windows, in a task (subscribers must not block)."""
-        task = asyncio.get_running_loop().create_task(self.charge(buckets, record))
+        task = asyncio.get_running_loop().create_task(self.charge(buckets, record, reserved))
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
         return task
 
-    async def charge(self, buckets: list[Bucket], record: RunRecord) -> None:
+    async def charge(self, buckets: list[Bucket], record: RunRecord, reserved: float = 0.0) -> None:
+        """Charge a finished run: its tokens, and its cost less what admission `reserved` (a refund when it cost
+        less)."""
         now = self.clock()
         spent = {"tokens": float(record.total_usage().total_tokens)}
-        if any(b.limits.cost_per_day is not None or b.limits.cost_per_month is not None for b in buckets):
-            spent["cost_day"] = spent["cost_month"] = self.run_cost(record)
+        if any(b.limits.budgeted for b in buckets):
+            spent["cost_day"] = spent["cost_month"] = self.run_cost(record) - reserved
         amounts = []
         for bucket in buckets:
             for kind, _ in bucket.kinds():
                 amount = spent.get(kind, 0.0)
-                if amount > 0:
+                if amount != 0:
                     span = window(kind, now, self.window_seconds)
                     amounts.append((self._key(bucket, kind, span.id), amount, math.ceil(span.reset) + _MARGIN))
         if amounts:
