@@ -32,6 +32,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from .config import Config, ServedModel, Target
+from .config.models import ModelsConfig
 from .demo_answers import (
     ADVISED_LEAD,
     PANEL_LEAD,
@@ -116,7 +117,9 @@ def demo_config() -> Config:
             "demo-re2": ServedModel(mode="re2", api=target),
             "demo-mixture-of-agents": ServedModel(mode="mixture_of_agents", api=target, settings={"layers": LAYERS}),
             "demo-chain-of-verification": ServedModel(mode="chain_of_verification", api=target),
-        }
+        },
+        # Every workflow by its prefix, and chains, over the demo model: `critic-demo`, `best_of_n&critic-demo`.
+        models=ModelsConfig(technique_prefixes=True, upstream="demo-direct"),
     )
 
 
