@@ -1,6 +1,7 @@
 """A/B of two source trees: the product's CPU per direct request, plain and streamed, in alternating batches.
 
     python -m benchmarks.ab BASELINE_TREE [--product TREE] [--rounds 6] [--requests 2000] [--modes direct,adapter]
+        [--same-config] [--recording] [--named-keys]
 
 Both are `uvicorn adapter_critic.asgi:app` from their tree (`PYTHONPATH=<tree>/src`; this checkout's when no
 `--product` is given), pinned to the same core, against the same mock upstream. This checkout runs with
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import sys
@@ -28,6 +30,7 @@ if str(HERE.parent) not in sys.path:
 from benchmarks import payloads, procs, run  # noqa: E402
 
 MODES = ("direct", "adapter", "critic")  # the served models of `run.product_config`, `bench-<mode>`
+NAMED_KEY = "sk-bench-named-key-0123456789"  # `--named-keys`: the key every request is sent with
 
 
 def main() -> None:
@@ -44,6 +47,11 @@ def main() -> None:
         action="store_true",
         help="both with the standalone server's defaults: runs recorded to a SQLite file each, metrics on",
     )
+    parser.add_argument(
+        "--named-keys",
+        action="store_true",
+        help="both trees with named inbound keys (`[[auth.keys]]`, one bounded to `bench-*`), requests sent with one",
+    )
     parser.add_argument("--modes", default="direct", help=f"comma-separated, of {', '.join(MODES)} (default: direct)")
     args = parser.parse_args()
     modes = [mode.strip() for mode in args.modes.split(",") if mode.strip()]
@@ -59,6 +67,12 @@ def main() -> None:
                 cpus=other, env={}, workdir=workdir,
             )  # fmt: skip
             config = run.product_config(f"http://127.0.0.1:{started['mock'].port}/v1")
+            if args.named_keys:  # the request's key checked, its models matched, its name on the run
+                os.environ["BENCH_AUTHORIZATION"] = f"Bearer {NAMED_KEY}"
+                keys = [{"name": "bench", "key_env": "BENCH_NAMED_KEY", "models": ["bench-*"]}]
+                keys.append({"name": "other", "key_env": "BENCH_OTHER_KEY"})
+                config["auth"] = {"keys": keys}
+                args.same_config = True
             plain = {key: value for key, value in config.items() if key in ("served_models", "timeout_seconds")}
             (workdir / "config.json").write_text(json.dumps(plain))
             (workdir / "this.json").write_text(json.dumps(config))
@@ -74,6 +88,8 @@ def main() -> None:
                     file = f"{name}-recording.json"
                     (workdir / file).write_text(json.dumps(recorded))
                 env = {"ADAPTER_CRITIC_CONFIG": str(workdir / file)}
+                if args.named_keys:
+                    env.update(BENCH_NAMED_KEY=NAMED_KEY, BENCH_OTHER_KEY=f"{NAMED_KEY}-other")
                 if tree is not None:
                     env["PYTHONPATH"] = str(tree.resolve() / "src")
                 started[name] = procs.start_server(

@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import json
 import math
+import os
 import statistics
 import time
 from urllib.parse import urlsplit
@@ -69,9 +70,11 @@ async def _worker(
 async def run(url: str, body: bytes, requests: int, concurrency: int) -> dict[str, float]:
     parts = urlsplit(url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
+    # `BENCH_AUTHORIZATION`: an `Authorization` header on every request (a server with inbound keys).
+    auth = os.environ.get("BENCH_AUTHORIZATION")
     request = (
         f"POST {parts.path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(body)}\r\n\r\n"
+        f"{f'Authorization: {auth}' + chr(13) + chr(10) if auth else ''}Content-Length: {len(body)}\r\n\r\n"
     ).encode() + body
     remaining = [requests]
     latencies: list[float] = []

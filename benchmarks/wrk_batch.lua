@@ -9,6 +9,8 @@ wrk.method = "POST"
 wrk.body = f:read("*a")
 f:close()
 wrk.headers["Content-Type"] = "application/json"
+local auth = os.getenv("BENCH_AUTHORIZATION")
+if auth and auth ~= "" then wrk.headers["Authorization"] = auth end
 
 local limit = tonumber(os.getenv("BENCH_REQUESTS") or "0")
 local seen = 0

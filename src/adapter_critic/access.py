@@ -58,6 +58,7 @@ class KeyPolicy:
         self._keys: dict[str, AuthKey] = {key.name: key for key in config.auth.keys}
         self._bounded = {name: tuple(key.models) for name, key in self._keys.items() if key.models is not None}
         self._reachable: dict[str, frozenset[tuple[str, str, str | None]]] = {}
+        self._allows: dict[tuple[str | None, str], bool] = {}
 
     @property
     def any_bounds(self) -> bool:
@@ -67,7 +68,14 @@ class KeyPolicy:
     def allows(self, caller: str | None, model: str) -> bool:
         """The caller's key may use the served model (or prefixed name) `model`."""
         patterns = self._bounded.get(caller) if caller is not None else None
-        return patterns is None or any(fnmatch.fnmatchcase(model, pattern) for pattern in patterns)
+        if patterns is None:
+            return True
+        known = self._allows.get((caller, model))
+        if known is None:
+            known = any(fnmatch.fnmatchcase(model, pattern) for pattern in patterns)
+            if model in self.config.served_models:  # remembered for served models only: a finite set
+                self._allows[(caller, model)] = known
+        return known
 
     def visible(self, caller: str | None, models: Iterable[str]) -> list[str]:
         """Those of `models` the caller may use (what its model list shows)."""

@@ -43,14 +43,31 @@ class ChatRequest:
     overrides_param: str = "x_adapter_critic"
     stream: bool = False
     include_usage: bool = False
+    # `messages_json` split into its messages when it was decoded (`split_deep_messages`), else None.
+    split: list[msgspec.Raw] | None = None
 
     @property
     def raw_messages(self) -> list[msgspec.Raw]:
-        """Each message exactly as sent (for a second pass, which appends two)."""
+        """Each message exactly as sent (for a second pass, which appends two): a new list each time."""
+        if self.split is not None:
+            return list(self.split)
         return _raw_list_decoder.decode(self.messages_json)
+
+    def split_deep_messages(self) -> None:
+        """Split `messages_json` into its messages now, where the request is decoded, when it could nest deep enough
+        for splitting it deeper in the stack (a workflow's later stage) to pass the interpreter's recursion limit:
+        it is then refused (or split) once, at decode time. Raises `RecursionError` as decoding does."""
+        raw = self.messages_json
+        if len(raw) < _SPLIT_EARLY_AT:
+            return
+        data = bytes(raw)
+        if data.count(b"[") + data.count(b"{") >= _SPLIT_EARLY_AT:
+            self.split = _raw_list_decoder.decode(raw)
 
 
 _raw_list_decoder = msgspec.json.Decoder(list[msgspec.Raw])
+# Openers (`[`, `{`) from which messages are split at decode time: fewer cannot nest deep enough to matter.
+_SPLIT_EARLY_AT = 256
 
 
 class Usage(msgspec.Struct):

@@ -70,19 +70,13 @@ class StageCalls:
         (a workflow's own, e.g. sampling settings) over those."""
         request_options = self.request_options if api else None
 
-        sent: list[dict[str, Any]] = []
-
         async def attempt(to: StageTarget) -> Completion:
             body = stage_body(to, messages, request_options)
             if options:
                 body.update(options)
-            sent.append(body)
             return await self.upstream.complete(stage, to, body)
 
-        def partial() -> Usage:  # cancelled before the answer: its prompt was read
-            return estimated(sent[-1]["messages"] if sent else messages, "")
-
-        return await self.call(stage, target, attempt, lambda c: c.usage, messages=messages, partial=partial)
+        return await self.call(stage, target, attempt, lambda c: c.usage, messages=messages)
 
     async def call(
         self,
@@ -99,7 +93,8 @@ class StageCalls:
         """One stage call: `attempt` with retries and fallbacks within the request deadline, reported as
         `StageStarted`/`StageFinished` with every attempt, and the usage of every attempt that reported any. `child`
         is the record of the child run a stage run by another served model is: the stage's cost is that run's.
-        `partial` says what an attempt cancelled midway (its client gone) spent so far: counted, as not reported."""
+        `partial` says what an attempt cancelled midway (its client gone) spent so far (default: the estimate of its
+        prompt, `messages`): counted, as not reported."""
         self.publish(StageStarted(stage, target.label, messages))
         attempts: list[Attempt] = []
         usage = Usage()
@@ -131,11 +126,11 @@ class StageCalls:
                     tally.spent(to.model, exc.usage)
                 raise
             except anyio.get_cancelled_exc_class():
-                if partial is not None:  # the upstream worked for it all the same: what it spent is counted
-                    spent = partial()
-                    usage.add(spent)
-                    if tally is not None:
-                        tally.spent(to.model, spent)
+                # The upstream worked for it all the same: what it spent is counted (a plain call: its prompt).
+                spent = partial() if partial is not None else estimated(messages, "")
+                usage.add(spent)
+                if tally is not None:
+                    tally.spent(to.model, spent)
                 raise
             attempts.append(Attempt(to.label))
             return result

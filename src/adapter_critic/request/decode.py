@@ -59,7 +59,9 @@ def decode_request(body: bytes, *, max_messages: int | None = None) -> ChatReque
     `max_messages` bounds the length of `messages` (the server's `max_messages`).
     """
     try:
-        return _decode_request(body, max_messages)
+        request = _decode_request(body, max_messages)
+        request.split_deep_messages()
+        return request
     except RecursionError:
         # msgspec refuses nesting deeper than the interpreter's recursion limit (about 1000 levels).
         raise RequestError("The request body is nested too deeply.") from None
