@@ -12,8 +12,8 @@ import jsonschema
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from adapter_critic.demo_patterns import example as pattern_example
-from adapter_critic.demo_values import FORMATS, Filler
+from adapter_critic.demo.patterns import example as pattern_example
+from adapter_critic.demo.values import FORMATS, Filler
 
 FUZZ = settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from adapter_critic.demo import ADAPTER_EDIT, CRITIQUE, DEMO_MODEL, DRAFT_LEAD, REVISED_LEAD, demo_config
-from adapter_critic.demo_answers import REFINED_LEAD, REREAD_LEAD
+from adapter_critic.demo.answers import REFINED_LEAD, REREAD_LEAD
 
 from ..conftest import asgi_client, chat
 

@@ -13,8 +13,8 @@ import pytest
 from pydantic import BaseModel, Field
 
 from adapter_critic.demo import ADAPTER_EDIT, DRAFT_LEAD, PANEL_REVISED_LEAD, REVISED_LEAD
-from adapter_critic.demo_answers import ADVISED_LEAD
-from adapter_critic.demo_roles import SYNTHESIS_LEAD, VERIFIED_ANSWER_LEAD
+from adapter_critic.demo.answers import ADVISED_LEAD
+from adapter_critic.demo.roles import SYNTHESIS_LEAD, VERIFIED_ANSWER_LEAD
 
 from .demo_sdk import MODELS, chat, plausible, responses
 

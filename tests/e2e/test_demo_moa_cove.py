@@ -7,7 +7,7 @@ import openai
 import pytest
 
 from adapter_critic.demo import DRAFT_LEAD
-from adapter_critic.demo_roles import CHECKS, SYNTHESIS_LEAD, VERIFIED_ANSWER_LEAD
+from adapter_critic.demo.roles import CHECKS, SYNTHESIS_LEAD, VERIFIED_ANSWER_LEAD
 
 from .demo_sdk import chat
 

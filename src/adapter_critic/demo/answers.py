@@ -12,13 +12,13 @@ import re
 from decimal import Decimal, DivisionByZero, InvalidOperation
 from typing import Any
 
-from .demo_values import Filler
-from .workflows.advice import DEFAULT_ADVISOR_SYSTEM_PROMPT, GUIDANCE_OPEN
-from .workflows.judging import DEFAULT_PAIRWISE_SYSTEM_PROMPT
-from .workflows.lenses import DEFAULT_COORDINATOR_SYSTEM_PROMPT, DEFAULT_LENSES
-from .workflows.re2 import DEFAULT_LEAD as REREAD
-from .workflows.self_consistency import DEFAULT_CONSISTENCY_SYSTEM_PROMPT
-from .workflows.self_refine import DEFAULT_FEEDBACK_SYSTEM_PROMPT, REFINE_INSTRUCTION, STOP_PHRASE
+from ..workflows.advice import DEFAULT_ADVISOR_SYSTEM_PROMPT, GUIDANCE_OPEN
+from ..workflows.judging import DEFAULT_PAIRWISE_SYSTEM_PROMPT
+from ..workflows.lenses import DEFAULT_COORDINATOR_SYSTEM_PROMPT, DEFAULT_LENSES
+from ..workflows.re2 import DEFAULT_LEAD as REREAD
+from ..workflows.self_consistency import DEFAULT_CONSISTENCY_SYSTEM_PROMPT
+from ..workflows.self_refine import DEFAULT_FEEDBACK_SYSTEM_PROMPT, REFINE_INSTRUCTION, STOP_PHRASE
+from .values import Filler
 
 
 def functions(tools: list[Any] | None) -> list[dict[str, Any]]:
@@ -47,7 +47,7 @@ def named_in(offered: list[dict[str, Any]], text: str) -> dict[str, Any] | None:
 
 
 def call_of(function: dict[str, Any], text: str, said: str) -> dict[str, Any]:
-    """A call of `function` with arguments that fit its parameters' schema (`demo_values`)."""
+    """A call of `function` with arguments that fit its parameters' schema (`demo.values`)."""
     parameters = function.get("parameters")
     schema = parameters if isinstance(parameters, dict) else {"type": "object"}
     arguments = Filler(schema, text, said).fill()
@@ -82,7 +82,7 @@ def called(call: Any) -> str | None:
 
 def structured(response_format: dict[str, Any], text: str, said: str) -> str:
     """`text` as the JSON the response format asks for: `{"answer": text}` for `json_object`, a value of the schema
-    for `json_schema` (`demo_values`: its answer-like strings the text); the text itself for any other format."""
+    for `json_schema` (`demo.values`: its answer-like strings the text); the text itself for any other format."""
     kind = response_format.get("type")
     if kind == "json_object":
         return json.dumps({"answer": text}, ensure_ascii=False)

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import re
 
-from .demo_answers import seed_of
-from .workflows.synthesis import DEFAULT_SYNTHESIS_PROMPT, RESPONSES_CLOSE, RESPONSES_OPEN
-from .workflows.verification import DEFAULT_PLAN_SYSTEM_PROMPT, DEFAULT_VERIFY_SYSTEM_PROMPT
+from ..workflows.synthesis import DEFAULT_SYNTHESIS_PROMPT, RESPONSES_CLOSE, RESPONSES_OPEN
+from ..workflows.verification import DEFAULT_PLAN_SYSTEM_PROMPT, DEFAULT_VERIFY_SYSTEM_PROMPT
+from .answers import seed_of
 
 # demo-mixture-of-agents' layers: three proposers, then two, each with a seed of its own (the demo model's answers
 # differ by their seed; it ignores temperature), so that each synthesis can name the seeds it read.

@@ -6,7 +6,7 @@ The demo model honours the request options a client's code depends on, as a real
 structured output and limits can be tried offline:
 
 - `tool_choice` (`none`, `auto`, `required`, a named function): it calls a tool when it must, or (`auto`) when the
-  last user message names one, with arguments that fit the tool's parameters' schema (`demo_values`);
+  last user message names one, with arguments that fit the tool's parameters' schema (`demo.values`);
 - `response_format` (`json_object`, `json_schema`): it answers JSON that fits the schema, with plausible values;
 - `stop`: it stops before the first stop sequence it reaches, says which (vLLM's choice `stop_reason`);
 - `max_tokens` / `max_completion_tokens`: it stops after that many tokens (its tokens are words), `length`.
@@ -31,9 +31,17 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from .config import Config, ServedModel, Target
-from .config.models import ModelsConfig
-from .demo_answers import (
+from ..config import Config, ServedModel, Target
+from ..config.models import ModelsConfig
+from ..errors import error_envelope
+from ..workflows.prompts import (
+    DEFAULT_ADAPTER_SYSTEM_PROMPT,
+    DEFAULT_CRITIC_SYSTEM_PROMPT,
+    SECOND_PASS_INSTRUCTION,
+    content_text,
+)
+from ..workflows.verification import VERIFIED_LEAD
+from .answers import (
     ADVISED_LEAD,
     PANEL_LEAD,
     REFINE_LEAD,
@@ -56,15 +64,7 @@ from .demo_answers import (
     tokens,
     working,
 )
-from .demo_roles import LAYERS, role_reply, synthesis, verified_lead
-from .errors import error_envelope
-from .workflows.prompts import (
-    DEFAULT_ADAPTER_SYSTEM_PROMPT,
-    DEFAULT_CRITIC_SYSTEM_PROMPT,
-    SECOND_PASS_INSTRUCTION,
-    content_text,
-)
-from .workflows.verification import VERIFIED_LEAD
+from .roles import LAYERS, role_reply, synthesis, verified_lead
 
 DEMO_MODEL = "adapter-critic-demo-model"
 DEMO_BASE_URL = "/demo/v1"
@@ -187,7 +187,7 @@ def demo_tool_calls(demo: _DemoRequest, text: str) -> list[Any] | None:
     for a named one; for `required`, a call of the function the last user message names, else of the first; for
     `auto` (the default), a call only of a function the last user message names. In a second pass, the calls of
     the draft under revision (it still wants them) where `tool_choice` allows them. `text` is the reply the
-    arguments' answer-like strings hold (`demo_values`)."""
+    arguments' answer-like strings hold (`demo.values`)."""
     offered = functions(demo.tools)
     if not offered or demo.tool_choice == "none":
         return None

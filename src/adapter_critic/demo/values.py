@@ -4,7 +4,7 @@ A JSON value that fits a JSON schema, with plausible values: what the demo model
 and answers under `response_format: json_schema`.
 
 Types are right, required properties present (optional ones filled in too, as a model tends to), `enum`/`const`,
-bounds, lengths, item counts, `format`s and `pattern`s (`demo_patterns`) respected; local `$ref`s (Pydantic's `$defs`),
+bounds, lengths, item counts, `format`s and `pattern`s (`demo.patterns`) respected; local `$ref`s (Pydantic's `$defs`),
 `allOf`, `anyOf` and `oneOf` (a `null` option passed over) are followed. Strings say what they are: an answer-like
 property (`answer`, `summary`, …) holds the demo model's reply, a query-like one (`query`, `question`, …) the user's
 words, any other `demo <its name>`.
@@ -16,7 +16,7 @@ import math
 import re
 from typing import Any
 
-from .demo_patterns import compiled, example
+from .patterns import compiled, example
 
 # Properties whose string is the reply itself, and those whose string is what the user asked.
 ANSWER_KEYS = frozenset(
