@@ -7,6 +7,9 @@ asked for, so a pipeline run is recognisable from its output:
 - `reviewer` answers with one SEARCH/REPLACE block turning `draft` into `reviewed`;
 - any other model answers `draft from <model>: <last user text>`.
 
+It also counts tokens: vLLM's `POST /tokenize` (10 a message) and its own Anthropic `POST /v1/messages/count_tokens`
+(always 42).
+
 `app` (the module attribute) is the middleware around a `LocalModel`, served by
 `uvicorn tests.middleware_app:app` in the end-to-end test; `GET /_calls` reports what the local
 model saw.
@@ -59,6 +62,8 @@ class LocalModel:
             routes=[
                 Route("/v1/chat/completions", self._chat, methods=["POST", "GET"]),
                 Route("/v1/embeddings", self._other, methods=["POST"]),
+                Route("/v1/messages/count_tokens", self._count_tokens, methods=["POST"]),
+                Route("/tokenize", self._tokenize, methods=["POST"]),
                 Route("/_calls", self._calls, methods=["GET"]),
             ],
             lifespan=self._lifespan,
@@ -108,6 +113,16 @@ class LocalModel:
     async def _other(self, request: Request) -> Response:
         seen = await self._record(request)
         return JSONResponse({"local": seen.path, "size": len(seen.body)})
+
+    async def _count_tokens(self, request: Request) -> Response:
+        """The wrapped app's own Anthropic count (of models it serves itself): always 42."""
+        await self._record(request)
+        return JSONResponse({"input_tokens": 42})
+
+    async def _tokenize(self, request: Request) -> Response:
+        """vLLM's `/tokenize` of a chat: 10 tokens a message."""
+        seen = await self._record(request)
+        return JSONResponse({"count": 10 * len(json.loads(seen.body).get("messages", [])), "max_model_len": 4096})
 
     async def _calls(self, request: Request) -> Response:
         calls = [{"method": s.method, "path": s.path, "model": s.model} for s in self.seen]

@@ -3,7 +3,8 @@
 `AdapterCriticMiddleware`: the pipeline as pure ASGI middleware around an app that serves chat completions.
 
 Only `POST <path>` requests (and `POST` on every other protocol's route beside it: `/v1/messages`) whose
-`model` is a served model run through the pipeline; every other
+`model` is a served model run through the pipeline (and such a model's `POST /v1/messages/count_tokens` is counted
+as the app counts it); every other
 request, and every non-HTTP scope, reaches the wrapped app untouched (a peeked body is replayed to
 it byte for byte). Stage targets whose `base_url` is a path are called in-process on the wrapped app.
 """
@@ -25,6 +26,8 @@ from ..protocols.openai.render import error_response
 from ..redact import masked_logs
 from ..upstream.retry import Sleep
 from .auth import CALLER, refusal
+from .count_tokens import PATH as COUNT_TOKENS_PATH
+from .count_tokens import CountTokens
 from .models import ServedModels, models_path
 from .requestid import with_header
 from .runs import RunsAPI
@@ -77,9 +80,15 @@ class AdapterCriticMiddleware:
         self.models = ServedModels(app, config, models_path(path))
         self.routes: dict[str, Inbound] = {path: OPENAI}
         chat_suffix = OPENAI.path
+        # Anthropic's `/v1/messages/count_tokens` beside `/v1/messages`, for a served model (as on the app).
+        self.count_tokens: tuple[str, CountTokens] | None = None
         if path.endswith(chat_suffix):  # the other protocols' routes beside it: `/v1/messages`
             for inbound in self.service.protocols.inbound.values():
                 self.routes.setdefault(path[: -len(chat_suffix)] + inbound.path, inbound)
+            anthropic = self.service.protocols.inbound.get("/messages")
+            if anthropic is not None:
+                count_path = path[: -len(chat_suffix)] + COUNT_TOKENS_PATH
+                self.count_tokens = (count_path, CountTokens(self.service, anthropic))
         # The runs API beside the models path (`/v1/runs`), when the store is configured and `store.api` is on.
         store = self.service.store
         self.runs_path = models_path(path).removesuffix("/models") + "/runs"
@@ -97,6 +106,11 @@ class AdapterCriticMiddleware:
             await self._lifespan(scope, receive, send)
             return
         inbound = self.routes.get(scope["path"]) if scope["type"] == "http" and scope["method"] == "POST" else None
+        if inbound is None and self.count_tokens is not None and scope["type"] == "http":
+            count_path, counter = self.count_tokens
+            if scope["method"] == "POST" and scope["path"] == count_path:
+                await self._count(counter, scope, receive, send)
+                return
         if inbound is None:
             if scope["type"] == "http" and scope["method"] == "GET":
                 if self.models.handles(scope["path"]):
@@ -135,6 +149,19 @@ class AdapterCriticMiddleware:
             return
         caller = scope.get(CALLER)
         await self.models(scope, receive, send, allows=lambda model: policy.allows(caller, model))
+
+    async def _count(self, counter: CountTokens, scope: Scope, receive: Receive, send: Send) -> None:
+        """A served model's count here, in Anthropic's envelope; any other model's is the wrapped app's."""
+        buffered, body, complete = await _peek_body(receive, self.service.config.max_body_bytes)
+        if not complete or not self._serves(body):
+            await self.app(scope, _replay(buffered, receive), send)
+            return
+        send = with_header(send, scope)
+        refused = self.service.auth.check(scope, counter.inbound)
+        if refused is not None:
+            await refusal(refused, counter.inbound)(scope, receive, send)
+            return
+        await counter(scope, _replay(buffered, receive), send)
 
     async def _serve_metrics(self, metrics: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
         refused = self.service.auth.check(scope)
