@@ -2,7 +2,8 @@
 Messages shape, plain or as Anthropic's event stream, as the API records show them.
 
 `Reply.content` is the text block, `tool_calls` (OpenAI form) become `tool_use` blocks, `finish_reason` the
-`stop_reason` (`stop` → `end_turn`, `length` → `max_tokens`, `tool_calls` → `tool_use`; any other value as given),
+`stop_reason` (`stop` → `end_turn`, `length` → `max_tokens`, `tool_calls` → `tool_use`; any other value as given;
+`stop` with vLLM's `choice_extra={"stop_reason": "<the sequence>"}` → `stop_sequence`, with `stop_sequence` set),
 `anthropic_usage` the usage (default: 10 in, 5 out). `body` with `status` answers a raw error envelope.
 """
 
@@ -24,14 +25,16 @@ def message(reply: Any, model: str) -> dict[str, Any]:
     for call in reply.tool_calls or ():
         arguments = json.loads(call["function"].get("arguments") or "{}")
         content.append({"type": "tool_use", "id": call["id"], "name": call["function"]["name"], "input": arguments})
+    sequence = (reply.choice_extra or {}).get("stop_reason") if reply.finish_reason == "stop" else None
+    stopped = isinstance(sequence, str)
     return {
         "id": "msg_01XFDUDYJgAACzvnptvVoYEL",
         "type": "message",
         "role": "assistant",
         "model": model,
         "content": content,
-        "stop_reason": STOP.get(reply.finish_reason, reply.finish_reason),
-        "stop_sequence": None,
+        "stop_reason": "stop_sequence" if stopped else STOP.get(reply.finish_reason, reply.finish_reason),
+        "stop_sequence": sequence if stopped else None,
         "usage": dict(reply.anthropic_usage or DEFAULT_USAGE),
     }
 
@@ -65,6 +68,6 @@ async def events(answer: dict[str, Any], *, error: dict[str, Any] | None = None)
         if error is not None:
             yield event("error", {"error": error})
             return
-    delta = {"stop_reason": answer["stop_reason"], "stop_sequence": None}
+    delta = {"stop_reason": answer["stop_reason"], "stop_sequence": answer["stop_sequence"]}
     yield event("message_delta", {"delta": delta, "usage": {"output_tokens": usage["output_tokens"]}})
     yield event("message_stop", {})

@@ -6,7 +6,8 @@ and a stream of Messages events as `chat.completion.chunk` payloads.
 - `text` blocks are the content, `tool_use` blocks `tool_calls` with JSON-string arguments, `thinking`
   blocks the message's `reasoning_content` (never part of the answer);
 - `stop_reason`: `end_turn`, `stop_sequence` and `pause_turn` → `stop`, `max_tokens` → `length`, `tool_use` →
-  `tool_calls`, `refusal` → `content_filter`;
+  `tool_calls`, `refusal` → `content_filter`; the `stop_sequence` that ended it is the choice's `stop_reason`, as
+  vLLM says it (so an Anthropic client of this server gets it back: `render.stopped`);
 - usage: `prompt_tokens` is every input token (`input_tokens` plus cache reads and cache writes), with
   `prompt_tokens_details.cached_tokens` (reads) and `cache_creation_tokens` (writes); `completion_tokens` is
   `output_tokens`.
@@ -93,10 +94,18 @@ def completion(content: bytes) -> bytes | None:
             "object": "chat.completion",
             "created": int(time.time()),
             "model": message.model,
-            "choices": [{"index": 0, "message": answer, "finish_reason": finish_reason(message.stop_reason)}],
+            "choices": [{"index": 0, "message": answer, **_finish(message.stop_reason, message.stop_sequence)}],
             "usage": usage(message.usage),
         }
     )
+
+
+def _finish(stop_reason: str | None, stop_sequence: str | None) -> dict[str, Any]:
+    """A choice's `finish_reason`, and the stop sequence that ended it as vLLM's `stop_reason`."""
+    finish: dict[str, Any] = {"finish_reason": finish_reason(stop_reason)}
+    if stop_reason == "stop_sequence" and stop_sequence is not None:
+        finish["stop_reason"] = stop_sequence
+    return finish
 
 
 def _tool_call(block: wire.ContentBlock) -> dict[str, Any]:
@@ -144,8 +153,8 @@ class StreamTranslator:
         if kind == "content_block_delta" and event.delta is not None:
             return self._delta(event.index, event.delta)
         if kind == "message_delta":
-            stop = event.delta.stop_reason if event.delta is not None else None
-            finish = self._chunk({}, finish_reason(stop))
+            delta = event.delta or wire.Delta()
+            finish = self._chunk({}, **_finish(delta.stop_reason, delta.stop_sequence))
             return [finish, _encoder.encode({**self.head, "choices": [], "usage": usage(self.input, event.usage)})]
         if kind == "message_stop":
             self.done = True
@@ -167,8 +176,9 @@ class StreamTranslator:
             return [self._chunk({"reasoning_content": delta.thinking})]
         return []
 
-    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
-        return _encoder.encode({**self.head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+    def _chunk(self, delta: dict[str, Any], finish_reason: str | None = None, **choice: Any) -> bytes:
+        choices = [{"index": 0, "delta": delta, "finish_reason": finish_reason, **choice}]
+        return _encoder.encode({**self.head, "choices": choices})
 
 
 async def chunks(batches: AsyncIterator[list[bytes]]) -> AsyncIterator[list[bytes]]:
