@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import openai
 import pytest
 
@@ -147,3 +148,38 @@ def test_the_sdk_uses_the_sidecar_as_its_only_base_url(served: tuple[str, Remote
 
     relayed = [call for call in upstream.calls() if not call["path"].endswith("/chat/completions")]
     assert {call["headers"]["authorization"] for call in relayed} == {f"Bearer {PASS_KEY}"}
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory: pytest.TempPathFactory, upstream_url: str) -> Iterator[tuple[str, RemoteUpstream]]:
+    """A standalone server (over the aiohttp transport, as `pip install '.[server]'` has it) whose passthrough
+    takes bodies of at most 1 KiB."""
+    path: Path = tmp_path_factory.mktemp("passthrough") / "small.toml"
+    toml = (
+        f'max_body_bytes = 1024\n[passthrough]\nmodel = "-"\nbase_url = "{upstream_url}/v1"\n'
+        f'[served_models.d]\nmode = "direct"\napi = {{ model = "m", base_url = "{upstream_url}/v1" }}\n'
+    )
+    with run_app(path, toml) as (url, _):
+        yield url, RemoteUpstream(upstream_url)
+
+
+@pytest.mark.parametrize("size", [2000, 100_000])
+def test_a_body_without_a_length_over_the_limit_is_413_over_aiohttp_too(
+    small: tuple[str, RemoteUpstream], size: int
+) -> None:
+    url, upstream = small
+    upstream.reset()
+
+    def body() -> Iterator[bytes]:  # no content-length: counted while it is relayed
+        yield b'{"model": "embedder", "input": "'
+        yield from (b"x" * 1000 for _ in range(size // 1000))
+        yield b'"}'
+
+    with httpx.Client(base_url=url, timeout=30) as client:
+        response = client.post("/v1/embeddings", content=body(), headers={"content-type": "application/json"})
+        assert "content-length" not in response.request.headers
+        assert response.status_code == 413, response.text
+        assert response.json()["error"]["code"] == "request_too_large"
+        # The server is still there, and a body within the limit still goes through.
+        small_body = client.post("/v1/embeddings", json={"model": "embedder", "input": ["a"]})
+    assert small_body.status_code == 200

@@ -99,14 +99,19 @@ class Passthrough:
             await error_response(body_too_large(limit))(scope, receive, send)
             return
         client = self.upstream.client_for(url)
-        request = client.build_request(scope["method"], url, headers=headers, content=_body(receive, limit))
+        body = _Body(receive, limit)
+        request = client.build_request(scope["method"], url, headers=headers, content=body.chunks())
         try:
             response = await client.send(request, stream=True)
-        except RequestError as refused:  # the body passed the limit while it was being sent (`_body`)
+        except RequestError as refused:  # the body passed the limit while it was being sent (`_Body`)
             await error_response(refused)(scope, receive, send)
             return
         except TRANSPORT_ERRORS as exc:
-            error = transport_error(STAGE, target, exc, secrets=self.upstream.secrets, read_timeout=None)
+            # aiohttp's transport wraps the refusal of a body it was sending in a send error of its own: the
+            # refusal is still the answer (413, as over httpx's transport), not the upstream's failure.
+            error = body.refused or transport_error(
+                STAGE, target, exc, secrets=self.upstream.secrets, read_timeout=None
+            )
             await error_response(error)(scope, receive, send)
             return
         try:
@@ -193,21 +198,29 @@ def _replay(messages: list[Message], receive: Receive) -> Receive:
     return replayed
 
 
-async def _body(receive: Receive, limit: int) -> AsyncIterator[bytes]:
-    """The request body as it arrives, refused past `limit` bytes."""
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            return
-        chunk: bytes = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise body_too_large(limit)
-        if chunk:
-            yield chunk
-        if not message.get("more_body", False):
-            return
+class _Body:
+    """The request body as it arrives, refused past `limit` bytes; `refused` keeps the refusal, whatever the
+    transport sending the body raised in its place."""
+
+    def __init__(self, receive: Receive, limit: int) -> None:
+        self.receive, self.limit = receive, limit
+        self.refused: RequestError | None = None
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        size = 0
+        while True:
+            message = await self.receive()
+            if message["type"] != "http.request":
+                return
+            chunk: bytes = message.get("body", b"")
+            size += len(chunk)
+            if size > self.limit:
+                self.refused = body_too_large(self.limit)
+                raise self.refused
+            if chunk:
+                yield chunk
+            if not message.get("more_body", False):
+                return
 
 
 async def _send_response(response: httpx.Response, send: Send) -> None:
