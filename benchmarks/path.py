@@ -73,13 +73,23 @@ async def _with_fake_upstream(chunks: int | None, work: Awaitable[_T]) -> _T:
 async def _batches(chunks: int | None, requests: int, rounds: int) -> float:
     from adapter_critic.config.load import load_config
     from adapter_critic.http.fastpath import answer
-    from adapter_critic.http.service import compose
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "config.json"
         path.write_text(json.dumps(run.product_config("http://127.0.0.1:9/v1")))
-        handler = compose(load_config(path)).handler
-    handler.start()
+        config = load_config(path)
+    try:  # the service layer and the HTTP handler around it
+        from adapter_critic.http.chat import ChatHandler
+        from adapter_critic.service.compose import compose
+
+        service = compose(config)
+        handler: Any = ChatHandler(service.chat)
+        lifespan: Any = service.chat
+    except ImportError:  # a tree from before it (`--tree`): the handler was both
+        from adapter_critic.http.service import compose as compose_before  # type: ignore[import-not-found]
+
+        handler = lifespan = compose_before(config).handler
+    lifespan.start()
     request = payloads.request_bytes("bench-direct", stream=chunks is not None)
     never = asyncio.Event()
 
@@ -105,7 +115,7 @@ async def _batches(chunks: int | None, requests: int, rounds: int) -> float:
         for _ in range(requests):
             await one()
         best = min(best, (time.process_time() - started) / requests * 1e6)
-    await handler.close()
+    await lifespan.close()
     return best
 
 

@@ -11,8 +11,8 @@ import httpx
 import pytest
 
 from adapter_critic import Config
-from adapter_critic.http.service import compose
 from adapter_critic.redact import redact, secret_values
+from adapter_critic.service.compose import compose
 
 from .conftest import KEYS_ENV, SERVER_KEY, UPSTREAM_URL, chat, make_config
 from .helpers import completion, hostile, nested, sse

@@ -22,9 +22,9 @@ from .demo import demo_config, demo_model_app
 from .errors import ConfigError
 from .http import nodelay
 from .http.app import build_app, create_standalone_app
-from .http.service import compose
 from .observe.logs import configure_standalone_logging
 from .observe.workers import prepare_multiprocess_dir
+from .service.compose import compose
 from .store.settings import default_url
 
 __all__ = ["app"]

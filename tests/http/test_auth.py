@@ -15,6 +15,7 @@ from starlette.routing import Mount
 
 from adapter_critic import AdapterCriticMiddleware, Config, create_app
 from adapter_critic.http.auth import InboundAuth
+from adapter_critic.service.keys import KeyRing
 
 from ..conftest import INBOUND, KEYS_ENV, ROTATED, SERVER_KEY, UPSTREAM_URL, AppFactory, asgi_client, chat, make_config
 from ..helpers import direct_toml, envelope
@@ -125,7 +126,7 @@ def test_keys_are_compared_in_constant_time(monkeypatch: pytest.MonkeyPatch) -> 
         return real(a, b)
 
     monkeypatch.setattr(hmac, "compare_digest", spy)
-    auth = InboundAuth(KEYS_ENV)
+    auth = InboundAuth(KeyRing(KEYS_ENV))
     for token, accepted in ((b"first-key-111", True), (b"third-key-333", True), (b"x", False), (b"a" * 500, False)):
         compared.clear()
         scope = {"type": "http", "headers": [(b"authorization", b"Bearer " + token)]}

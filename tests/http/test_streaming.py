@@ -27,7 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from adapter_critic import AdapterCriticMiddleware, Config, create_app
 from adapter_critic.demo import demo_config, demo_model_app
 from adapter_critic.http.app import build_app
-from adapter_critic.http.service import compose
+from adapter_critic.service.compose import compose
 
 from ..conftest import UPSTREAM_URL, AppFactory, asgi_client, chat, make_config
 from ..helpers import body_then, post_scope

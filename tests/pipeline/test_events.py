@@ -23,7 +23,7 @@ from adapter_critic.events import (
     StageStarted,
 )
 from adapter_critic.http.app import build_app
-from adapter_critic.http.service import compose
+from adapter_critic.service.compose import compose
 
 from ..conftest import asgi_client, chat, make_config
 from ..scripted_upstream import Reply, ScriptedUpstream

@@ -20,7 +20,7 @@ from adapter_critic import create_app
 from adapter_critic.config import Config
 from adapter_critic.errors import ConfigError
 from adapter_critic.http.app import build_app
-from adapter_critic.http.service import compose
+from adapter_critic.service.compose import compose
 
 from ..cli.conftest import invoke
 from ..conftest import RemoteUpstream, make_config, sdk
@@ -212,7 +212,7 @@ def test_usage_is_the_keys_own_or_an_admins_to_read(served: Any, tmp_path: Path)
 
 def test_without_limits_no_limit_work_is_done() -> None:
     app = create_app(make_config())
-    assert app.state.adapter_critic.handler.quotas is None
+    assert app.state.adapter_critic.chat.quotas is None
 
 
 def test_a_daily_budget_admits_runs_until_their_cost_reaches_it(served: Any) -> None:

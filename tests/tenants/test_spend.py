@@ -16,7 +16,7 @@ import pytest
 
 from adapter_critic.config import Config
 from adapter_critic.http.app import build_app
-from adapter_critic.http.service import compose
+from adapter_critic.service.compose import compose
 
 from ..conftest import RemoteUpstream, sdk
 from ..quotas.conftest import uvicorn_serving

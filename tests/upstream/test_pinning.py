@@ -22,7 +22,7 @@ import trustme
 
 from adapter_critic import Config, create_app
 from adapter_critic.http.app import build_app
-from adapter_critic.http.service import compose
+from adapter_critic.service.compose import compose
 from adapter_critic.upstream.pinning import PINNED, HostGuard, pinned_client, system_resolver
 from adapter_critic.upstream.urlguard import IPAddress, address_problem
 

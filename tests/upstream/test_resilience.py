@@ -29,8 +29,8 @@ from adapter_critic import AdapterCriticMiddleware, Config, ConfigError, create_
 from adapter_critic.demo import demo_config, demo_model_app
 from adapter_critic.events import RunRecord, extension
 from adapter_critic.http.app import build_app
-from adapter_critic.http.service import Service, compose
 from adapter_critic.protocols.openai.render import encode
+from adapter_critic.service.compose import Service, compose
 from adapter_critic.upstream.retry import Sleep
 from adapter_critic.upstream.transport import AiohttpTransport
 

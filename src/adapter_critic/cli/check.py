@@ -18,8 +18,8 @@ from rich.table import Table
 
 from ..config import Config
 from ..http.health import DeepHealth
-from ..http.service import compose
 from ..redact import masked_logs, redact_userinfo
+from ..service.compose import compose
 from .console import stdout
 from .errors import CliError
 from .options import Served, config_option, load_served

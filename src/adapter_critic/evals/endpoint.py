@@ -29,8 +29,8 @@ from ..config import Config
 from ..core import StageTarget
 from ..errors import ConfigError, EvalError, UpstreamError
 from ..http.app import build_app
-from ..http.service import compose
 from ..redact import Secrets, redact_userinfo
+from ..service.compose import compose
 from ..store.settings import default_url, store_url
 from ..upstream.client import Upstream
 from ..upstream.failures import describe_transport_error

@@ -34,11 +34,12 @@ from ..pipeline.resolve import unknown_model, why_not_served
 from ..protocols.base import Inbound
 from ..protocols.openai.render import JSON, encode, error_response
 from ..redact import masked_logs
+from ..service.compose import Service, compose
 from ..store.settings import default_url
 from ..upstream.pinning import HostGuard, Resolver
 from ..upstream.retry import Sleep
 from ..viewer import Viewer
-from .auth import CALLER, AuthMiddleware
+from .auth import CALLER, AuthMiddleware, InboundAuth
 from .chat import ChatHandler
 from .count_tokens import HEADER as TOKEN_COUNT_HEADER
 from .count_tokens import count_tokens_routes
@@ -49,7 +50,7 @@ from .models import model_object
 from .passthrough import Passthrough
 from .requestid import RequestIdMiddleware
 from .runs import RunsAPI
-from .service import Service, compose
+from .telemetry import metrics_endpoint
 
 logger = logging.getLogger("adapter_critic")
 
@@ -105,7 +106,7 @@ def _absolute(config: Config | str | Path) -> Config:
 
 
 def build_app(service: Service, *, prefix: str = "", on_started: Callable[[], None] | None = None) -> Starlette:
-    """The Starlette app around a service (`http.service.compose`), its routes under `prefix` (the standalone server
+    """The Starlette app around a service (`service.compose`), its routes under `prefix` (the standalone server
     uses `/v1`, and serves `/metrics` beside it).
 
     A service composed `standalone` has what the standalone server has by default (the viewer at `/ui`).
@@ -114,7 +115,9 @@ def build_app(service: Service, *, prefix: str = "", on_started: Callable[[], No
     One flat app rather than a `Mount`: every response passes through fewer wrappers.
     """
     config = service.config
-    handler = service.handler
+    chat = service.chat
+    handler = ChatHandler(chat, tracing=service.telemetry.tracing)
+    auth = InboundAuth(service.keys)
     standalone = service.standalone
     created = int(time.time())
     model_objects = {served_id: model_object(served_id, created) for served_id in config.served_models}
@@ -125,7 +128,7 @@ def build_app(service: Service, *, prefix: str = "", on_started: Callable[[], No
     ui_on = config.ui.enabled if config.ui.enabled is not None else standalone
     viewer = Viewer(prefix) if ui_on else None
 
-    policy = handler.policy  # a key with `models` sees only those (docs/guides/security.md#tenants)
+    policy = chat.policy  # a key with `models` sees only those (docs/guides/security.md#tenants)
 
     async def models(request: Request) -> Response:
         caller = request.scope.get(CALLER)
@@ -155,14 +158,14 @@ def build_app(service: Service, *, prefix: str = "", on_started: Callable[[], No
             await error_response(error, redact=service.secrets.redact)(scope, receive, send)
 
     deep_health = DeepHealth(config, service.upstream)
-    metrics = service.metrics
+    metrics = metrics_endpoint(service.telemetry)
     metrics_path = f"{'' if standalone else prefix}{config.telemetry.metrics_path}"
 
     async def health(request: Request) -> Response:
         if request.query_params.get("deep", "") in ("", "0", "false"):
             return Response(_HEALTH, media_type=JSON)
         # `/health` is public under inbound auth; the deep check calls upstreams, so it needs the key.
-        refused = service.auth.check(request.scope)
+        refused = auth.check(request.scope)
         if refused is not None:
             return error_response(refused)
         return Response(encode(await deep_health.report()), media_type=JSON)
@@ -172,15 +175,15 @@ def build_app(service: Service, *, prefix: str = "", on_started: Callable[[], No
         # Also when a host runs this lifespan from its own (a mounted app): what it logs is masked as requests are.
         with masked_logs(service.secrets):
             logger.info(served_line(config))
-            handler.start()
-            await handler.start_recording()
+            chat.start()
+            await chat.start_recording()
         if on_started is not None:
             on_started()
         try:
             yield
         finally:
             with masked_logs(service.secrets):
-                await handler.stop()  # in-flight requests finish first (shutdown_grace_seconds)
+                await chat.stop()  # in-flight requests finish first (shutdown_grace_seconds)
 
     endpoints: dict[str, ASGIApp] = {
         f"{prefix}{path}": handler if path == "/chat/completions" else _protocol_endpoint(handler, inbound, passthrough)
@@ -193,7 +196,7 @@ def build_app(service: Service, *, prefix: str = "", on_started: Callable[[], No
             Route(f"{prefix}/models/{{model:path}}", ASGIEndpoint(model), methods=["GET"]),
             Route(f"{prefix}/health", health, methods=["GET"]),
             *count_tokens_routes(service, prefix, passthrough),
-            *runs_routes(service, prefix),
+            *runs_routes(service, prefix, auth),
             *keys_routes(service, prefix),
             *([Route(metrics_path, ASGIEndpoint(metrics), methods=["GET"])] if metrics is not None else []),
             *(viewer.routes() if viewer is not None else []),
@@ -201,20 +204,20 @@ def build_app(service: Service, *, prefix: str = "", on_started: Callable[[], No
         ],
         exception_handlers=error_handlers(prefix or None),
         lifespan=lifespan,
-        middleware=_middleware(service, prefix, viewer.public_paths() if viewer is not None else []),
+        middleware=_middleware(service, auth, prefix, viewer.public_paths() if viewer is not None else []),
         secrets=service.secrets,
     )
     app.state.adapter_critic = service
     if not config.cors_allowed_origins:  # CORS headers go on every response: then only through the middleware
-        app.post_routes = {path: _with_auth(service, prefix, endpoint) for path, endpoint in endpoints.items()}
+        app.post_routes = {path: _with_auth(service, auth, prefix, endpoint) for path, endpoint in endpoints.items()}
     return app
 
 
-def _with_auth(service: Service, prefix: str, endpoint: ASGIApp) -> ASGIApp:
+def _with_auth(service: Service, auth: InboundAuth, prefix: str, endpoint: ASGIApp) -> ASGIApp:
     """`endpoint` behind inbound auth when it is on (as the middleware stack puts it there for every route)."""
-    if not service.auth.enabled:
+    if not auth.enabled:
         return endpoint
-    return AuthMiddleware(endpoint, auth=service.auth, routes=_protocol_routes(service, prefix))
+    return AuthMiddleware(endpoint, auth=auth, routes=_protocol_routes(service, prefix))
 
 
 def _protocol_routes(service: Service, prefix: str) -> dict[str, Inbound]:
@@ -228,11 +231,11 @@ def _protocol_endpoint(handler: ChatHandler, inbound: Inbound, passthrough: Pass
     return ASGIEndpoint(endpoint if passthrough is None else passthrough.unless_served(endpoint, inbound.path))
 
 
-def runs_routes(service: Service, prefix: str) -> list[Route]:
+def runs_routes(service: Service, prefix: str, auth: InboundAuth) -> list[Route]:
     """`GET {prefix}/runs…` (the runs API) when the service records runs and `store.api` is on."""
     if service.store is None or not service.config.store.api:
         return []
-    api = RunsAPI(lambda: service.store, service.auth)
+    api = RunsAPI(lambda: service.store, auth)
 
     async def runs(scope: Scope, receive: Receive, send: Send) -> None:
         await api.dispatch(scope, receive, send, scope["path_params"]["rest"])
@@ -240,7 +243,7 @@ def runs_routes(service: Service, prefix: str) -> list[Route]:
     return [Route(f"{prefix}/runs{{rest:path}}", ASGIEndpoint(runs), methods=["GET"])]
 
 
-def _middleware(service: Service, prefix: str, public: list[str]) -> list[Middleware]:
+def _middleware(service: Service, auth: InboundAuth, prefix: str, public: list[str]) -> list[Middleware]:
     """CORS outermost (a browser's preflight carries no API key), then inbound auth — inside Starlette's error
     middleware but before routing, so 404s and 405s need the key too."""
     stack = [Middleware(RequestIdMiddleware)]
@@ -264,10 +267,10 @@ def _middleware(service: Service, prefix: str, public: list[str]) -> list[Middle
                 max_age=600,
             )
         )
-    if service.auth.enabled:
+    if auth.enabled:
         public_paths = [f"{prefix}/health", *public]
         routes = _protocol_routes(service, prefix)
-        stack.append(Middleware(AuthMiddleware, auth=service.auth, public_paths=public_paths, routes=routes))
+        stack.append(Middleware(AuthMiddleware, auth=auth, public_paths=public_paths, routes=routes))
     return stack
 
 

@@ -1,45 +1,30 @@
 """Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
 
-Inbound auth (`auth_api_keys_env`): who may call this server.
-
-Off unless the config names an env var. When on, every request but `/health` needs
-`Authorization: Bearer <key>` (or, on a protocol's route, the header its clients send: `x-api-key` for
-Anthropic's `/messages`) with one of the comma-separated keys in that env var, which is read on
-every request so keys rotate without a restart. The presented token is compared with every accepted
-key in constant time (digests of equal length, no early exit).
-
-Named keys (`[[auth.keys]]`, docs/guides/quotas.md) are checked the same way, beside those; the one that matched
-is put in the request's scope (`CALLER`), where the limits and the run store find the caller's name.
-
-An unset or empty env var fails closed: every request but `/health` is refused (401) and a warning is
-logged, rather than the server silently becoming open to anyone.
+Inbound auth over HTTP: where a request's key is (`Authorization: Bearer <key>`, or on a protocol's route the header
+its clients send: `x-api-key` for Anthropic's `/messages`), and the refusal in the route's envelope. Which keys are
+accepted, and whose a key is, is the service's key ring (`service.keys`). When auth is on, every request but
+`/health` needs a key; the named key that matched is put in the request's scope (`CALLER`), where the service finds
+the caller's name.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import logging
-import os
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..config.limits import AuthKey
 from ..errors import AuthenticationError
 from ..protocols.base import Inbound, bearer_token
 from ..protocols.openai import INBOUND as OPENAI
+from ..service.keys import KeyRing
 from .jsonanswer import JSONAnswer, protocol_error
-
-logger = logging.getLogger("adapter_critic")
 
 PUBLIC_PATHS = ("/health",)
 CALLER = "adapter_critic.caller"  # scope key: the name of the named key a request was let in with
 
 # A token we may put in an upstream's `Authorization` header: visible ASCII, no spaces (RFC 6750's b64token, loosely).
 _FORWARDABLE = re.compile(rb"[\x21-\x7e]+")
-_CHALLENGE = {"www-authenticate": "Bearer"}
 
 
 def client_token(scope: Scope, credential: Callable[[Scope], bytes | None] | None = None) -> str | None:
@@ -52,79 +37,34 @@ def client_token(scope: Scope, credential: Callable[[Scope], bytes | None] | Non
 
 
 class InboundAuth:
-    """The inbound API-key check for one app or middleware; no `env_name` and no `keys` means auth is off."""
+    """The inbound API-key check of one app or middleware: the token found where the route's protocol's clients
+    send it, the caller identified by the service's key ring (`service.keys`)."""
 
-    def __init__(self, env_name: str | None, keys: Sequence[AuthKey] = ()) -> None:
-        self.env_name = env_name
-        self.keys = tuple(keys)
-        self.admins = frozenset(key.name for key in keys if key.admin)
-        self._hashed = [(bytes.fromhex(k.key_sha256), k.name) for k in keys if k.key_sha256 is not None]
-        self._warned = False
-        if self.enabled and not self._digests():
-            self._warn_unconfigured()
+    def __init__(self, keys: KeyRing) -> None:
+        self.keys = keys
 
     @property
     def enabled(self) -> bool:
-        return self.env_name is not None or bool(self.keys)
+        return self.keys.enabled
+
+    @property
+    def admins(self) -> frozenset[str]:
+        return self.keys.admins
 
     def check(self, scope: Scope, inbound: Inbound | None = None) -> AuthenticationError | None:
-        """None if the request may pass, else the 401 to answer. Never says which key, or how close.
+        """None if the request may pass (the named key's name put in the scope, `CALLER`), else the 401 to answer.
 
         The key is looked for where the `inbound` protocol's clients send it (default: `Authorization: Bearer`)."""
-        if not self.enabled:
+        if not self.keys.enabled:
             return None
-        accepted = self._digests()
-        if not accepted:
-            self._warn_unconfigured()
-            return AuthenticationError(
-                "This server requires an API key, but has no accepted keys configured; ask its operator.",
-                code="invalid_api_key",
-                headers=_CHALLENGE,
-            )
-        self._warned = False
         token = bearer_token(scope) if inbound is None else inbound.credential(scope)
-        if token is None:
-            hint = "an `Authorization: Bearer <key>` header" if inbound is None else inbound.key_hint
-            return AuthenticationError(
-                f"Missing API key: send it in {hint}.",
-                code="invalid_api_key",
-                headers=_CHALLENGE,
-            )
-        presented = hashlib.sha256(token).digest()
-        matched = False
-        caller = None
-        for digest, name in accepted:  # every key, always: the time taken must not depend on which one matched
-            equal = hmac.compare_digest(presented, digest)
-            matched |= equal
-            caller = name if equal else caller
-        if matched:
-            if caller is not None:
-                scope[CALLER] = caller
-            return None
-        logger.debug("refused a request with an unknown API key")
-        return AuthenticationError("Incorrect API key provided.", code="invalid_api_key", headers=_CHALLENGE)
-
-    def _digests(self) -> list[tuple[bytes, str | None]]:
-        """Every accepted key's SHA-256 and its name (None: a key of `auth_api_keys_env`), read from the env now."""
-        raw = os.environ.get(self.env_name, "") if self.env_name else ""
-        keys = (key.strip() for key in raw.split(","))
-        found: list[tuple[bytes, str | None]] = [(hashlib.sha256(key.encode()).digest(), None) for key in keys if key]
-        for key in self.keys:
-            value = os.environ.get(key.key_env, "").strip() if key.key_env else ""
-            if value:
-                found.append((hashlib.sha256(value.encode()).digest(), key.name))
-        found += self._hashed
-        return found
-
-    def _warn_unconfigured(self) -> None:
-        if not self._warned:
-            self._warned = True
-            logger.warning(
-                "adapter_critic: inbound auth is on (auth_api_keys_env = %r, auth.keys: %s) but no key is set (the "
-                "env vars are unset or empty), so every request except /health is refused with 401. Set them.",
-                self.env_name,
-                ", ".join(key.name for key in self.keys) or "none",
-            )
+        hint = "an `Authorization: Bearer <key>` header" if inbound is None else inbound.key_hint
+        found = self.keys.identify(token, hint)
+        if isinstance(found, AuthenticationError):
+            return found
+        if found is not None:
+            scope[CALLER] = found
+        return None
 
 
 class AuthMiddleware:

@@ -26,13 +26,13 @@ from ..pipeline.resolve import resolve, unknown_model
 from ..protocols.anthropic.counting import IMAGE_TOKENS, Counted, decode_count
 from ..protocols.base import Inbound
 from ..protocols.openai.render import encode
+from ..service.compose import Service
 from ..upstream.tokenize import TokenCounter
 from .auth import CALLER, client_token
 from .body import body_too_large, declared_too_large, read_body
 from .fastpath import ASGIEndpoint
 from .jsonanswer import JSONAnswer, protocol_error
 from .passthrough import Passthrough
-from .service import Service
 
 logger = logging.getLogger("adapter_critic")
 
@@ -55,7 +55,7 @@ class CountTokens:
                 raise body_too_large(config.max_body_bytes)
             counted = decode_count(await read_body(receive, config.max_body_bytes))
             token = client_token(scope, self.inbound.credential)
-            policy, caller = self.service.handler.policy, scope.get(CALLER)
+            policy, caller = self.service.chat.policy, scope.get(CALLER)
             if counted.model not in config.served_models:
                 check_model_name(counted.model)
             if not policy.allows(caller, counted.model):  # counted like a request: another key's model is unknown

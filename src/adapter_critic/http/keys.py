@@ -17,9 +17,9 @@ from starlette.types import Receive, Scope, Send
 from ..errors import Overloaded, RequestError
 from ..protocols.openai.render import JSON, error_response
 from ..quota.usage import key_usage
+from ..service.compose import Service
 from .auth import CALLER
 from .fastpath import ASGIEndpoint
-from .service import Service
 
 logger = logging.getLogger("adapter_critic")
 
@@ -33,7 +33,7 @@ def keys_routes(service: Service, prefix: str) -> list[Route]:
     async def usage(scope: Scope, receive: Receive, send: Send) -> None:
         name: str = scope["path_params"]["name"]
         caller = scope.get(CALLER)
-        if caller is None or (caller != name and caller not in service.auth.admins):
+        if caller is None or (caller != name and caller not in service.keys.admins):
             refused = RequestError(
                 "Only the key itself or an admin key (`admin = true`) may read a key's usage.",
                 status_code=403,
@@ -44,7 +44,7 @@ def keys_routes(service: Service, prefix: str) -> list[Route]:
         if name not in names:
             await error_response(RequestError(f"No key is named {name!r}.", status_code=404))(scope, receive, send)
             return
-        quotas = service.handler.quotas
+        quotas = service.chat.quotas
         now = quotas.clock() if quotas is not None else time.time()
         try:
             found = await key_usage(name, now, service.store, quotas)

@@ -24,14 +24,16 @@ from ..protocols.base import Inbound
 from ..protocols.openai import INBOUND as OPENAI
 from ..protocols.openai.render import error_response
 from ..redact import masked_logs
+from ..service.compose import compose
 from ..upstream.retry import Sleep
-from .auth import CALLER, refusal
+from .auth import CALLER, InboundAuth, refusal
+from .chat import ChatHandler
 from .count_tokens import PATH as COUNT_TOKENS_PATH
 from .count_tokens import CountTokens
 from .models import ServedModels, models_path
 from .requestid import with_header
 from .runs import RunsAPI
-from .service import compose
+from .telemetry import metrics_endpoint
 
 logger = logging.getLogger("adapter_critic")
 
@@ -77,6 +79,8 @@ class AdapterCriticMiddleware:
         self.app = app
         self.path = path
         self.service = compose(config, http_client=http_client, in_process_app=app, sleep=sleep)
+        self.handler = ChatHandler(self.service.chat, tracing=self.service.telemetry.tracing)
+        self.auth = InboundAuth(self.service.keys)
         self.models = ServedModels(app, config, models_path(path))
         self.routes: dict[str, Inbound] = {path: OPENAI}
         chat_suffix = OPENAI.path
@@ -93,8 +97,8 @@ class AdapterCriticMiddleware:
         store = self.service.store
         self.runs_path = models_path(path).removesuffix("/models") + "/runs"
         recorded = store is not None and config.store.api
-        self.runs = RunsAPI(lambda: self.service.store, self.service.auth) if recorded else None
-        self.metrics = self.service.metrics
+        self.runs = RunsAPI(lambda: self.service.store, self.auth) if recorded else None
+        self.metrics = metrics_endpoint(self.service.telemetry)
         self._metrics_path = config.telemetry.metrics_path
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -131,19 +135,19 @@ class AdapterCriticMiddleware:
             return
         # Only requests the pipeline serves need our API key; the wrapped app guards the rest its own way.
         send = with_header(send, scope)
-        refused = self.service.auth.check(scope, inbound)
+        refused = self.auth.check(scope, inbound)
         if refused is not None:
             await refusal(refused, inbound)(scope, receive, send)
             return
-        await self.service.handler.respond(body, scope, receive, send, inbound)
+        await self.handler.respond(body, scope, receive, send, inbound)
 
     async def _models(self, scope: Scope, receive: Receive, send: Send) -> None:
         """The model list; with keys bounded to some models (`models`), a key's own, which needs the key."""
-        policy = self.service.handler.policy
+        policy = self.service.chat.policy
         if not policy.any_bounds:
             await self.models(scope, receive, send)
             return
-        refused = self.service.auth.check(scope)
+        refused = self.auth.check(scope)
         if refused is not None:
             await error_response(refused)(scope, receive, send)
             return
@@ -157,20 +161,20 @@ class AdapterCriticMiddleware:
             await self.app(scope, _replay(buffered, receive), send)
             return
         send = with_header(send, scope)
-        refused = self.service.auth.check(scope, counter.inbound)
+        refused = self.auth.check(scope, counter.inbound)
         if refused is not None:
             await refusal(refused, counter.inbound)(scope, receive, send)
             return
         await counter(scope, _replay(buffered, receive), send)
 
     async def _serve_metrics(self, metrics: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
-        refused = self.service.auth.check(scope)
+        refused = self.auth.check(scope)
         await (error_response(refused) if refused is not None else metrics)(scope, receive, send)
 
     async def _runs(self, scope: Scope, receive: Receive, send: Send) -> None:
         assert self.runs is not None
         send = with_header(send, scope)
-        refused = self.service.auth.check(scope)
+        refused = self.auth.check(scope)
         if refused is not None:
             await error_response(refused)(scope, receive, send)
             return
@@ -184,7 +188,7 @@ class AdapterCriticMiddleware:
         return model is not None and self.service.config.serves(model)
 
     async def _lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
-        handler = self.service.handler
+        handler = self.service.chat
 
         async def lifespan_receive() -> Message:
             message = await receive()

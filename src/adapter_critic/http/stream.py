@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 import anyio
 from starlette.types import Receive, Scope, Send
@@ -30,16 +30,11 @@ from ..core import Usage
 from ..errors import APIError, Rendered, internal_error, render_error
 from ..events import AnswerChunks, RunRecord, StageFinished
 from ..protocols.base import Redact, StreamRenderer
+from ..service.chat import RunStreamer
 from .disconnect import ClientGone, guard_send, log_client_gone, watched
 
 logger = logging.getLogger("adapter_critic")
 
-# Runs the request with a sink for its streamed answer chunks (and one for the progress of its earlier stages,
-# or None); returns the finished record.
-RunStreamer = Callable[
-    [Callable[[AnswerChunks], Awaitable[None]], Callable[[StageFinished], Awaitable[None]] | None],
-    Awaitable[RunRecord],
-]
 
 _HEADERS = [
     (b"content-type", b"text/event-stream; charset=utf-8"),

@@ -1,10 +1,10 @@
 """Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
 
-The composition root: every part of one app or middleware built from its config in one place (`compose`), the
-chat handler given the parts it uses, and the whole handed to what serves it (`app.build_app`, the middleware).
+The composition root: every part of one service built from its config in one place (`compose`), the chat service
+given the parts it uses, and the whole handed to what serves it (`http.app.build_app`, the middleware, `eval`).
 
 Each part is made once and passed in, so nothing is wired into a part after it is made: the metrics and tracing
-exist before the upstream client, the admission and the handler that report to them. The secrets a part masks are
+exist before the upstream client, the admission and the chat service that report to them. The secrets a part masks are
 this service's alone (`redact.masked_logs`), so two services in one process never mask, or keep, each other's.
 """
 
@@ -16,12 +16,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import httpx
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp  # the type of an in-process upstream (the demo model, a wrapped app)
 
 from ..cache.answers import cache_for
 from ..config import Config
 from ..events import Subscriber
 from ..observe.logs import protect_request_ids, request_log
+from ..observe.telemetry import Telemetry, telemetry_for
 from ..protocols import registry as protocols
 from ..protocols.registry import Sides
 from ..quota import quotas_for
@@ -31,9 +32,8 @@ from ..upstream.client import Upstream
 from ..upstream.pinning import HostGuard
 from ..upstream.retry import RetryPolicy, Sleep
 from .admission import Admission
-from .auth import InboundAuth
-from .chat import ChatHandler
-from .telemetry import MetricsEndpoint, telemetry_for
+from .chat import ChatService
+from .keys import KeyRing
 
 if TYPE_CHECKING:
     from ..store.runstore import RunStore
@@ -41,28 +41,28 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Service:
-    """One app's or middleware's parts: the chat handler, and what the routes around it use."""
+    """One app's or middleware's parts: the chat service, and what the routes around it use."""
 
     config: Config
-    handler: ChatHandler
+    chat: ChatService
     secrets: Secrets
-    auth: InboundAuth
+    keys: KeyRing  # who may call
     protocols: Sides  # every registered protocol's sides: the routes clients may call, the wires targets are called on
-    metrics: MetricsEndpoint | None  # `GET /metrics`, when metrics are on
+    telemetry: Telemetry  # its metrics and tracing (each None when off)
     standalone: bool  # composed with the standalone server's defaults (metrics and the viewer on)
 
     @property
     def upstream(self) -> Upstream:
-        return self.handler.upstream
+        return self.chat.upstream
 
     @property
     def admission(self) -> Admission:
-        return self.handler.admission
+        return self.chat.admission
 
     @property
     def store(self) -> RunStore | None:
         """The run store (None: not recording)."""
-        return self.handler.store
+        return self.chat.store
 
 
 def compose(
@@ -122,7 +122,7 @@ def compose(
             gauge=telemetry.in_flight_gauge,
         )
         store = recording_store(config.store, store_default, secrets.values)  # configured, or `store_default`
-        handler = ChatHandler(
+        chat = ChatService(
             config,
             secrets=secrets,
             upstream=upstream,
@@ -131,19 +131,18 @@ def compose(
             host_guard=host_guard or HostGuard(timeout=config.connect_timeout_seconds),
             store=store,  # started with the lifespan
             subscribers=(request_log, *subscribers, *telemetry.subscribers),
-            tracing=telemetry.tracing,
             quotas=quotas_for(
                 config, clock=clock, on_refused=telemetry.on_rate_limited, on_error=telemetry.on_limits_error
             ),
             cache=cache_for(config, store, secrets.values, clock=clock),
         )
-        telemetry.watch(lambda: admission.in_flight, lambda: handler.store)
+        telemetry.watch(lambda: admission.in_flight, lambda: chat.store)
         return Service(
             config=config,
-            handler=handler,
+            chat=chat,
             secrets=secrets,
-            auth=InboundAuth(config.auth_api_keys_env, config.auth.keys),
+            keys=KeyRing(config.auth_api_keys_env, config.auth.keys),
             protocols=sides,
-            metrics=telemetry.endpoint(),
+            telemetry=telemetry,
             standalone=standalone,
         )

@@ -1,0 +1,309 @@
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+The chat service: one decoded request and its caller in, its run out — and nothing of HTTP.
+
+It owns the order of a request's domain steps (docs/reference/http.md): the override checks (400), the caller's key
+policy (404 for a model it may not use, 403 for an override it may not make), the plan (404, 400), the override
+hosts' addresses (400), the limits (429), the cache, and the run. A plain request's run is run here and its finished
+record returned (`Answered`); a streamed one is returned ready to run (`Streaming`): its writer drives it with the
+sinks its chunks go to, so that every chunk goes straight from the upstream's read to the client's write, with no
+queue or task between (a pull-based stream would add a task switch per chunk). The protocols' routes
+(`http.chat`), the middleware and the mount only decode and render around it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from ..access import KeyPolicy, check_model_name
+from ..cache.answers import HEADER
+from ..cache.hit import CacheHit
+from ..cache.key import wanted
+from ..config import Config
+from ..core import ChatRequest, Plan
+from ..errors import RequestError
+from ..events import AnswerChunks, RunRecord, StageFinished, Subscriber
+from ..pipeline.nested import Nesting
+from ..pipeline.resolve import check_overrides, resolve, unknown_model
+from ..pipeline.run import Run
+from ..pricing import price_table
+from ..redact import Secrets
+from ..store.recorder import RunRecorder
+from ..store.settings import start_recording
+from ..upstream.client import Upstream
+from ..upstream.pinning import HostGuard, pinned_plan
+from ..upstream.retry import RetryPolicy
+from ..workflows import registry
+from .admission import Admission
+
+if TYPE_CHECKING:
+    from ..cache.answers import AnswerCache
+    from ..quota import Quotas, Ticket
+    from ..store.runstore import RunStore
+
+logger = logging.getLogger("adapter_critic")
+
+# Runs a streamed request with a sink for its answer's chunks (and one for the progress of its earlier stages, or
+# None); returns the finished record.
+RunStreamer = Callable[
+    [Callable[[AnswerChunks], Awaitable[None]], Callable[[StageFinished], Awaitable[None]] | None],
+    Awaitable[RunRecord],
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who asks: the name of the named key it came with (`[[auth.keys]]`; None: a nameless key, or no auth) and its
+    own token, sent only to targets with `forward_client_authorization`."""
+
+    name: str | None = None
+    token: str | None = None
+
+
+@dataclass(slots=True)
+class Answered:
+    """A plain request's finished run (or cache hit): its record, and the headers its answer carries (the limits',
+    the cache's)."""
+
+    record: RunRecord
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Streaming:
+    """A streamed request's run, ready to run: `run` runs it into the sinks it is given. `record` is its record as
+    it goes (None for a cache hit, known whole)."""
+
+    run: RunStreamer
+    plan: Plan
+    headers: dict[str, str] = field(default_factory=dict)
+    record: RunRecord | None = None
+
+
+class ChatService:
+    """Answers decoded requests, and owns the lifespan of the parts it uses (`service.compose` builds them): the
+    admission of requests, the upstream client, the run store, the limits' counters and the cache."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        secrets: Secrets,
+        upstream: Upstream,
+        retry_policy: RetryPolicy,
+        admission: Admission,
+        host_guard: HostGuard,
+        store: RunStore | None = None,
+        subscribers: Sequence[Subscriber] = (),
+        quotas: Quotas | None = None,
+        cache: AnswerCache | None = None,
+    ) -> None:
+        self.config = config
+        self.secrets = secrets
+        self.upstream = upstream
+        self.retry_policy = retry_policy
+        self.admission = admission
+        self.host_guard = host_guard
+        self.store = store  # None: not recording (also once a store that could not be opened is given up)
+        self.subscribers = tuple(subscribers)
+        self.prices = price_table(config.prices, config.pricing)  # None: no prices, no cost work
+        self.quotas = quotas  # None: no limits configured, and no limit work at all
+        self.cache = cache  # None: no served model has `cache = true`, and no cache work at all
+        self.policy = KeyPolicy(config)  # what each named key may reach
+        self._plans: dict[str, Plan] = {}
+        self._per_request_plans: set[str] = set()
+
+    # -- lifespan ------------------------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start-up: open the upstream client, admit requests."""
+        self.admission.open()
+        self.upstream.open()
+
+    async def stop(self) -> None:
+        """Shutdown: let the requests in flight finish (up to `shutdown_grace_seconds`), then close."""
+        await self.finish()
+        await self.close()
+
+    async def finish(self) -> None:
+        """The first half of shutdown: the requests in flight finish (up to `shutdown_grace_seconds`) and their runs
+        are written. The middleware does this before its wrapped app hears of the shutdown (its requests may be
+        calling that app in-process), and `close`s once the app has shut down."""
+        await self.admission.drain(self.config.shutdown_grace_seconds)
+        await self.stop_recording()
+
+    async def close(self) -> None:
+        """The second half of shutdown: close the upstream client, the limits' counters (their charges under way
+        written first) and the cache."""
+        await self.upstream.aclose()
+        if self.quotas is not None:
+            await self.quotas.aclose()
+        if self.cache is not None:
+            await self.cache.aclose()
+
+    async def start_recording(self) -> None:
+        """Start-up of the run store (when there is one): says where runs go."""
+        if self.store is not None and not await start_recording(self.store, self.config.store):
+            self.store = None
+            if self.cache is not None and self.cache.keeps_in_store:
+                logger.warning("not caching answers: the cache keeps them in the run store, which is off")
+                self.cache = None
+
+    async def stop_recording(self) -> None:
+        """Write what is queued and close the run store."""
+        if self.store is not None:
+            await self.store.aclose()
+
+    # -- a request -----------------------------------------------------------------------------------------------
+    async def answer(
+        self, request: ChatRequest, caller: Caller, *, run_id: str, request_id: str, headers: dict[str, str]
+    ) -> Answered | Streaming:
+        """Take `request` of `caller` through its domain steps (this module's docstring) and answer it: a plain one
+        run to its end, a streamed one ready to run. `headers` are the protocol's own: the answer's (the limits',
+        the cache's) are added to that dict as they are known, so an error raised after them carries them too.
+        Raises the `APIError` the client is answered with."""
+        to_resolve = check_overrides(self.config, request.overrides, request.overrides_param)
+        ticket, policy = None, self.policy
+        if request.model not in self.config.served_models:
+            check_model_name(request.model)
+        if policy.any_bounds and not policy.allows(caller.name, request.model):
+            raise unknown_model(request.model, policy.visible(caller.name, self.config.served_models))
+        plan = self._plan(request, caller.token)
+        if request.overrides is not None and policy.any_bounds:
+            policy.check_overrides(caller.name, plan, request.overrides_param)
+        if to_resolve:
+            plan = pinned_plan(plan, await self.host_guard.pin(to_resolve))
+        workflow = registry.get(plan.mode)
+        if not workflow.many_choices:
+            refuse_many_choices(request, plan.mode)
+        if self.quotas is not None:
+            ticket = await self.quotas.admit_run(
+                caller.name,
+                plan,
+                request,
+                lambda served_id: self._plan_of(served_id, caller.token),
+                self.prices,
+                made_up=request.overrides is not None or plan.served_id not in self.config.served_models,
+            )
+            if ticket is not None:
+                headers.update(ticket.headers)
+        subscribers = self._subscribers(request_id, request, plan, caller, ticket)
+        cache = self.cache
+        ttl = None if cache is None else cache.ttl(plan)
+        if cache is not None and ttl is not None and wanted(request):
+            owner = cache.owner(plan, caller.name, caller.token)
+            key = cache.key(plan, request, lambda served_id: self._plan_of(served_id, caller.token), owner)
+            found = await cache.lookup(key)
+            headers[HEADER] = "miss" if found is None else "hit"
+            if found is not None:
+                hit = CacheHit(found, plan, request, run_id, subscribers, self.prices)
+                if request.stream:
+                    return Streaming(hit.execute, plan, headers)
+                record = hit.answer()
+                if ticket is not None:
+                    await ticket.charged()
+                return Answered(record, headers)
+            subscribers = (*subscribers, cache.keeper(key, ttl, _token(plan, caller.token)))
+        run = Run(
+            workflow,
+            plan,
+            request,
+            self.upstream,
+            self.retry_policy,
+            run_id=run_id,
+            request_timeout=self.config.request_timeout_seconds,
+            max_concurrent_calls=self.config.max_concurrent_calls_per_run,
+            prices=self.prices,
+            subscribers=subscribers,
+            nesting=self._nesting(request_id, caller) if plan.nests else None,
+        )
+        if request.stream:
+            return Streaming(run.execute, plan, headers, run.record)
+        record = await run.execute()
+        if ticket is not None:
+            await ticket.charged()  # the next request sees this run's tokens
+        return Answered(record, headers)
+
+    def _subscribers(
+        self, request_id: str, request: ChatRequest, plan: Plan, caller: Caller, ticket: Ticket | None = None
+    ) -> Sequence[Subscriber]:
+        """A run's subscribers: the service's, the limits' charge at its end (when a limit applies), and its recorder
+        when the service records runs (`store.recorder`), which masks the caller's token when a target forwards it
+        (none can without one) and keeps the caller's key name."""
+        subscribers = self.subscribers if ticket is None else (*self.subscribers, ticket.on_event)
+        if self.store is None:
+            return subscribers
+        recorder = RunRecorder(
+            self.store.enqueue,
+            request_id,
+            request,
+            self.config.store.capture,
+            _token(plan, caller.token),
+            caller.name,
+        )
+        return (*subscribers, recorder)
+
+    def _nesting(self, request_id: str, caller: Caller) -> Nesting:
+        """How a run of this request runs the served models its stages name: their plans as for a request without
+        overrides, and child runs with the service's subscribers (recorded under the same request id and key)."""
+        return Nesting(
+            plan_of=lambda served_id: self._plan_of(served_id, caller.token),
+            subscribers_of=lambda request, plan: self._subscribers(request_id, request, plan, caller),
+        )
+
+    def _plan(self, request: ChatRequest, client_token: str | None) -> Plan:
+        if request.overrides is None:
+            return self._plan_of(request.model, client_token, request.overrides_param)
+        return resolve(
+            self.config, request.model, request.overrides, request.overrides_param, client_token=client_token
+        )
+
+    def _plan_of(self, model: str, client_token: str | None, where: str = "x_adapter_critic") -> Plan:
+        """`resolve` without overrides, remembered per served model: then it depends only on the (frozen) config,
+        unless a target forwards the caller's token. Unknown models (`resolve` raises 404) and prefixed ones (a set
+        without end, `[models]`) are never remembered, so this holds at most one plan per served model."""
+        if model not in self._per_request_plans:
+            plan = self._plans.get(model)
+            if plan is not None:
+                return plan
+            plan = resolve(self.config, model, None, where)
+            if not _forwards_client_token(plan):
+                if model in self.config.served_models:
+                    self._plans[model] = plan
+                return plan
+            if model in self.config.served_models:
+                self._per_request_plans.add(model)
+        return resolve(self.config, model, None, where, client_token=client_token)
+
+
+def refuse_many_choices(request: ChatRequest, mode: str) -> None:
+    """A 400 naming `n` when the request asks for more choices than a one-answer workflow gives."""
+    raw = request.options.get("n")
+    if raw is None:
+        return
+    try:
+        n = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        n = None
+    if n is None or n == 1:
+        return
+    raise RequestError(
+        f"`n` = {msgspec.json.encode(n).decode()[:20]}: the {mode} workflow answers with one choice. Leave `n` out "
+        "(or 1), or ask a served model in direct mode, which relays every choice.",
+        param="n",
+    )
+
+
+def _token(plan: Plan, client_token: str | None) -> str | None:
+    """The caller's token when a target of the plan forwards it: what a record of the run masks besides the keys."""
+    if client_token is None:
+        return None
+    return next((t.client_token for t in plan.all_targets() if t.client_token), None)
+
+
+def _forwards_client_token(plan: Plan) -> bool:
+    return any(target.forward_client_authorization for target in plan.all_targets())
