@@ -60,6 +60,11 @@ class Service:
         return self.handler.admission
 
     @property
+    def on_feedback(self) -> Callable[[str, str], None] | None:
+        """What counts a feedback entry kept (served model, verdict); None when metrics are off."""
+        return None if self.metrics is None else self.metrics.metrics.count_feedback
+
+    @property
     def store(self) -> RunStore | None:
         """The run store (None: not recording)."""
         return self.handler.store
