@@ -17,8 +17,11 @@ import httpx
 import pytest
 from openai import OpenAI
 
+from adapter_critic import AdapterCriticMiddleware
+
 from ..cli.conftest import invoke
-from ..conftest import RemoteUpstream, run_app, sdk
+from ..conftest import RemoteUpstream, asgi_client, chat, run_app, sdk
+from ..middleware_app import LocalModel, local_config
 
 TEAM, OTHER, OPS = "sk-feedback-team", "sk-feedback-other", "sk-feedback-ops"
 
@@ -210,3 +213,25 @@ def test_the_command_line_gives_feedback_and_exports_a_dataset_eval_runs(
     results = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     scores = {result["id"]: result["score"] for result in results}
     assert scores == {by_run[accepted]["id"]: 1.0, by_run[corrected]["id"]: 0.0}
+
+
+@pytest.mark.anyio
+async def test_feedback_beside_the_middleware_and_other_posts_still_reach_the_wrapped_app(tmp_path: Path) -> None:
+    keys = [
+        {"name": "team", "key_sha256": hashlib.sha256(TEAM.encode()).hexdigest()},
+        {"name": "ops", "key_sha256": hashlib.sha256(OPS.encode()).hexdigest(), "admin": True},
+    ]
+    config = local_config(store={"url": f"sqlite:///{tmp_path / 'runs.db'}"}, auth={"keys": keys})
+    app = AdapterCriticMiddleware(LocalModel().app, config=config)
+    async with asgi_client(app) as client:
+        team_run = (await client.post("/v1/chat/completions", json=chat("local-adapter"), headers=headers(TEAM))).json()
+        ops_run = (await client.post("/v1/chat/completions", json=chat("local-adapter"), headers=headers(OPS))).json()
+        await app.service.store.flush()  # type: ignore[union-attr]
+        kept = await client.post(f"/v1/runs/{team_run['id']}/feedback", json={"score": 1}, headers=headers(TEAM))
+        hidden = await client.post(f"/v1/runs/{ops_run['id']}/feedback", json={"score": 1}, headers=headers(TEAM))
+        detail = (await client.get(f"/v1/runs/{team_run['id']}", headers=headers(TEAM))).json()
+        other = await client.post("/v1/embeddings", json={"input": "x"})  # not ours: the wrapped app answers it
+    assert kept.status_code == 201 and kept.json()["key_name"] == "team"
+    assert hidden.status_code == 404 and hidden.json()["error"]["code"] == "run_not_found"
+    assert [entry["id"] for entry in detail["feedback"]] == [kept.json()["id"]]
+    assert other.status_code == 200  # the wrapped app answered it, without our key
