@@ -58,6 +58,7 @@ GUIDES = (
     "cache",
     "tracing",
     "viewer",
+    "feedback",
     "cli",
     "evals",
     "plugins",

@@ -505,6 +505,7 @@ async def test_a_version_1_store_is_upgraded_and_its_runs_read_as_before(store_u
             await conn.execute(sqlalchemy.text("ALTER TABLE instances DROP COLUMN process"))
             await conn.execute(sqlalchemy.text("ALTER TABLE runs DROP COLUMN cached_from"))
             await conn.execute(sqlalchemy.text("DROP TABLE cache"))
+            await conn.execute(sqlalchemy.text("DROP TABLE feedback"))
             await conn.execute(sqlalchemy.text("UPDATE schema_version SET version = 1"))
     finally:
         await engine.dispose()
@@ -520,10 +521,11 @@ async def test_a_version_1_store_is_upgraded_and_its_runs_read_as_before(store_u
     engine = create_async_engine(engine_url(store_url))
     try:
         async with engine.connect() as conn:
-            assert (await conn.execute(sqlalchemy.text("SELECT version FROM schema_version"))).scalar() == VERSION == 9
+            assert (await conn.execute(sqlalchemy.text("SELECT version FROM schema_version"))).scalar() == VERSION == 10
             flags = (await conn.execute(sqlalchemy.text("SELECT request_messages FROM stages"))).scalars().all()
             await conn.execute(sqlalchemy.text("SELECT process FROM instances"))  # version 6's column is back
             await conn.execute(sqlalchemy.text("SELECT key, entry, cached_from FROM cache, runs"))  # and version 9's
+            await conn.execute(sqlalchemy.text("SELECT feedback_id, verdict FROM feedback"))  # and version 10's
     finally:
         await engine.dispose()
     assert [bool(flag) for flag in flags] == [False, False]  # the old run's stages; the new one's is in its end

@@ -1,6 +1,6 @@
 """Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
 
-`adapter-critic runs list|show ID|export`: the recorded runs, read from the run store with the runs API's
+`adapter-critic runs list|show ID|export|feedback ID`: the recorded runs, read from the run store with the runs API's
 filters (`--served-model`, `--mode`, `--status`, `--degraded`, `--since`, `--until`, `--request-id`, `--min-cost`,
 `--key`). The command line reads the store itself, so it sees every key's runs."""
 
@@ -20,6 +20,7 @@ from click.core import ParameterSource
 from ..store.records import STATUSES, BadCursor, RunCost, RunQuery, RunSummary, parse_time
 from .console import stdout
 from .errors import CliError
+from .feedback import MIN_SCORE, dataset_note, feedback_command, write_dataset
 from .run_views import runs_table, show
 from .store import reading, store_options
 
@@ -70,6 +71,9 @@ def filter_options(function: _F) -> _F:
             click.option("--request-id", help="only the run answering this x-request-id"),
             click.option("--key", "key_name", metavar="NAME", help="only the runs this named key ([[auth.keys]]) made"),
             click.option(
+                "--feedback/--no-feedback", "has_feedback", default=None, help="only runs with feedback (or without)"
+            ),
+            click.option(
                 "--min-cost",
                 type=click.FloatRange(min=0),
                 metavar="AMOUNT",
@@ -100,6 +104,7 @@ def query_of(options: dict[str, Any]) -> RunQuery:
         request_id=options.get("request_id"),
         min_cost=options.get("min_cost"),
         key_name=options.get("key_name"),
+        has_feedback=options.get("has_feedback"),
         since=times["since"],
         until=times["until"],
     )
@@ -107,7 +112,10 @@ def query_of(options: dict[str, Any]) -> RunQuery:
 
 @click.group()
 def runs() -> None:
-    """The recorded runs: list, show one, export."""
+    """The recorded runs: list, show one, export, give feedback."""
+
+
+runs.add_command(feedback_command)
 
 
 @runs.command("list")
@@ -191,11 +199,46 @@ def show_command(run_id: str, store_url: str | None, config_path: str | None, as
 )
 @click.option("--output", "-o", default="-", show_default=True, help="the file to write (- is stdout)")
 @click.option("--limit", type=click.IntRange(1), help="at most this many runs (newest first)")
+@click.option(
+    "--as-dataset",
+    metavar="FILE",
+    help="write an eval dataset from the runs with feedback instead (- is stdout): messages and expected answers",
+)
+@click.option(
+    "--min-score",
+    default=MIN_SCORE,
+    show_default=True,
+    type=click.FloatRange(-1, 1),
+    help="with --as-dataset: a run without a corrected answer is kept when its mean score is at least this",
+)
 def export_command(
-    store_url: str | None, config_path: str | None, kind: str | None, output: str, limit: int | None, **filters: Any
+    store_url: str | None,
+    config_path: str | None,
+    kind: str | None,
+    output: str,
+    limit: int | None,
+    as_dataset: str | None,
+    min_score: float,
+    **filters: Any,
 ) -> None:
-    """Every matching run: JSONL (each run whole, its stages included, as `runs show --json`) or CSV (one row a run)."""
+    """Every matching run: JSONL (each run whole, its stages included, as `runs show --json`) or CSV (one row a run).
+
+    With --as-dataset FILE: eval dataset lines (what `adapter-critic eval` reads) from the matching runs with
+    feedback: each run's messages, and as `expected` its newest corrected answer, else its answer when its mean
+    score is at least --min-score. Runs with only negative feedback and no correction are left out (it says how
+    many)."""
     query = query_of(filters)
+    if as_dataset is not None:
+        query.has_feedback = True
+
+        async def dataset() -> tuple[int, Any]:
+            async with reading(store_url, config_path) as store:
+                with _opened(as_dataset) as file:
+                    return await write_dataset(store, _all(store, query, limit), file, min_score)
+
+        written, left_out = anyio.run(dataset)
+        click.echo(dataset_note(written, left_out, as_dataset), err=True)
+        return
     kind = kind or ("csv" if output.lower().endswith(".csv") else "jsonl")
 
     async def run() -> int:

@@ -232,15 +232,16 @@ def _protocol_endpoint(handler: ChatHandler, inbound: Inbound, passthrough: Pass
 
 
 def runs_routes(service: Service, prefix: str, auth: InboundAuth) -> list[Route]:
-    """`GET {prefix}/runs…` (the runs API) when the service records runs and `store.api` is on."""
+    """`GET {prefix}/runs…` (the runs API) and `POST {prefix}/runs/{id}/feedback` when the service records runs and
+    `store.api` is on."""
     if service.store is None or not service.config.store.api:
         return []
-    api = RunsAPI(lambda: service.store, auth)
+    api = RunsAPI(lambda: service.store, auth, service.on_feedback)
 
     async def runs(scope: Scope, receive: Receive, send: Send) -> None:
         await api.dispatch(scope, receive, send, scope["path_params"]["rest"])
 
-    return [Route(f"{prefix}/runs{{rest:path}}", ASGIEndpoint(runs), methods=["GET"])]
+    return [Route(f"{prefix}/runs{{rest:path}}", ASGIEndpoint(runs), methods=["GET", "POST"])]
 
 
 def _middleware(service: Service, auth: InboundAuth, prefix: str, public: list[str]) -> list[Middleware]:

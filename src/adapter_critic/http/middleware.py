@@ -97,7 +97,7 @@ class AdapterCriticMiddleware:
         store = self.service.store
         self.runs_path = models_path(path).removesuffix("/models") + "/runs"
         recorded = store is not None and config.store.api
-        self.runs = RunsAPI(lambda: self.service.store, self.auth) if recorded else None
+        self.runs = RunsAPI(lambda: self.service.store, self.auth, self.service.on_feedback) if recorded else None
         self.metrics = metrics_endpoint(self.service.telemetry)
         self._metrics_path = config.telemetry.metrics_path
 
@@ -126,6 +126,14 @@ class AdapterCriticMiddleware:
                 if self.metrics is not None and scope["path"] == self._metrics_path:
                     await self._serve_metrics(self.metrics, scope, receive, send)
                     return
+            elif (
+                scope["type"] == "http"
+                and scope["method"] == "POST"
+                and self.runs is not None
+                and _under(scope["path"], self.runs_path)
+            ):
+                await self._runs(scope, receive, send)  # POST /v1/runs/{id}/feedback
+                return
             await self.app(scope, receive, send)
             return
 

@@ -1,6 +1,7 @@
 """Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
 
-The runs API over a run store: `GET /runs`, `GET /runs/{id}`, `GET /runs/{id}/events` (SSE replay and live tail).
+The runs API over a run store: `GET /runs`, `GET /runs/{id}`, `GET /runs/{id}/events` (SSE replay and live tail),
+`POST /runs/{id}/feedback` (`http.feedback`).
 
 The JSON is the store's own shapes (`store.records`), documented in `adapter_critic.store`. A bad filter, cursor or
 run id is a 400 and an unknown run a 404, in the OpenAI error envelope.
@@ -27,6 +28,7 @@ from ..protocols.openai.render import error_response
 from ..store.records import EVERY_RUN, STATUSES, BadCursor, RunQuery, RunsOf, parse_time, runs_of_key
 from .auth import CALLER, InboundAuth
 from .disconnect import ClientGone, guard_send
+from .feedback import OnFeedback, post_feedback
 from .jsonanswer import JSONAnswer
 
 if TYPE_CHECKING:
@@ -36,7 +38,7 @@ _encoder = msgspec.json.Encoder()
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+=-]{0,127}")
 _FILTERS = (
     "served_model", "mode", "status", "degraded", "since", "until", "request_id", "parent_run_id", "min_cost",
-    "cache_hit", "key_name", "limit", "cursor",
+    "cache_hit", "key_name", "has_feedback", "limit", "cursor",
 )  # fmt: skip
 MAX_LIMIT = 1000
 KEEPALIVE_SECONDS = 15.0
@@ -61,11 +63,15 @@ def runs_seen_by(scope: Scope, auth: InboundAuth) -> RunsOf:
 
 class RunsAPI:
     """The runs API of the store `source` returns (None: not recording, a 404); `dispatch` answers a request for
-    `/runs` + `rest`, showing the caller the runs `auth` lets it see (`runs_seen_by`)."""
+    `/runs` + `rest`, showing the caller the runs `auth` lets it see (`runs_seen_by`); `on_feedback` is told of each
+    feedback entry kept (the metrics count it)."""
 
-    def __init__(self, source: Callable[[], RunStore | None], auth: InboundAuth) -> None:
+    def __init__(
+        self, source: Callable[[], RunStore | None], auth: InboundAuth, on_feedback: OnFeedback | None = None
+    ) -> None:
         self.source = source
         self.auth = auth
+        self.on_feedback = on_feedback
 
     @property
     def store(self) -> RunStore:
@@ -87,14 +93,23 @@ class RunsAPI:
                 return
             run_id, _, tail = rest.removeprefix("/").partition("/")
             run_id = urllib.parse.unquote(run_id)
-            if tail not in ("", "events") or not _RUN_ID.fullmatch(run_id):
-                if tail not in ("", "events"):
+            posting = scope["method"] == "POST"
+            if posting != (tail == "feedback"):
+                allowed = "POST" if tail == "feedback" else "GET"
+                raise RequestError(
+                    f"Method {scope['method']} is not allowed on {scope['path']!r}: use {allowed}.", status_code=405
+                )
+            if tail not in ("", "events", "feedback") or not _RUN_ID.fullmatch(run_id):
+                if tail not in ("", "events", "feedback"):
                     raise RequestError(f"Unknown path {scope['path']!r}.", status_code=404)
                 raise RequestError(
                     f"{run_id[:140]!r} is not a run id: a run id is 1 to 128 letters, digits and . _ : @ + = -",
                     param="id",
                 )
-            if tail == "events":
+            if posting:
+                seen_by = runs_seen_by(scope, self.auth)
+                await post_feedback(self.store, seen_by, scope, receive, send, run_id, self.on_feedback)
+            elif tail == "events":
                 await self.events(scope, receive, send, run_id)
             else:
                 await self.detail(scope, receive, send, run_id)
@@ -102,6 +117,8 @@ class RunsAPI:
             await error_response(exc)(scope, receive, send)
 
     async def list(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["method"] != "GET":
+            raise RequestError(f"Method {scope['method']} is not allowed on {scope['path']!r}.", status_code=405)
         query, limit, cursor = _query(scope)
         try:
             page = await self.store.list_runs(query, limit=limit, cursor=cursor, seen_by=runs_seen_by(scope, self.auth))
@@ -176,7 +193,7 @@ def _query(scope: Scope) -> tuple[RunQuery, int, str | None]:
         if params["status"] not in STATUSES:
             raise RequestError(f"`status` must be one of {', '.join(STATUSES)}.", param="status")
         fields["status"] = params["status"]
-    for name in ("degraded", "cache_hit"):
+    for name in ("degraded", "cache_hit", "has_feedback"):
         if name in params:
             flag = params[name].lower()
             if flag not in ("true", "false", "1", "0"):

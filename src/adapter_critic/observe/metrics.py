@@ -148,6 +148,11 @@ class Metrics:
             f"{PREFIX}_limits_errors", "Failed reads or updates of the limits' counters (`limits.url`), by what the "
             "request then got (`limits.on_error`: open, closed).", ["on_error"], registry=r,
         )  # fmt: skip
+        self.feedback = prom.Counter(
+            f"{PREFIX}_feedback", "Feedback entries given on runs through the runs API, by the run's served model "
+            "and verdict (accept, reject: a stage's; else positive, negative, neutral: the score's sign).",
+            ["served_model", "verdict"], registry=r,
+        )  # fmt: skip
         self.store_source: StoreSource | None = None
         self._store: object | None = None
         self._store_dropped_seen = 0
@@ -261,6 +266,10 @@ class Metrics:
         if child is None:
             child = self._ttft[(served_model, mode)] = self.ttft.labels(served_model, mode)
         return child
+
+    def count_feedback(self, served_model: str, verdict: str) -> None:
+        """Count a feedback entry kept on a run of `served_model` (`store.feedback.verdict_label`)."""
+        self.feedback.labels(served_model, verdict).inc()
 
     # -- the run store -------------------------------------------------------------------------------
     def watch_store(self, source: StoreSource) -> None:

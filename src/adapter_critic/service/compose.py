@@ -60,6 +60,12 @@ class Service:
         return self.chat.admission
 
     @property
+    def on_feedback(self) -> Callable[[str, str], None] | None:
+        """What counts a feedback entry kept (served model, verdict); None when metrics are off."""
+        metrics = self.telemetry.metrics
+        return None if metrics is None else metrics.count_feedback
+
+    @property
     def store(self) -> RunStore | None:
         """The run store (None: not recording)."""
         return self.chat.store

@@ -31,6 +31,9 @@ The runs API (under the mount: `/v1/runs` standalone; the same inbound auth as t
   finished stage in order (`id:` its index; `data:` a StoredStage), and, for a run still going, each further stage
   as it ends; finally `event: end` (the RunSummary as it ended) and the stream closes. `: keep-alive` comments
   while nothing happens.
+- `POST /runs/{id}/feedback` with `{"score": -1..1, "label", "comment", "stage", "verdict": "accept" | "reject",
+  "corrected_answer"}` → 201 and the `Feedback` entry as kept (docs/guides/feedback.md); a run's `feedback` lists
+  its entries, a summary's `feedback_count` counts them, `has_feedback=true|false` filters on them.
 - A bad filter or cursor is a 400, an unknown run a 404, both in the OpenAI error envelope.
 - Under inbound auth with named keys, a key that is not `admin` sees only its own runs (another key's run is a 404
   like an unknown one); `RunStore`'s reads take `seen_by` (`store.records.RunsOf`) to do the same.

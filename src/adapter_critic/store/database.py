@@ -27,11 +27,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from ..errors import StoreError
 from .cleaning import Cleaner
+from .feedback_reads import feedback_counts, feedback_on
 from .processes import process_gone, process_identity
 from .reads import detail, request_messages, run_end, stored_stages, summary, total_tokens
 from .recorder import Record
 from .records import (
     EVERY_RUN,
+    Feedback,
     RunDetail,
     RunPage,
     RunQuery,
@@ -41,7 +43,7 @@ from .records import (
     decode_cursor,
     encode_cursor,
 )
-from .schema import cache, instances, runs, stages, upgrade
+from .schema import cache, feedback, instances, runs, stages, upgrade
 from .sqlitefile import SqliteFile, sqlite_settings
 from .visibility import hide_unseen, owned
 from .writes import BatchRows, building, slice_seconds, statements, urgent, write_async
@@ -226,6 +228,7 @@ class Database:
                     part = ids[chunk : chunk + 500]
                     await conn.execute(delete(stages).where(stages.c.run_id.in_(part)))
                     await conn.execute(delete(cache).where(cache.c.run_id.in_(part)))  # their answers go with them
+                    await conn.execute(delete(feedback).where(feedback.c.run_id.in_(part)))
                     removed += int((await conn.execute(delete(runs).where(runs.c.run_id.in_(part)))).rowcount)
         return removed
 
@@ -265,6 +268,9 @@ class Database:
         if query.cache_hit is not None:
             hit = runs.c.cached_from.is_not(None)
             conditions.append(hit if query.cache_hit else runs.c.cached_from.is_(None))
+        if query.has_feedback is not None:
+            given = runs.c.run_id.in_(select(feedback.c.run_id))
+            conditions.append(given if query.has_feedback else ~given)
         if cursor is not None:
             started_at, run_id = decode_cursor(cursor)
             conditions.append(
@@ -275,6 +281,9 @@ class Database:
             rows = (await conn.execute(statement.limit(limit + 1))).mappings().all()
             page = [summary(row) for row in rows[:limit]]
             await hide_unseen(conn, seen_by, page)
+            counts = await feedback_counts(conn, [run.id for run in page])
+        for run in page:
+            run.feedback_count = counts.get(run.id, 0)
         more = len(rows) > limit
         next_cursor = encode_cursor(rows[limit - 1]["started_at"], rows[limit - 1]["run_id"]) if more else None
         return RunPage(data=page, next_cursor=next_cursor, has_more=more)
@@ -299,7 +308,14 @@ class Database:
             child_rows = (await conn.execute(children)).mappings().all()
             run = detail(row, stage_rows, child_rows)
             await hide_unseen(conn, seen_by, [run, *run.children], run.stages)
+            run.feedback = await feedback_on(conn, run_id)
+            run.feedback_count = len(run.feedback)
         return run
+
+    async def feedback_of(self, run_id: str) -> list[Feedback]:
+        """The run's feedback entries, oldest first."""
+        async with self.engine.connect() as conn:
+            return await feedback_on(conn, run_id)
 
     async def get_summary(self, run_id: str, seen_by: RunsOf = EVERY_RUN) -> RunSummary | None:
         """The run as a list shows it; None when there is none `seen_by` sees."""

@@ -78,7 +78,26 @@ class CachePut:
     secret: str | None = None
 
 
-Record = RunOpened | StageDone | RunClosed | CachePut
+@dataclass(slots=True)
+class FeedbackGiven:
+    """A feedback entry on a run (`store.feedback`), written by the store's writer like a run's records."""
+
+    feedback_id: str
+    run_id: str
+    created_at: float
+    score: float
+    via: str = "api"
+    key_name: str | None = None
+    label: str | None = None
+    comment: str | None = None
+    stage: str | None = None
+    stage_index: int | None = None
+    verdict: str | None = None
+    corrected_answer: str | None = None
+    secret: str | None = None
+
+
+Record = RunOpened | StageDone | RunClosed | CachePut | FeedbackGiven
 
 
 @dataclass(slots=True)

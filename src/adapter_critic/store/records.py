@@ -127,6 +127,7 @@ class RunSummary(msgspec.Struct):
     cached_from: str | None = None
     # The name of the named key (`[[auth.keys]]`) that made the run — never the key; null without one.
     key_name: str | None = None
+    feedback_count: int = 0  # how many feedback entries the run has (`POST /runs/{id}/feedback`)
     object: str = "run"
 
 
@@ -170,6 +171,27 @@ class StoredRequest(msgspec.Struct):
     messages: list[Any] | None = None
 
 
+class Feedback(msgspec.Struct, kw_only=True):
+    """One feedback entry on a run (`POST /runs/{id}/feedback`, `adapter-critic runs feedback`): `score` from -1 (bad)
+    to 1 (good) — a thumbs up is 1, down -1 —, an optional `label` and `comment`, a `verdict` (`accept` | `reject`)
+    on the output of the stage `stage` (its `stage_index`), and the answer the run should have given
+    (`corrected_answer`). `key_name`: the named key that gave it (null without one); `via`: `api` or `cli`."""
+
+    id: str
+    run_id: str
+    created_at: str  # ISO 8601 UTC
+    score: float
+    label: str | None = None
+    comment: str | None = None
+    stage: str | None = None
+    stage_index: int | None = None
+    verdict: Literal["accept", "reject"] | None = None
+    corrected_answer: str | None = None
+    key_name: str | None = None
+    via: str = "api"
+    object: str = "run.feedback"
+
+
 class RunDetail(RunSummary, kw_only=True):
     """The whole record of one run (`GET /runs/{id}`): the summary's fields and what a viewer draws from."""
 
@@ -179,6 +201,7 @@ class RunDetail(RunSummary, kw_only=True):
     answer: StoredAnswer | None = None
     stages: list[StoredStage] = []
     children: list[RunSummary] = []  # its child runs (stages run by other served models), in the order they started
+    feedback: list[Feedback] = []  # its feedback entries, oldest first
 
 
 class RunPage(msgspec.Struct):
@@ -207,6 +230,7 @@ class RunQuery(msgspec.Struct, kw_only=True):
     parent_run_id: str | None = None
     cache_hit: bool | None = None  # true: only cache hits (`cached_from` set); false: only runs that were not
     key_name: str | None = None  # only the runs this named key made
+    has_feedback: bool | None = None  # true: only runs with feedback; false: only runs without
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,7 @@ from ..core import Usage
 from ..errors import APIError, render_error
 from ..events import StageFinished
 from .cleaning import Cleaner, attempt_error, target_parts
-from .recorder import CachePut, RunClosed, RunOpened, StageDone
+from .recorder import CachePut, FeedbackGiven, RunClosed, RunOpened, StageDone
 from .records import FromStages, RunEnd, StageCost, StoredAnswer, StoredError, StoredStage, Tokens
 
 
@@ -69,6 +69,10 @@ STAGE_COLUMNS = (
 )  # fmt: skip
 CACHE_COLUMNS = ("key", "run_id", "served_model", "created_at", "expires_at", "entry")
 Row = tuple[Any, ...]
+FEEDBACK_COLUMNS = (
+    "feedback_id", "run_id", "created_at", "key_name", "via", "score", "label", "comment", "stage", "stage_index",
+    "verdict", "corrected_answer",
+)  # fmt: skip
 
 
 def cache_row(record: CachePut, clean: Cleaner) -> Row:
@@ -80,6 +84,24 @@ def cache_row(record: CachePut, clean: Cleaner) -> Row:
         record.created_at,
         record.expires_at,
         clean.json(record.entry),
+    )
+
+
+def feedback_row(record: FeedbackGiven, clean: Cleaner) -> Row:
+    """A feedback entry as a row of `feedback` (`FEEDBACK_COLUMNS`), its texts' secrets masked."""
+    return (
+        record.feedback_id,
+        record.run_id,
+        record.created_at,
+        record.key_name,
+        record.via,
+        record.score,
+        clean.text(record.label),
+        clean.text(record.comment),
+        record.stage,
+        record.stage_index,
+        record.verdict,
+        clean.text(record.corrected_answer),
     )
 
 

@@ -27,8 +27,9 @@ from typing import Literal
 
 from .cleaning import Cleaner
 from .database import HEARTBEAT_SECONDS, Database
-from .recorder import Record, RunClosed, RunOpened
-from .records import EVERY_RUN, RunDetail, RunPage, RunQuery, RunsOf, RunSummary, StoredStage
+from .feedback import FeedbackNotKept
+from .recorder import FeedbackGiven, Record, RunClosed, RunOpened
+from .records import EVERY_RUN, Feedback, RunDetail, RunPage, RunQuery, RunsOf, RunSummary, StoredStage
 
 logger = logging.getLogger("adapter_critic")
 
@@ -133,6 +134,19 @@ class RunStore:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(written.wait(), FOLLOW_POLL_SECONDS)
             run = await self.database.get_summary(run_id, seen_by) or run
+
+    async def give_feedback(self, record: FeedbackGiven) -> Feedback:
+        """Write a feedback entry (`store.feedback.given` makes it) through the writer, at once, and return it as
+        stored; `FeedbackNotKept` when it could not be written (the queue full, the database down)."""
+        self.enqueue(record)
+        await self.flush()
+        for kept in await self.database.feedback_of(record.run_id):
+            if kept.id == record.feedback_id:
+                return kept
+        raise FeedbackNotKept(
+            "The feedback could not be written to the run store (its write queue is full or the database failed: "
+            "see the server log); try again."
+        )
 
     # -- recording -------------------------------------------------------------------------------------------------
     def enqueue(self, record: Record) -> None:

@@ -141,6 +141,27 @@ cache = Table(
     Index("cache_expires", "expires_at"),
 )
 
+# Feedback on runs (docs/guides/feedback.md; schema version 10): any number of entries per run, each with when it was
+# given and by which named key. `score` is -1 to 1; `stage` and `verdict` (`accept` | `reject`) judge one stage's
+# output; `corrected_answer` is the answer the run should have given. Deleted with its run.
+feedback = Table(
+    "feedback",
+    metadata,
+    Column("feedback_id", String(64), primary_key=True),
+    Column("run_id", String(128), nullable=False),
+    Column("created_at", Double, nullable=False),  # Unix seconds
+    Column("key_name", String(128)),  # the named key that gave it (never the key); NULL without one
+    Column("via", String(16), nullable=False),  # `api` (the runs API, the viewer) or `cli`
+    Column("score", Double, nullable=False),
+    Column("label", String(128)),
+    Column("comment", Text),
+    Column("stage", String(128)),
+    Column("stage_index", Integer),
+    Column("verdict", String(16)),
+    Column("corrected_answer", Text),
+    Index("feedback_run", "run_id", "created_at"),
+)
+
 schema_version = Table("schema_version", metadata, Column("version", Integer, nullable=False))
 
 
@@ -202,13 +223,18 @@ def _v9(conn: Connection) -> None:
     cache.create(conn, checkfirst=True)
 
 
+def _v10(conn: Connection) -> None:
+    """Feedback on runs: the table `feedback`."""
+    feedback.create(conn, checkfirst=True)
+
+
 def _add_column(conn: Connection, table: str, column: str, definition: str) -> None:
     """Add `column` to `table` unless it is there (`_v1` makes a new store with today's columns already)."""
     if column not in {found["name"] for found in inspect(conn).get_columns(table)}:
         conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {definition}"))
 
 
-STEPS: tuple[Callable[[Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9)
+STEPS: tuple[Callable[[Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10)
 VERSION = len(STEPS)
 
 

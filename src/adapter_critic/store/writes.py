@@ -19,7 +19,7 @@ from __future__ import annotations
 import operator
 import time
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from sqlalchemy import bindparam, insert, update
@@ -28,20 +28,22 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from .cleaning import Cleaner
-from .recorder import CachePut, Record, RunClosed, RunOpened, StageDone
+from .recorder import CachePut, FeedbackGiven, Record, RunClosed, RunOpened, StageDone
 from .rows import (
     CACHE_COLUMNS,
     CLOSED_COLUMNS,
+    FEEDBACK_COLUMNS,
     OPEN_COLUMNS,
     RUNNING,
     STAGE_COLUMNS,
     Row,
     cache_row,
     closed_values,
+    feedback_row,
     opened_row,
     stage_row,
 )
-from .schema import cache, runs, stages
+from .schema import cache, feedback, runs, stages
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +72,7 @@ class Statements:
     insert_stages: Statement
     close_runs: Statement
     put_cache: Statement  # an answer of the exact-match cache: inserted, or replacing the key's expired one
+    insert_feedback: Statement  # feedback entries on runs
 
 
 def statements(dialect: Dialect) -> Statements:
@@ -86,6 +89,9 @@ def statements(dialect: Dialect) -> Statements:
         _compiled(insert(stages).values({name: bindparam(name) for name in STAGE_COLUMNS}), dialect, STAGE_COLUMNS),
         _compiled(closing, dialect, (*CLOSED_COLUMNS, "b_run_id")),
         _compiled(upsert, dialect, CACHE_COLUMNS),
+        _compiled(
+            insert(feedback).values({name: bindparam(name) for name in FEEDBACK_COLUMNS}), dialect, FEEDBACK_COLUMNS
+        ),
     )
 
 
@@ -107,6 +113,7 @@ class BatchRows:
     done: list[Row]  # stages to insert: of runs that do not end in the batch
     closed: list[Row]  # runs to finalise (opened in an earlier batch): `CLOSED_COLUMNS` and the run id
     cached: list[Row]  # answers of the exact-match cache (`CACHE_COLUMNS`)
+    given: list[Row] = field(default_factory=list)  # feedback entries (`FEEDBACK_COLUMNS`), after the runs they are on
 
     def parts(self, sql: Statements) -> list[tuple[str, list[Any]]]:
         """Each statement with the driver's parameters for its rows, in the order they must run."""
@@ -115,6 +122,7 @@ class BatchRows:
             (sql.insert_stages, self.done),
             (sql.close_runs, self.closed),
             (sql.put_cache, self.cached),
+            (sql.insert_feedback, self.given),
         )
         return [(statement.sql, statement.params(rows)) for statement, rows in parts if rows]
 
@@ -181,9 +189,12 @@ def building(
     ended: dict[str, Row] = {}
     closed = []
     cached = []
+    given = []
     for record in batch:
         if type(record) is CachePut:
             cached.append(cache_row(record, clean.for_secret(record.secret)))
+        elif type(record) is FeedbackGiven:
+            given.append(feedback_row(record, clean.for_secret(record.secret)))
         elif type(record) is RunClosed:
             values = closed_values(record, kept.get(record.run_id, ()), clean.for_secret(record.secret))
             if record.run_id in opened:
@@ -194,7 +205,7 @@ def building(
                 yield
                 until = clock() + seconds
     inserted = [row + ended.get(run_id, RUNNING) for run_id, row in opened.items()]
-    return BatchRows(inserted, done, closed, cached)
+    return BatchRows(inserted, done, closed, cached, given)
 
 
 async def write_async(conn: AsyncConnection, rows: BatchRows, sql: Statements) -> None:

@@ -43,9 +43,19 @@ export async function get(path, params) {
   for (const [name, value] of Object.entries(params || {})) {
     if (value !== null && value !== undefined && value !== "") query.set(name, value);
   }
-  const url = `${root}${path}${query.size ? `?${query}` : ""}`;
+  return call(`${root}${path}${query.size ? `?${query}` : ""}`, { headers: headers(), cache: "no-store", credentials: "omit" });
+}
+
+// POST `data` as JSON to `${root}${path}`; the answer as JSON.
+export async function post(path, data) {
+  const init = () => ({ method: "POST", headers: { ...headers(), "Content-Type": "application/json" }, body: JSON.stringify(data), credentials: "omit" });
+  return call(`${root}${path}`, init);
+}
+
+// `init`: fetch's options, or a function making them (read again after a key was asked for).
+async function call(url, init) {
   for (;;) {
-    const response = await fetch(url, { headers: headers(), cache: "no-store", credentials: "omit" });
+    const response = await fetch(url, typeof init === "function" ? init() : { ...init, headers: headers() });
     if (response.status === 401 && askForKey) {
       const envelope = await body(response);
       await askForKey(hasKey() ? "That key was refused." : null, envelope);

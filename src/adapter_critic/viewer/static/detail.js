@@ -3,6 +3,7 @@
 
 import { ApiError, get } from "./api.js";
 import { costNote, count, h, jsonBlock, ms, replace, runCost, stageCost, statusBadge, textBlock, when } from "./dom.js";
+import { feedbackSection, isCritique, stageVerdict } from "./feedback.js";
 import { marked } from "./list.js";
 import { contentText, runView } from "./model.js";
 import { timeline } from "./timeline.js";
@@ -42,7 +43,7 @@ export async function showDetail(main, id, navigate) {
     }
     if (stopped) return;
     const open = new Set([...main.querySelectorAll("details[open][data-key]")].map((node) => node.dataset.key));
-    replace(main, page(run, navigate));
+    replace(main, page(run, navigate, load));
     for (const node of main.querySelectorAll("details[data-key]")) if (open.has(node.dataset.key)) node.open = true;
     if (run.status === "running") timer = setTimeout(load, POLL_MS);
   };
@@ -69,7 +70,7 @@ function justMade(id) {
   return found !== null && Date.now() - parseInt(found[1], 16) < JUST_MADE_MS;
 }
 
-function page(run, navigate) {
+function page(run, navigate, refresh) {
   const markForCompare = () => {
     if (!marked.includes(run.id)) marked.push(run.id);
     if (marked.length > 2) marked.shift();
@@ -118,7 +119,8 @@ function page(run, navigate) {
           : textBlock(run.answer, "final answer"),
       run.toolCalls ? [h("h4", {}, "Tool calls"), jsonBlock(run.toolCalls)] : null,
     ),
-    h("section", { id: "stages" }, h("h2", {}, "Stages"), run.stages.map(stageBox)),
+    run.status === "running" ? null : feedbackSection(run, refresh),
+    h("section", { id: "stages" }, h("h2", {}, "Stages"), run.stages.map((stage, index) => stageBox(stage, index, run, refresh))),
     run.children.length ? h("section", { id: "children" }, h("h2", {}, "Child runs"), childTable(run.children)) : null,
     h("section", { id: "tokens" }, h("h2", {}, "Tokens"), tokenTable(run)),
     run.options || run.messages
@@ -175,7 +177,7 @@ function childTable(children) {
   );
 }
 
-function stageBox(stage, index) {
+function stageBox(stage, index, run, refresh) {
   return h(
     "details",
     { class: `stage${stage.error ? " stage-error" : ""}`, id: `stage-${index}`, "data-key": `stage-${index}`, "data-stage": stage.name },
@@ -210,6 +212,7 @@ function stageBox(stage, index) {
       stage.messages === null ? h("p", { class: "muted" }, "Not recorded (capture = metadata).") : messageList(stage.messages),
       h("h4", {}, "Output"),
       stage.output === null ? h("p", { class: "muted" }, stage.error ? "No output: the stage failed." : "Not recorded.") : textBlock(stage.output, `${stage.label} output`),
+      run.status !== "running" && isCritique(stage) ? stageVerdict(run, stage, refresh) : null,
     ),
   );
 }

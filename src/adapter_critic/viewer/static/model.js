@@ -56,6 +56,8 @@ export function runView(run) {
     cachedFrom: run.cached_from || null,
     // The named key ([[auth.keys]]) that made the run (null: none).
     keyName: run.key_name || null,
+    // Feedback on the run (`POST /runs/{id}/feedback`), oldest first.
+    feedback: (run.feedback || []).map(feedbackView),
     children: (run.children || []).map((child) => ({
       id: child.id,
       servedModel: child.served_model,
@@ -65,6 +67,22 @@ export function runView(run) {
       tokens: usageOf(child.usage),
       durationMs: child.duration_ms ?? null,
     })),
+  };
+}
+
+export function feedbackView(entry) {
+  return {
+    id: entry.id,
+    createdAt: entry.created_at,
+    score: entry.score,
+    label: entry.label ?? null,
+    comment: entry.comment ?? null,
+    stage: entry.stage ?? null,
+    stageIndex: entry.stage_index ?? null,
+    verdict: entry.verdict ?? null,
+    correctedAnswer: entry.corrected_answer ?? null,
+    keyName: entry.key_name ?? null,
+    via: entry.via || "api",
   };
 }
 
