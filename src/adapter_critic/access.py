@@ -65,6 +65,10 @@ class KeyPolicy:
         """Some key is bounded (`models`) or may not override: else a request pays nothing here."""
         return bool(self._bounded) or any(not key.allow_overrides for key in self._keys.values())
 
+    def bounded(self, caller: str | None) -> bool:
+        """The caller's key has a `models` list."""
+        return caller is not None and caller in self._bounded
+
     def allows(self, caller: str | None, model: str) -> bool:
         """The caller's key may use the served model (or prefixed name) `model`."""
         patterns = self._bounded.get(caller) if caller is not None else None

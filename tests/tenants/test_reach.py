@@ -181,3 +181,26 @@ def test_a_models_glob_that_cannot_match_is_a_config_error(upstream_url: str, pa
     assert repr(pattern) in str(caught.value)
     given["auth"]["keys"][0]["models"] = ["team-[dc]*"]  # a closed set matches
     assert Config.from_dict(given).auth.keys[0].models == ["team-[dc]*"]
+
+
+def test_a_bounded_key_never_reaches_the_passthrough(upstream_url: str, secret_url: str) -> None:
+    """The passthrough could call any model at its upstream with its upstream key: a key with `models` gets its own
+    served models only — a model the server does not serve is 404, a path relayed to it 403, the list its own."""
+    RemoteUpstream(upstream_url).reset()
+    secret = RemoteUpstream(secret_url).reset()
+    given = config(upstream_url, secret_url)
+    given["passthrough"] = {"model": "any", "base_url": f"{secret_url}/v1", "api_key_env": "REACH_SECRET_UPSTREAM"}
+    with uvicorn_serving(build_app(compose(Config.from_dict(given)), prefix="/v1")) as url:
+        with pytest.raises(openai.NotFoundError):
+            client(url, TEAM).chat.completions.create(model="secret-model", messages=MESSAGES)
+        embeddings = httpx.post(
+            f"{url}/v1/embeddings", headers={"authorization": f"Bearer {TEAM}"}, json={"model": "e", "input": "x"}
+        )
+        assert embeddings.status_code == 403 and embeddings.json()["error"]["code"] == "permission_denied"
+        assert sorted(model.id for model in client(url, TEAM).models.list()) == ["team-critic", "team-direct"]
+        assert secret.calls() == []  # nothing reached the passthrough's upstream for the bounded key
+        relayed = httpx.post(
+            f"{url}/v1/embeddings", headers={"authorization": f"Bearer {OPS}"}, json={"model": "e", "input": "x"}
+        )
+        assert relayed.status_code == 200, relayed.text
+        assert len(secret.calls()) == 1  # a key without `models` still uses it

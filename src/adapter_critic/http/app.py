@@ -124,7 +124,7 @@ def build_app(service: Service, *, prefix: str = "", on_started: Callable[[], No
     models_body = encode({"object": "list", "data": list(model_objects.values())})
     model_bodies = {served_id: encode(model) for served_id, model in model_objects.items()}
 
-    passthrough = Passthrough(config, service.upstream) if config.passthrough is not None else None
+    passthrough = Passthrough(config, service.upstream, chat.policy) if config.passthrough is not None else None
     ui_on = config.ui.enabled if config.ui.enabled is not None else standalone
     viewer = Viewer(prefix) if ui_on else None
 
@@ -132,14 +132,13 @@ def build_app(service: Service, *, prefix: str = "", on_started: Callable[[], No
 
     async def models(request: Request) -> Response:
         caller = request.scope.get(CALLER)
-        if policy.any_bounds and caller is not None:
+        if policy.bounded(caller):  # its own served models only: the passthrough's are not for it
             own = [model_objects[served_id] for served_id in policy.visible(caller, model_objects)]
-        elif passthrough is None:
+            return Response(encode({"object": "list", "data": own}), media_type=JSON)
+        if passthrough is None:
             return Response(models_body, media_type=JSON)
-        else:
-            own = list(model_objects.values())
-        data = own if passthrough is None else await passthrough.models(own)
-        return Response(encode({"object": "list", "data": data}), media_type=JSON)
+        merged = await passthrough.models(list(model_objects.values()))
+        return Response(encode({"object": "list", "data": merged}), media_type=JSON)
 
     async def model(scope: Scope, receive: Receive, send: Send) -> None:
         served_id: str = scope["path_params"]["model"]
@@ -150,7 +149,7 @@ def build_app(service: Service, *, prefix: str = "", on_started: Callable[[], No
             body = encode(model_object(served_id, created))
         if body is not None:
             await Response(body, media_type=JSON)(scope, receive, send)
-        elif passthrough is not None and not config.serves(served_id):
+        elif passthrough is not None and not config.serves(served_id) and not passthrough.bounded(scope):
             await passthrough.relay(scope, receive, send, f"/models/{served_id}")
         else:
             reason = why_not_served(config, served_id) if allowed else None

@@ -21,6 +21,7 @@ import httpx
 import msgspec
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..access import KeyPolicy
 from ..config import Config
 from ..core import StageTarget
 from ..errors import RequestError
@@ -29,7 +30,7 @@ from ..protocols.openai.render import error_response
 from ..upstream.client import Upstream
 from ..upstream.failures import TRANSPORT_ERRORS, transport_error
 from ..upstream.limits import read_limited, sent
-from .auth import client_token
+from .auth import CALLER, client_token
 from .body import body_too_large, declared_too_large
 
 logger = logging.getLogger("adapter_critic")
@@ -68,10 +69,11 @@ class _ModelList(msgspec.Struct):
 class Passthrough:
     """Relays requests to the configured `passthrough` upstream; an ASGI app behind a catch-all route."""
 
-    def __init__(self, config: Config, upstream: Upstream) -> None:
+    def __init__(self, config: Config, upstream: Upstream, policy: KeyPolicy | None = None) -> None:
         assert config.passthrough is not None
         own = config.passthrough
         self.config, self.upstream = config, upstream
+        self.policy = policy or KeyPolicy(config)  # a key with `models` reaches the passthrough for none of its own
         forwarding = own.forward_client_authorization
         key_env = None if forwarding else bind_key(config, own.url, own)
         self.target = StageTarget(
@@ -80,7 +82,15 @@ class Passthrough:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = "/" + scope["path_params"].get("path", "")
+        if self.bounded(scope):
+            await error_response(_not_for_bounded_keys())(scope, receive, send)
+            return
         await self.relay(scope, receive, send, path)
+
+    def bounded(self, scope: Scope) -> bool:
+        """The request's named key is bounded to some models (`models`): the passthrough, which could call any model
+        at its upstream with its upstream key, is not for it (docs/guides/security.md#tenants)."""
+        return self.policy.bounded(scope.get(CALLER))
 
     async def relay(self, scope: Scope, receive: Receive, send: Send, path: str) -> None:
         """Relay this request to `{base_url}{path}` and its answer back, as they come."""
@@ -159,7 +169,7 @@ class Passthrough:
                 more = message.get("more_body", False)
             replay = _replay(messages, receive)
             model = _model_of(b"".join(m.get("body", b"") for m in messages)) if size <= limit else None
-            if model is not None and not config.serves(model):
+            if model is not None and not config.serves(model) and not self.bounded(scope):
                 await self.relay(scope, replay, send, path)
             else:
                 await endpoint(scope, replay, send)
@@ -242,3 +252,12 @@ async def _cancel_on_disconnect(receive: Receive, scope: anyio.CancelScope) -> N
         if message["type"] == "http.disconnect":
             scope.cancel()
             return
+
+
+def _not_for_bounded_keys() -> RequestError:
+    return RequestError(
+        "This key may use only its own served models (`models`), and this path is relayed to the passthrough "
+        "upstream, which serves others.",
+        status_code=403,
+        code="permission_denied",
+    )
