@@ -26,6 +26,7 @@ PUBLIC: dict[str, set[str]] = {
         "ConfigError",
         "FinalCall",
         "Overloaded",
+        "PerRequest",
         "Plan",
         "RequestError",
         "RunContext",
@@ -73,7 +74,7 @@ PUBLIC: dict[str, set[str]] = {
         "StoredStage",
         "open_store",
     },
-    "adapter_critic.workflows.base": {"NoSettings", "RunContext", "StageCall", "StageFailed", "Workflow"},
+    "adapter_critic.workflows.base": {"NoSettings", "PerRequest", "RunContext", "StageCall", "StageFailed", "Workflow"},
     "adapter_critic.protocols.base": {
         "Inbound",
         "NoSettings",

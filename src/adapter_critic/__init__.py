@@ -34,7 +34,7 @@ from .errors import (
 from .http.app import create_app
 from .http.middleware import AdapterCriticMiddleware
 from .version import __version__
-from .workflows.base import RunContext, StageCall, StageFailed, Workflow
+from .workflows.base import PerRequest, RunContext, StageCall, StageFailed, Workflow
 
 __all__ = [
     "APIError",
@@ -48,6 +48,7 @@ __all__ = [
     "ConfigError",
     "FinalCall",
     "Overloaded",
+    "PerRequest",
     "Plan",
     "RequestError",
     "RunContext",

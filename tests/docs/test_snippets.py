@@ -149,7 +149,7 @@ def test_python(snippet: Snippet, request: pytest.FixtureRequest) -> None:
     namespace: dict[str, Any] = {"__name__": "__snippet__", **givens()}
     with contextlib.chdir(workdir), closing_clients(namespace), serving(snippet, demo) as localize:
         for block in chain(snippet, SNIPPETS):
-            exec(compile(localize(block.code), block.id, "exec"), namespace)
+            exec(compile(localize(block.code), block.id, "exec", dont_inherit=True), namespace)  # as a reader runs it
         app = namespace.get("app")
         if app is not None and callable(app):
             anyio.run(serve_once, app)

@@ -1,14 +1,22 @@
 """aiohttp's read timeout with its timer moved lazily: it still fires once nothing was read for the timeout, and a
-read costs no timer."""
+read costs no timer. It builds on aiohttp's private names: the installed aiohttp is within the range pyproject.toml
+pins, and one without those names fails here rather than passing over the subclass in silence."""
 
 from __future__ import annotations
 
+import functools
+import logging
+import tomllib
 from collections.abc import Callable
+from importlib.metadata import version
+from pathlib import Path
 
 import httpx
 import pytest
+from packaging.requirements import Requirement
 
-from adapter_critic.upstream.readtimeout import LazyReadTimeout, lazy_read_timeouts
+from adapter_critic.upstream import readtimeout
+from adapter_critic.upstream.readtimeout import LazyReadTimeout, lazy_read_timeouts, missing
 from adapter_critic.upstream.transport import AiohttpTransport
 
 
@@ -97,3 +105,53 @@ async def test_the_network_transports_connections_time_out_lazily() -> None:
     finally:
         await transport.aclose()
     assert lazy_read_timeouts(object()) is False  # not a connector as expected: left alone
+
+
+def test_the_installed_aiohttp_has_every_private_name_the_lazy_timeout_builds_on() -> None:
+    gone = missing()
+    assert gone == [], (
+        f"aiohttp {version('aiohttp')} lacks {', '.join(gone)}, which upstream/readtimeout.py builds on: its "
+        "connections would keep a timer per read. Adapt LazyReadTimeout (and measure it: benchmarks/paced.py), or "
+        "remove it, before allowing this aiohttp in pyproject.toml."
+    )
+
+
+def test_the_installed_aiohttp_is_one_pyproject_toml_allows_in_both_extras_that_install_it() -> None:
+    project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"]
+    pins = {
+        extra: [
+            str(r.specifier) for r in map(Requirement, project["optional-dependencies"][extra]) if r.name == "aiohttp"
+        ]
+        for extra in ("server", "dev")
+    }
+    assert pins["server"] == pins["dev"] and len(pins["server"]) == 1, pins
+    [specifier] = pins["server"]
+    assert "<" in specifier, "an upper bound: a later aiohttp may drop the private names"
+    assert Requirement(f"aiohttp{specifier}").specifier.contains(version("aiohttp")), (version("aiohttp"), specifier)
+
+
+class _Renamed:
+    """An aiohttp handler whose private names are not those the lazy timeout builds on."""
+
+    def __init__(self, loop: object) -> None:
+        self._loop, self._timeout_handle = loop, None
+
+    def _drop_timeout(self) -> None: ...
+
+
+def test_an_aiohttp_without_the_private_names_is_named_and_its_handler_kept(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(readtimeout, "ResponseHandler", _Renamed)
+    gone = missing()
+    assert gone == ["_reschedule_timeout", "_on_read_timeout", "_read_timeout", "_read_timeout_handle"]
+
+    class Connector:
+        _factory = functools.partial(_Renamed, loop=None)
+
+    monkeypatch.setattr(readtimeout, "_missing", gone)
+    connector = Connector()
+    with caplog.at_level(logging.WARNING, logger="adapter_critic"):
+        assert lazy_read_timeouts(connector) is False
+    assert connector._factory.func is _Renamed  # its own handler, not a subclass that would fail at the first read
+    assert "this aiohttp lacks _reschedule_timeout, _on_read_timeout" in caplog.text

@@ -10,12 +10,18 @@ came since it was set, else it waits for what is left. The timeout is the same â
 seconds â€” and a read costs a clock read.
 
 `lazy_read_timeouts(connector)` makes the connector's new connections `LazyReadTimeout`s. With an aiohttp whose
-connector or handler do not look as this expects, it changes nothing and says so (False).
+connector or handler do not look as this expects, it changes nothing and says so (False, and a warning in the log).
+
+It builds on aiohttp's private names (`missing()` lists those an installed aiohttp lacks), so pyproject.toml pins
+aiohttp to the minor versions it was measured on (3.14: 3.14.5), and tests/upstream/test_readtimeout.py fails on an
+aiohttp without them. Before widening the pin: that test, then `benchmarks/paced.py` against this tree, to see
+whether the subclass still saves what it did.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 from typing import Any
 
 try:
@@ -23,21 +29,44 @@ try:
 except ImportError:  # the plain-httpx install
     ResponseHandler = None  # type: ignore[assignment,misc]
 
-__all__ = ["lazy_read_timeouts"]
+__all__ = ["lazy_read_timeouts", "missing"]
 
-# What `LazyReadTimeout` builds on; an aiohttp without them keeps its own handler.
-_USED = ("_reschedule_timeout", "_drop_timeout", "_on_read_timeout")
+logger = logging.getLogger("adapter_critic")
+
+# What `LazyReadTimeout` builds on: the handler's methods it overrides or calls, and the attributes a handler sets
+# (`_loop`, `_read_timeout`, `_read_timeout_handle`). An aiohttp without them keeps its own handler.
+_METHODS = ("_reschedule_timeout", "_drop_timeout", "_on_read_timeout")
+_ATTRIBUTES = ("_loop", "_read_timeout", "_read_timeout_handle")
+
+
+def missing() -> list[str]:
+    """The private names of aiohttp's `ResponseHandler` that `LazyReadTimeout` builds on and the installed aiohttp
+    lacks (none: it can be used; every one without aiohttp)."""
+    if ResponseHandler is None:
+        return [*_METHODS, *_ATTRIBUTES]
+    gone = [name for name in _METHODS if not callable(getattr(ResponseHandler, name, None))]
+    try:
+        probe = ResponseHandler(loop=_NoLoop())  # type: ignore[arg-type]
+    except Exception:  # a handler made otherwise than with its loop alone
+        return [*gone, "ResponseHandler(loop)"]
+    return gone + [name for name in _ATTRIBUTES if not hasattr(probe, name)]
+
+
+class _NoLoop:
+    """The loop a probe handler is made with (`missing`): one it never uses."""
 
 
 def lazy_read_timeouts(connector: Any) -> bool:
     """Make the connections `connector` opens from now on `LazyReadTimeout`s; whether it did."""
     factory = getattr(connector, "_factory", None)
-    if (
-        ResponseHandler is None
-        or not isinstance(factory, functools.partial)
-        or factory.func is not ResponseHandler
-        or not all(callable(getattr(ResponseHandler, name, None)) for name in _USED)
-    ):
+    if ResponseHandler is None or not isinstance(factory, functools.partial) or factory.func is not ResponseHandler:
+        return False
+    if _missing:
+        logger.warning(
+            "aiohttp's read timeout keeps a timer per read: this aiohttp lacks %s (pyproject.toml pins the versions "
+            "upstream/readtimeout.py was measured on)",
+            ", ".join(_missing),
+        )
         return False
     connector._factory = functools.partial(LazyReadTimeout, *factory.args, **factory.keywords)
     return True
@@ -69,3 +98,6 @@ if ResponseHandler is not None:
                 return
             self._read_timeout_handle = None
             self._on_read_timeout()
+
+
+_missing = missing()  # once: an installed aiohttp does not change

@@ -10,8 +10,8 @@ from typing import Annotated
 
 import msgspec
 
-from ..core import Answer, FinalCall
-from .base import RunContext, Workflow, note_draft
+from ..core import FinalCall
+from .base import PerRequest, RunContext, Workflow, first_draft
 from .edits import EditError, review
 from .prompts import DEFAULT_ADAPTER_SYSTEM_PROMPT, adapter_messages, adapter_retry_messages, draft_as_text
 
@@ -19,16 +19,11 @@ logger = logging.getLogger("adapter_critic")
 
 
 class AdapterSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
-    adapter_system_prompt: str | None = None
+    adapter_system_prompt: Annotated[str | None, PerRequest()] = None
     """Replaces the adapter's system prompt; not set: the built-in one."""
-    max_adapter_retries: Annotated[int, msgspec.Meta(ge=0, le=10)] = 0
-    """How often an invalid adapter reply is retried, each retry telling the adapter what was wrong."""
-
-
-class AdapterRequestSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
-    adapter_system_prompt: str | None = None
     # At most 5 from a request (10 from the config): each retry is an upstream call the operator pays for.
-    max_adapter_retries: Annotated[int, msgspec.Meta(ge=0, le=5)] | None = None
+    max_adapter_retries: Annotated[int, msgspec.Meta(ge=0, le=10), PerRequest(cap=5)] = 0
+    """How often an invalid adapter reply is retried, each retry telling the adapter what was wrong."""
 
 
 class Adapter(Workflow):
@@ -36,15 +31,12 @@ class Adapter(Workflow):
     stages = ("api", "adapter")
     targets = ("adapter",)
     Settings = AdapterSettings
-    RequestSettings = AdapterRequestSettings
     reviews_draft = True
 
     async def run(self, run: RunContext) -> FinalCall | None:
         settings: AdapterSettings = run.plan.settings
         target = run.plan.target("adapter")
-        draft = await run.first_call("api", run.request.messages_json)
-        run.set_answer(Answer.of(draft))
-        note_draft(run, draft)
+        draft = await first_draft(run, "api")
         draft_text = draft.content or ""
 
         prompt = settings.adapter_system_prompt or DEFAULT_ADAPTER_SYSTEM_PROMPT

@@ -11,20 +11,18 @@ streaming client. A failed advisor degrades to a plain API answer.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import msgspec
 
 from ..core import FinalCall
 from .advice import DEFAULT_ADVISOR_SYSTEM_PROMPT, advisor_messages, with_guidance
-from .base import RunContext, Workflow
+from .base import PerRequest, RunContext, Workflow
 
 
 class AdvisorSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
-    advisor_system_prompt: str | None = None
+    advisor_system_prompt: Annotated[str | None, PerRequest()] = None
     """Replaces the advisor's system prompt; not set: the built-in one."""
-
-
-class AdvisorRequestSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
-    advisor_system_prompt: str | None = None
 
 
 class Advisor(Workflow):
@@ -32,7 +30,6 @@ class Advisor(Workflow):
     stages = ("advisor", "api")
     targets = ("advisor",)
     Settings = AdvisorSettings
-    RequestSettings = AdvisorRequestSettings
 
     async def run(self, run: RunContext) -> FinalCall | None:
         settings: AdvisorSettings = run.plan.settings

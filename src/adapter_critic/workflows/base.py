@@ -17,8 +17,9 @@ import msgspec
 from ..core import Answer, ChatRequest, Completion, FinalCall, Plan, StageTarget
 from ..events import Value
 from .prompts import render_tool_calls
+from .settings import PerRequest, request_settings
 
-__all__ = ["NoSettings", "RunContext", "StageCall", "StageFailed", "Workflow"]
+__all__ = ["NoSettings", "PerRequest", "RunContext", "StageCall", "StageFailed", "Workflow"]
 
 
 class NoSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -104,11 +105,13 @@ class Workflow:
             that is not configured falls back to the `api` target. A request overrides each with
             `x_adapter_critic.<key>_model` / `<key>_base_url` (URLs within the server's allowlist).
         Settings: a msgspec Struct of the served-model keys it reads (prompts, limits); validated at load,
-            its defaults used where a key is absent.
-        RequestSettings: a msgspec Struct of the settings a request may override (`x_adapter_critic.<key>`), each a
-            key of `Settings` typed as a request may give it (as strict as in `Settings`, or stricter) with a
-            default (None); a key the request does not give keeps the served model's value. None by default: a
-            setting is the operator's unless the workflow says a caller may choose it.
+            its defaults used where a key is absent. A field marked `PerRequest` in its `Annotated[...]` is one a
+            request may choose too (`x_adapter_critic.<key>`), typed as in `Settings` or stricter (`cap`, `items`,
+            `pattern`); none by default: a setting is the operator's unless the workflow says a caller may choose it.
+        RequestSettings: the Struct of the settings a request may choose, each a key of `Settings` defaulting to
+            None (a key the request does not give keeps the served model's value); derived from the `PerRequest`
+            marks of `Settings` (`workflows.settings.request_settings`). A workflow whose `Settings` marks none may
+            still give one of its own.
         final_key: the `intermediate` key that holds the client's answer.
         many_choices: whether it answers a request's `n > 1` with that many choices (only `direct` relays them
             all); a workflow that answers with one refuses `n > 1` with a 400 rather than dropping choices.
@@ -128,6 +131,27 @@ class Workflow:
     reviews_draft: ClassVar[bool] = False
     aliases: ClassVar[tuple[str, ...]] = ()
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "Settings" not in cls.__dict__:
+            return
+        try:
+            derived = request_settings(cls.Settings)
+        except NameError:  # its annotations do not resolve here: a workflow's own `RequestSettings` still does
+            if "RequestSettings" in cls.__dict__:
+                return
+            raise
+        if not derived.__struct_fields__:
+            if "RequestSettings" not in cls.__dict__:
+                cls.RequestSettings = NoSettings
+            return
+        if "RequestSettings" in cls.__dict__:
+            raise TypeError(
+                f"{cls.__qualname__}: give the settings a request may choose either as PerRequest marks of "
+                "`Settings` or as `RequestSettings`, not both"
+            )
+        cls.RequestSettings = derived
+
     @classmethod
     def settings_targets(cls, settings: Mapping[str, Any]) -> dict[str, tuple[str, Any]]:
         """Stage targets given inside the served model's settings (a panel lens's own `target`): each as its
@@ -138,6 +162,15 @@ class Workflow:
         """Run the stages before the last call and return that call, or None when the answer is already known
         (`run.answer`)."""
         raise NotImplementedError
+
+
+async def first_draft(run: RunContext, stage: str = "api_draft", key: str = "api_draft") -> Completion:
+    """The opening of a workflow that reviews a draft: the first API call (`stage`), its answer made the answer so
+    far (what a failed review leaves standing) and reported under `key` (`note_draft`)."""
+    draft = await run.first_call(stage, run.request.messages_json)
+    run.set_answer(Answer.of(draft))
+    note_draft(run, draft, key)
+    return draft
 
 
 def note_draft(run: RunContext, draft: Completion, key: str = "api_draft") -> None:

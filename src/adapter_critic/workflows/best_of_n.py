@@ -19,7 +19,7 @@ import msgspec
 
 from ..core import Completion, FinalCall, StageTarget
 from ..errors import AdapterCriticError
-from .base import RunContext, StageCall, StageFailed, Workflow
+from .base import PerRequest, RunContext, StageCall, StageFailed, Workflow
 from .judging import (
     DEFAULT_PAIRWISE_SYSTEM_PROMPT,
     DEFAULT_POINTWISE_SYSTEM_PROMPT,
@@ -34,23 +34,17 @@ from .sampling import sample
 
 
 class BestOfNSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
-    n: Annotated[int, msgspec.Meta(ge=1, le=16)] = 3
+    # At most 8 candidates from a request (16 from the config); `candidate_options` stay the operator's: they are
+    # laid over the call's body, `model` and `messages` included.
+    n: Annotated[int, msgspec.Meta(ge=1, le=16), PerRequest(cap=8)] = 3
     """How many candidates the API target writes, at once."""
-    judging: Literal["pairwise", "pointwise"] = "pairwise"
+    judging: Annotated[Literal["pairwise", "pointwise"], PerRequest()] = "pairwise"
     """`"pairwise"`: a knockout, every comparison asked in both orders; `"pointwise"`: each candidate scored 0 to 10."""
-    judge_system_prompt: str | None = None
+    judge_system_prompt: Annotated[str | None, PerRequest()] = None
     """Replaces the judge's system prompt; not set: the built-in one for the `judging` chosen."""
     candidate_options: dict[str, Any] = {}
     """A table laid over each candidate call's body, after the API target's and the request's options (e.g.
     `{ temperature = 0.8 }`)."""
-
-
-class BestOfNRequestSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
-    # At most 8 candidates from a request (16 from the config); `candidate_options` stay the operator's: they are
-    # laid over the call's body, `model` and `messages` included.
-    n: Annotated[int, msgspec.Meta(ge=1, le=8)] | None = None
-    judging: Literal["pairwise", "pointwise"] | None = None
-    judge_system_prompt: str | None = None
 
 
 class _Stopped(AdapterCriticError):
@@ -129,7 +123,6 @@ class BestOfN(Workflow):
     stages = ("candidate:<i>", "judge")
     targets = ("judge",)
     Settings = BestOfNSettings
-    RequestSettings = BestOfNRequestSettings
     aliases = ("bon",)
 
     async def run(self, run: RunContext) -> FinalCall | None:

@@ -22,8 +22,8 @@ from typing import Annotated
 
 import msgspec
 
-from ..core import Answer, Completion, FinalCall
-from .base import RunContext, StageCall, StageFailed, Workflow, note_draft
+from ..core import Completion, FinalCall
+from .base import PerRequest, RunContext, StageCall, StageFailed, Workflow, first_draft
 from .prompts import revision_messages
 from .verification import (
     DEFAULT_PLAN_SYSTEM_PROMPT,
@@ -37,24 +37,17 @@ from .verification import (
 
 
 class ChainOfVerificationSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
-    max_questions: Annotated[int, msgspec.Meta(ge=1, le=16)] = 5
+    # At most 8 questions from a request (16 from the config): each is a call the operator pays for.
+    max_questions: Annotated[int, msgspec.Meta(ge=1, le=16), PerRequest(cap=8)] = 5
     """The most verification questions asked (all at once): the plan is asked for at most this many, and any
     beyond them are dropped."""
-    plan_system_prompt: str | None = None
+    plan_system_prompt: Annotated[str | None, PerRequest()] = None
     """Replaces the planner's system prompt; not set: the built-in one. Its reply is read as a numbered list."""
-    verify_system_prompt: str | None = None
+    verify_system_prompt: Annotated[str | None, PerRequest()] = None
     """Replaces the system prompt each verification question is asked with; not set: the built-in one."""
-    verify_with_conversation: bool = False
+    verify_with_conversation: Annotated[bool, PerRequest()] = False
     """`true`: each verification question is asked after the conversation (never the baseline answer), for
     questions about a document or data the user gave; `false`: the question alone, as in the paper."""
-
-
-class ChainOfVerificationRequestSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
-    # At most 8 questions from a request (16 from the config): each is a call the operator pays for.
-    max_questions: Annotated[int, msgspec.Meta(ge=1, le=8)] | None = None
-    plan_system_prompt: str | None = None
-    verify_system_prompt: str | None = None
-    verify_with_conversation: bool | None = None
 
 
 class ChainOfVerification(Workflow):
@@ -62,16 +55,13 @@ class ChainOfVerification(Workflow):
     stages = ("baseline", "plan", "verify:<i>", "final")
     targets = ("verifier",)
     Settings = ChainOfVerificationSettings
-    RequestSettings = ChainOfVerificationRequestSettings
     reviews_draft = True
     aliases = ("cove",)
 
     async def run(self, run: RunContext) -> FinalCall | None:
         settings: ChainOfVerificationSettings = run.plan.settings
         request, verifier = run.request, run.plan.target("verifier")
-        baseline = await run.first_call("baseline", request.messages_json)
-        run.set_answer(Answer.of(baseline))
-        note_draft(run, baseline, "baseline")
+        baseline = await first_draft(run, "baseline", "baseline")
         draft = baseline.content or ""
         if baseline.tool_calls or not draft.strip():
             return None  # a tool call (or nothing) to verify: the baseline stands

@@ -8,20 +8,18 @@ many local models): the critique goes in a final `user` message instead.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import msgspec
 
-from ..core import Answer, FinalCall
-from .base import RunContext, Workflow, note_draft
+from ..core import FinalCall
+from .base import PerRequest, RunContext, Workflow, first_draft
 from .prompts import DEFAULT_CRITIC_SYSTEM_PROMPT, critic_messages, draft_as_text, second_pass_messages
 
 
 class CriticSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
-    critic_system_prompt: str | None = None
+    critic_system_prompt: Annotated[str | None, PerRequest()] = None
     """Replaces the critic's system prompt; not set: the built-in one."""
-
-
-class CriticRequestSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
-    critic_system_prompt: str | None = None
 
 
 class Critic(Workflow):
@@ -29,15 +27,12 @@ class Critic(Workflow):
     stages = ("api_draft", "critic", "api_final")
     targets = ("critic",)
     Settings = CriticSettings
-    RequestSettings = CriticRequestSettings
     reviews_draft = True
 
     async def run(self, run: RunContext) -> FinalCall | None:
         settings: CriticSettings = run.plan.settings
         target = run.plan.target("critic")
-        draft = await run.first_call("api_draft", run.request.messages_json)
-        run.set_answer(Answer.of(draft))
-        note_draft(run, draft)
+        draft = await first_draft(run)
         draft_text = draft_as_text(draft.content, draft.tool_calls)
 
         prompt = settings.critic_system_prompt or DEFAULT_CRITIC_SYSTEM_PROMPT

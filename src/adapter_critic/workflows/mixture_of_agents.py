@@ -24,7 +24,7 @@ from typing import Annotated, Any
 import msgspec
 
 from ..core import Answer, Completion, FinalCall
-from .base import RunContext, StageCall, StageFailed, Workflow
+from .base import PerRequest, RunContext, StageCall, StageFailed, Workflow
 from .prompts import draft_as_text
 from .synthesis import DEFAULT_SYNTHESIS_PROMPT, synthesis_messages
 
@@ -51,17 +51,6 @@ def default_layers() -> list[list[Proposer]]:
     return [[Proposer(options={"temperature": t}) for t in DEFAULT_TEMPERATURES]]
 
 
-class MixtureOfAgentsSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
-    layers: Annotated[list[Layer], msgspec.Meta(min_length=1, max_length=4)] = msgspec.field(
-        default_factory=default_layers
-    )
-    """The proposer layers in order, each a list of proposers answering at once (at most 4 layers of 16); not set:
-    one layer of three proposers on the `api` target at temperatures 0.5, 0.7 and 0.9."""
-    synthesis_prompt: str | None = None
-    """Replaces the aggregate-and-synthesize instruction that later layers and the aggregator read before the
-    numbered responses; not set: the built-in one."""
-
-
 class ProposerOptions(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True, omit_defaults=True):
     """The sampling options a request may give a proposer: nothing else of a call's body (its model, its messages)."""
 
@@ -77,16 +66,20 @@ class RequestProposer(msgspec.Struct, forbid_unknown_fields=True, frozen=True, k
     options: ProposerOptions = ProposerOptions()
 
 
-class MixtureOfAgentsRequestSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+# A layer as a request may give it: at most 6 proposers (16 from the config).
+RequestLayer = Annotated[list[RequestProposer], msgspec.Meta(min_length=1, max_length=6)]
+
+
+class MixtureOfAgentsSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     # At most 3 layers of 6 from a request (4 of 16 from the config): each proposer is a call the operator pays for.
-    layers: (
-        Annotated[
-            list[Annotated[list[RequestProposer], msgspec.Meta(min_length=1, max_length=6)]],
-            msgspec.Meta(min_length=1, max_length=3),
-        ]
-        | None
-    ) = None
-    synthesis_prompt: str | None = None
+    layers: Annotated[list[Layer], msgspec.Meta(min_length=1, max_length=4), PerRequest(cap=3, items=RequestLayer)] = (
+        msgspec.field(default_factory=default_layers)
+    )
+    """The proposer layers in order, each a list of proposers answering at once (at most 4 layers of 16); not set:
+    one layer of three proposers on the `api` target at temperatures 0.5, 0.7 and 0.9."""
+    synthesis_prompt: Annotated[str | None, PerRequest()] = None
+    """Replaces the aggregate-and-synthesize instruction that later layers and the aggregator read before the
+    numbered responses; not set: the built-in one."""
 
 
 def proposer_stage(layer: int, index: int) -> str:
@@ -99,7 +92,6 @@ class MixtureOfAgents(Workflow):
     stages = ("proposer:<layer>.<i>", "aggregator")
     targets = ("aggregator",)
     Settings = MixtureOfAgentsSettings
-    RequestSettings = MixtureOfAgentsRequestSettings
     aliases = ("moa",)
 
     @classmethod

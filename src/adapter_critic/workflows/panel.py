@@ -16,8 +16,8 @@ from typing import Annotated, Any
 
 import msgspec
 
-from ..core import Answer, Completion, FinalCall
-from .base import RunContext, StageCall, Workflow, note_draft
+from ..core import Completion, FinalCall
+from .base import PerRequest, RunContext, StageCall, Workflow, first_draft
 from .lenses import (
     DEFAULT_COORDINATOR_SYSTEM_PROMPT,
     DEFAULT_LENSES,
@@ -31,14 +31,15 @@ from .prompts import draft_as_text, second_pass_messages
 
 
 class PanelSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
-    lenses: Annotated[list[Lens], msgspec.Meta(min_length=1, max_length=32)] = msgspec.field(
-        default_factory=lambda: list(DEFAULT_LENSES)
+    # At most 8 lenses from a request (32 from the config): each is an upstream call the operator pays for.
+    lenses: Annotated[list[Lens], msgspec.Meta(min_length=1, max_length=32), PerRequest(cap=8, items=RequestLens)] = (
+        msgspec.field(default_factory=lambda: list(DEFAULT_LENSES))
     )
     """The panel's reviewers; not set: four for general chat (`correctness`, `completeness`, `instructions`,
     `clarity`)."""
-    coordinator: bool = True
+    coordinator: Annotated[bool, PerRequest()] = True
     """`false`: no coordinator call; the second pass gets the lens critiques one after another."""
-    coordinator_system_prompt: str | None = None
+    coordinator_system_prompt: Annotated[str | None, PerRequest()] = None
     """Replaces the coordinator's system prompt; not set: the built-in one."""
 
     def __post_init__(self) -> None:
@@ -46,13 +47,6 @@ class PanelSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_
         twice = sorted({name for name in names if names.count(name) > 1})
         if twice:
             raise ValueError(f"lens names must be unique; given more than once: {', '.join(twice)}")
-
-
-class PanelRequestSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
-    # At most 8 lenses from a request (32 from the config): each is an upstream call the operator pays for.
-    lenses: Annotated[list[RequestLens], msgspec.Meta(min_length=1, max_length=8)] | None = None
-    coordinator: bool | None = None
-    coordinator_system_prompt: str | None = None
 
 
 def lens_role(name: str) -> str:
@@ -65,7 +59,6 @@ class Panel(Workflow):
     stages = ("api_draft", "lens:<name>", "coordinator", "api_final")
     targets = ("critic", "coordinator")
     Settings = PanelSettings
-    RequestSettings = PanelRequestSettings
     reviews_draft = True
 
     @classmethod
@@ -82,9 +75,7 @@ class Panel(Workflow):
     async def run(self, run: RunContext) -> FinalCall | None:
         settings: PanelSettings = run.plan.settings
         plan = run.plan
-        draft = await run.first_call("api_draft", run.request.messages_json)
-        run.set_answer(Answer.of(draft))
-        note_draft(run, draft)
+        draft = await first_draft(run)
         draft_text = draft_as_text(draft.content, draft.tool_calls)
 
         critic = plan.target("critic")

@@ -16,18 +16,14 @@ from typing import Annotated, Any
 import msgspec
 
 from ..core import FinalCall
-from .base import RunContext, Workflow
+from .base import PerRequest, RunContext, Workflow
 
 DEFAULT_LEAD = "Read the question again: "
 
 
 class Re2Settings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
-    reread_lead: Annotated[str, msgspec.Meta(min_length=1, max_length=500)] = DEFAULT_LEAD
+    reread_lead: Annotated[str, msgspec.Meta(min_length=1, max_length=500), PerRequest()] = DEFAULT_LEAD
     """What comes before the repeated question."""
-
-
-class Re2RequestSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
-    reread_lead: Annotated[str, msgspec.Meta(min_length=1, max_length=500)] | None = None
 
 
 class Re2(Workflow):
@@ -36,7 +32,6 @@ class Re2(Workflow):
     final_key = "api"
     many_choices = True  # one API call, as in `direct`: every choice the upstream gives is relayed
     Settings = Re2Settings
-    RequestSettings = Re2RequestSettings
 
     async def run(self, run: RunContext) -> FinalCall:
         settings: Re2Settings = run.plan.settings

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from ..core import Answer, Completion, FinalCall, Message
-from .base import RunContext, StageCall, Workflow
+from .base import PerRequest, RunContext, StageCall, Workflow
 from .prompts import reviewer_messages, shown_conversation, tagged
 from .sampling import Samples, noted, sample
 from .voting import extractor, tally
@@ -45,40 +45,33 @@ _REQUEST_EXTRACT = r"^(?:last_number|boxed|choice|json:[^.\s]+(?:\.[^.\s]+)*)$"
 
 
 class SelfConsistencySettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
-    n: Annotated[int, msgspec.Meta(ge=1, le=16)] = 5
+    # At most 8 samples from a request (16 from the config): each is an upstream call the operator pays for.
+    n: Annotated[int, msgspec.Meta(ge=1, le=16), PerRequest(cap=8)] = 5
     """How many samples the API target writes, at once."""
-    temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] = 0.7
+    temperature: Annotated[float, msgspec.Meta(ge=0, le=2), PerRequest()] = 0.7
     """The samples' temperature (over the request's own: samples must differ to vote)."""
     seed: int | None = None
     """A sampling seed: sample i gets `seed + i` (the request's `seed` does the same when this is not set)."""
-    extract: Annotated[str, msgspec.Meta(min_length=1, max_length=1000)] = "last_number"
+    extract: Annotated[
+        str, msgspec.Meta(min_length=1, max_length=1000), PerRequest(cap=200, pattern=_REQUEST_EXTRACT)
+    ] = "last_number"
     """How a sample's final answer is read: `last_number`, `boxed` (`\\boxed{…}`), `choice` (a letter A to E),
     `regex:PATTERN` (the last match: its first group, or the whole match) or `json:PATH` (a dot path into the JSON
     answer, as `json:answer` or `json:items.0.name`)."""
-    sampling: Literal["parallel", "n"] = "parallel"
+    sampling: Annotated[Literal["parallel", "n"], PerRequest()] = "parallel"
     """`"parallel"`: n calls at once (every upstream); `"n"`: one call asking for `n` choices (read the prompt once; the
     upstream must honour `n`, as OpenAI and vLLM do)."""
-    consistency_system_prompt: str | None = None
+    consistency_system_prompt: Annotated[str | None, PerRequest()] = None
     """Replaces the prompt that asks which sample is the most consistent (when no sample has an answer to extract)."""
 
     def __post_init__(self) -> None:
         extractor(self.extract)  # an ExtractError (a ValueError) names what is wrong
 
 
-class SelfConsistencyRequestSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
-    # At most 8 samples from a request (16 from the config): each is an upstream call the operator pays for.
-    n: Annotated[int, msgspec.Meta(ge=1, le=8)] | None = None
-    temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] | None = None
-    extract: Annotated[str, msgspec.Meta(pattern=_REQUEST_EXTRACT, max_length=200)] | None = None
-    sampling: Literal["parallel", "n"] | None = None
-    consistency_system_prompt: str | None = None
-
-
 class SelfConsistency(Workflow):
     name = "self_consistency"
     stages = ("sample:<i>", "consistency")
     Settings = SelfConsistencySettings
-    RequestSettings = SelfConsistencyRequestSettings
 
     async def run(self, run: RunContext) -> FinalCall | None:
         settings: SelfConsistencySettings = run.plan.settings

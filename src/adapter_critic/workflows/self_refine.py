@@ -18,7 +18,7 @@ from typing import Annotated, Any
 import msgspec
 
 from ..core import Answer, FinalCall, Message
-from .base import RunContext, Workflow, note_draft
+from .base import PerRequest, RunContext, Workflow, first_draft
 from .edits import is_only
 from .prompts import draft_as_text, reviewer_messages, shown_conversation, tagged
 
@@ -45,19 +45,13 @@ only: no preamble, and no mention of the feedback.\
 
 
 class SelfRefineSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
-    max_rounds: Annotated[int, msgspec.Meta(ge=1, le=10)] = 3
-    """The most feedback-and-refine rounds after the draft (each two calls; the feedback can stop it earlier)."""
-    stop_phrase: Annotated[str, msgspec.Meta(min_length=1, max_length=100, pattern=r"\S")] = STOP_PHRASE
-    """What the feedback says when the answer needs no change (in any case and markup, alone or as its last line)."""
-    feedback_system_prompt: str | None = None
-    """Replaces the feedback prompt; `{stop_phrase}` in it becomes the stop phrase. Not set: the built-in one."""
-
-
-class SelfRefineRequestSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     # At most 5 rounds from a request (10 from the config): each round is two upstream calls the operator pays for.
-    max_rounds: Annotated[int, msgspec.Meta(ge=1, le=5)] | None = None
-    stop_phrase: Annotated[str, msgspec.Meta(min_length=1, max_length=100, pattern=r"\S")] | None = None
-    feedback_system_prompt: str | None = None
+    max_rounds: Annotated[int, msgspec.Meta(ge=1, le=10), PerRequest(cap=5)] = 3
+    """The most feedback-and-refine rounds after the draft (each two calls; the feedback can stop it earlier)."""
+    stop_phrase: Annotated[str, msgspec.Meta(min_length=1, max_length=100, pattern=r"\S"), PerRequest()] = STOP_PHRASE
+    """What the feedback says when the answer needs no change (in any case and markup, alone or as its last line)."""
+    feedback_system_prompt: Annotated[str | None, PerRequest()] = None
+    """Replaces the feedback prompt; `{stop_phrase}` in it becomes the stop phrase. Not set: the built-in one."""
 
 
 class SelfRefine(Workflow):
@@ -65,7 +59,6 @@ class SelfRefine(Workflow):
     stages = ("api_draft", "feedback:<r>", "refine:<r>")
     targets = ("feedback",)
     Settings = SelfRefineSettings
-    RequestSettings = SelfRefineRequestSettings
     reviews_draft = True
 
     async def run(self, run: RunContext) -> FinalCall | None:
@@ -74,9 +67,7 @@ class SelfRefine(Workflow):
         prompt = (settings.feedback_system_prompt or DEFAULT_FEEDBACK_SYSTEM_PROMPT).replace(
             "{stop_phrase}", settings.stop_phrase
         )
-        draft = await run.first_call("api_draft", run.request.messages_json)
-        run.set_answer(Answer.of(draft))
-        note_draft(run, draft)
+        draft = await first_draft(run)
         answer = draft_as_text(draft.content, draft.tool_calls)
         history: list[Any] = list(run.request.raw_messages)
         for round_ in range(1, settings.max_rounds + 1):
