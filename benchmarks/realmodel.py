@@ -60,7 +60,7 @@ MAX_TOKENS = 24
 class Timing:
     first: float  # seconds to the answer's first text
     total: float  # seconds to its end
-    calls: int  # model calls the request made
+    stages: int  # the run's stages (a stage may make several model calls: panel's lenses); 1 straight to the server
 
 
 def ask(client: httpx.Client, url: str, model: str, stream: bool) -> Timing:
@@ -70,7 +70,7 @@ def ask(client: httpx.Client, url: str, model: str, stream: bool) -> Timing:
         answer = client.post(f"{url}/chat/completions", json=body)
         answer.raise_for_status()
         took = time.perf_counter() - started
-        return Timing(took, took, calls(answer.json()))
+        return Timing(took, took, stages(answer.json()))
     first: float | None = None
     last: dict[str, object] = {}
     with client.stream("POST", f"{url}/chat/completions", json=body) as answer:
@@ -87,13 +87,13 @@ def ask(client: httpx.Client, url: str, model: str, stream: bool) -> Timing:
     ended = time.perf_counter()
     if first is None:
         raise RuntimeError(f"{url}: {model} streamed no text")
-    return Timing(first - started, ended - started, calls(last))
+    return Timing(first - started, ended - started, stages(last))
 
 
-def calls(answer: dict[str, object]) -> int:
-    """The model calls of a run: its stages' timings (one for an answer straight from the model server)."""
+def stages(answer: dict[str, object]) -> int:
+    """The stages of a run: its timings but their `total` (one for an answer straight from the model server)."""
     ext = answer.get("adapter_critic")
-    return len(ext["timings_ms"]) if isinstance(ext, dict) else 1
+    return len(ext["timings_ms"]) - 1 if isinstance(ext, dict) else 1
 
 
 @contextmanager
@@ -130,7 +130,7 @@ def measure(base_url: str, model: str, requests: int) -> list[str]:
     config = EXAMPLE.read_text(encoding="utf-8").replace("http://127.0.0.1:8080", server_root)
     config = config.replace('model = "smollm2"', f'model = "{model}"')
     rows = [
-        "| workflow | kind | calls | first token ms | total ms | added first token ms | added total ms "
+        "| workflow | kind | stages | first token ms | total ms | added first token ms | added total ms "
         "| product CPU ms | product CPU share |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
@@ -148,7 +148,7 @@ def measure(base_url: str, model: str, requests: int) -> list[str]:
                 cpu, wall = cpu_seconds(pid) - cpu_before, time.perf_counter() - wall_before
                 first, total = median_ms([t.first for t in timings]), median_ms([t.total for t in timings])
                 rows.append(
-                    f"| {workflow} | {kind} | {statistics.median(t.calls for t in timings):.0f} | {first:.0f} "
+                    f"| {workflow} | {kind} | {statistics.median(t.stages for t in timings):.0f} | {first:.0f} "
                     f"| {total:.0f} | {first - first0:+.0f} | {total - total0:+.0f} | {cpu / requests * 1000:.0f} "
                     f"| {cpu / wall:.1%} |"
                 )
