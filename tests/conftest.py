@@ -19,6 +19,8 @@ from adapter_critic import Config, create_app
 
 from .quotas.redisserver import RedisServer, redis_server
 from .quotas.redisserver import missing_reason as redis_missing
+from .real.llamaserver import LlamaServer, llama_server
+from .real.llamaserver import missing_reason as llama_missing
 from .scripted_upstream import ScriptedUpstream
 
 TESTS = Path(__file__).parent
@@ -64,6 +66,16 @@ def redis_url() -> Iterator[RedisServer]:
     if reason is not None:
         unavailable(reason)
     with redis_server() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def llama() -> Iterator[LlamaServer]:
+    """A real model server (tests/real/llamaserver.py), one per session: the `real_model` tests' and snippets'."""
+    reason = llama_missing()
+    if reason is not None:
+        unavailable(reason)
+    with llama_server() as server:
         yield server
 
 

@@ -112,6 +112,7 @@ class ScriptedUpstream:
                 Route("/{prefix:path}/messages/count_tokens", self._count_tokens, methods=["POST"]),
                 Route("/vllm/tokenize", self._vllm_tokenize, methods=["POST"]),
                 Route("/llamacpp/tokenize", self._llamacpp_tokenize, methods=["POST"]),
+                Route("/llamacpppy/extras/tokenize", self._extras_tokenize, methods=["POST"]),
                 Route("/tokenize", self._no_tokenize, methods=["POST"]),
                 Route("/{prefix:path}/embeddings", self._embeddings, methods=["POST"]),
                 Route("/{prefix:path}/completions", self._completions, methods=["POST"]),
@@ -303,6 +304,11 @@ class ScriptedUpstream:
         """llama.cpp's `/tokenize`: one token per word of `content`; no `content` tokenizes nothing."""
         body = await self._record(request)
         return JSONResponse({"tokens": list(range(len(str(body.get("content", "")).split())))})
+
+    async def _extras_tokenize(self, request: Request) -> Response:
+        """llama-cpp-python's `/extras/tokenize` (it has no `/tokenize`): two tokens per word of `input`."""
+        body = await self._record(request)
+        return JSONResponse({"tokens": list(range(2 * len(str(body.get("input", "")).split())))})
 
     async def _no_tokenize(self, request: Request) -> Response:
         """An OpenAI-only server's `/tokenize`: recorded, and not found."""

@@ -12,6 +12,10 @@ right above a fence, invisible on the rendered page, says more about it:
 - `<!-- snippet: excerpt PATH -->`: a TOML block that is part of the repository's file PATH.
 - `<!-- snippet: against [VAR=value ...] ARGS -->`: a block that talks to `http://127.0.0.1:9000`, where the page
   had `VAR=value uvicorn ARGS --port 9000` started; the test starts that app itself, in the working directory.
+- `<!-- snippet: real-model -->`: a shell block for the real model server of docs/getting-started/real-model.md
+  (llama-cpp-python with SmolLM2-135M-Instruct at `127.0.0.1:8080`), run by the `real_model` tests against the
+  session's server (tests/conftest.py's `llama`), in a working directory whose `examples/smollm2.toml` calls it; with
+  `against`, the app it names too. A block that starts `llama_cpp.server` starts it on a port of its own.
 - `<!-- snippet: request PATH -->`: a JSON request body to send to the demo at PATH (default
   `/v1/chat/completions`).
 
@@ -32,7 +36,7 @@ DOCS = ROOT / "docs"
 TESTED = {"python", "toml", "json", "yaml", "sh", "promql"}
 ALIASES = {"py": "python", "bash": "sh", "shell": "sh", "yml": "yaml"}
 SHOWN = {"text"}
-KINDS = {"needs", "server", "continues", "dataset", "excerpt", "request", "against"}
+KINDS = {"needs", "server", "continues", "dataset", "excerpt", "request", "against", "real-model"}
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})\s*(?P<info>[^`\s]*)[^`]*$")
 _INCLUDE = re.compile(r'^\s*--8<--\s+"(?P<path>[^"]+)"\s*$')

@@ -71,7 +71,7 @@ def test_the_site_has_every_page_of_its_layout_in_its_navigation() -> None:
         "performance.md",
         "architecture.md",
         "changelog.md",
-        *(f"getting-started/{page}.md" for page in ("install", "demo", "upstreams", "first-eval")),
+        *(f"getting-started/{page}.md" for page in ("install", "demo", "upstreams", "real-model", "first-eval")),
         *(f"guides/{page}.md" for page in GUIDES),
         *(f"reference/{page}.md" for page in ("config", "http", "python", "cli", "events")),
     }

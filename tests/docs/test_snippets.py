@@ -47,13 +47,15 @@ from adapter_critic.store import RunDetail, RunSummary
 from adapter_critic.workflows import registry
 
 from ..conftest import asgi_client, listening_socket, run_server
-from .conftest import Demo
+from ..real.llamaserver import LlamaServer, free_port
+from .conftest import Demo, snippet_env
 from .snippets import ROOT, Snippet, chain, collect_all
 
 SNIPPETS = collect_all()
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 EXTRAS = set(PYPROJECT["project"]["optional-dependencies"])
 SIDECAR = "127.0.0.1:9000"  # where the pages start a server of their own
+REAL_SERVER = "127.0.0.1:8080"  # where docs/getting-started/real-model.md starts its model server
 MINIMAL_SERVED = {"served_models": {"x": {"mode": "direct", "api": {"model": "m", "base_url": "http://h/v1"}}}}
 
 
@@ -295,6 +297,8 @@ def test_shell(snippet: Snippet, request: pytest.FixtureRequest) -> None:
     check_shell(snippet)
     if snippet.needs is not None:
         return
+    if "real-model" in snippet.directives:
+        return  # run by test_real_model_shell
     demo: Demo = request.getfixturevalue("demo")
     workdir: Path = request.getfixturevalue("workdir")
     if "server" in snippet.directives:
@@ -340,6 +344,68 @@ def run_server_snippet(snippet: Snippet, lines: list[str], workdir: Path, demo: 
             os.killpg(server.pid, signal.SIGTERM)
         out, err = server.communicate(timeout=30)
     assert "Traceback" not in err, f"{snippet.id}:\n{out}\n{err}"
+
+
+@pytest.mark.real_model
+@pytest.mark.parametrize("snippet", [pytest.param(s, id=s.id) for s in SNIPPETS if "real-model" in s.directives])
+def test_real_model_shell(snippet: Snippet, llama: LlamaServer, tmp_path: Path) -> None:
+    """A `real-model` block against the session's model server: where the page has it at 127.0.0.1:8080, in a
+    working directory whose examples/smollm2.toml calls it; its `against` app started; a block that starts the
+    server itself runs it on a free port, and the server must answer."""
+    workdir = real_model_workdir(tmp_path, llama)
+    env = snippet_env(tmp_path / "data")
+    lines = [line.replace(REAL_SERVER, llama.address) for line in commands(snippet.code) if not is_install(line)]
+    if "llama_cpp.server" in lines[-1]:
+        port = free_port()
+        last = "exec " + re.sub(r"--port\s+8080\b", f"--port {port}", lines[-1])
+        with contextlib.chdir(workdir):
+            server = LlamaServer(["bash", "-c", PRELUDE + "\n".join([*lines[:-1], last])], port, env=env)
+        try:
+            answer = httpx.get(f"{server.url}/v1/models", timeout=60)
+            assert answer.status_code == 200 and answer.json()["data"], answer.text
+        finally:
+            server.stop()
+        return
+    with contextlib.chdir(workdir), real_app(snippet, env) as localize:
+        result = subprocess.run(
+            ["bash", "-c", PRELUDE + "\n".join(localize(line) for line in lines)],
+            cwd=workdir,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+    assert result.returncode == 0, f"{snippet.id} failed:\n{result.stdout}\n{result.stderr}"
+
+
+def real_model_workdir(tmp_path: Path, llama: LlamaServer) -> Path:
+    """The repository's `examples/`, with examples/smollm2.toml calling `llama`."""
+    workdir = tmp_path / "work"
+    examples = workdir / "examples"
+    examples.mkdir(parents=True)
+    for path in (ROOT / "examples").iterdir():
+        if path.name != "smollm2.toml":
+            (examples / path.name).symlink_to(path)
+    config = (ROOT / "examples" / "smollm2.toml").read_text(encoding="utf-8")
+    (examples / "smollm2.toml").write_text(config.replace(REAL_SERVER, llama.address), encoding="utf-8")
+    return workdir
+
+
+@contextlib.contextmanager
+def real_app(snippet: Snippet, env: dict[str, str]) -> Iterator[Callable[[str], str]]:
+    """The app of a block's `against` directive, serving in the working directory (none without one)."""
+    against = snippet.directives.get("against")
+    if against is None:
+        yield lambda code: code
+        return
+    words = shlex.split(against)
+    app_env = dict(env)
+    while words and re.fullmatch(r"[A-Z_]+=\S*", words[0]):
+        name, _, value = words.pop(0).partition("=")
+        app_env[name] = value
+    with run_server(["-m", "uvicorn", *words], env=app_env) as (url, _):
+        address = url.removeprefix("http://")
+        yield lambda code: code.replace(SIDECAR, address)
 
 
 def check_shell(snippet: Snippet) -> None:

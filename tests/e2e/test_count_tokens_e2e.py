@@ -45,6 +45,10 @@ critic = {{ model = "critic-model", base_url = "{upstream_url}/v1" }}
 mode = "direct"
 api = {{ model = "local", base_url = "{upstream_url}/llamacpp/v1" }}
 
+[served_models.c-llamacpppy]
+mode = "direct"
+api = {{ model = "local", base_url = "{upstream_url}/llamacpppy/v1" }}
+
 [served_models.c-openai]
 mode = "direct"
 api = {{ model = "gpt-model", base_url = "{upstream_url}/v1" }}
@@ -104,6 +108,22 @@ def test_a_llamacpp_target_counts_the_text_on_its_tokenize(claude: anthropic.Ant
         {"model": "local", "messages": QUESTION},
         {"content": "user: Where is the Eiffel Tower?"},
         {"content": "user: one two three"},
+    ]
+
+
+def test_a_llama_cpp_python_target_counts_the_text_on_its_extras_tokenize(
+    claude: anthropic.Anthropic, up: Upstream
+) -> None:
+    first = counted(claude, "c-llamacpppy")
+    again = counted(claude, "c-llamacpppy", messages=[{"role": "user", "content": "one two three"}])
+
+    assert first == (12, "upstream")  # "user: Where is the Eiffel Tower?": two scripted tokens per word
+    assert again == (8, "upstream")
+    # It has no /tokenize (404 to both forms, not recorded): /extras/tokenize, which is remembered.
+    asked = [(call["path"], call["body"]) for call in up.calls()]
+    assert asked == [
+        ("/llamacpppy/extras/tokenize", {"model": "local", "input": "user: Where is the Eiffel Tower?"}),
+        ("/llamacpppy/extras/tokenize", {"model": "local", "input": "user: one two three"}),
     ]
 
 

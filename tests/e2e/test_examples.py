@@ -31,6 +31,20 @@ ONE_MODE = {
     "re2.toml": {"direct", "re2"},
     "mixture_of_agents.toml": {"mixture_of_agents"},
     "chain_of_verification.toml": {"chain_of_verification"},
+    # Every workflow on one small local model (tests/real, benchmarks/realmodel.py, the getting-started).
+    "smollm2.toml": {
+        "direct",
+        "adapter",
+        "critic",
+        "advisor",
+        "panel",
+        "best_of_n",
+        "self_consistency",
+        "self_refine",
+        "re2",
+        "mixture_of_agents",
+        "chain_of_verification",
+    },
 }
 
 
@@ -51,7 +65,7 @@ def test_every_example_config_loads_and_uses_its_modes(path: Path) -> None:
 
 def test_local_server_configs_never_send_an_openai_key() -> None:
     """A local server's key variable is its own, so an OPENAI_API_KEY in the shell stays out of its requests."""
-    for name in ("vllm.toml", "llamacpp.toml", "ollama.toml"):
+    for name in ("vllm.toml", "llamacpp.toml", "ollama.toml", "smollm2.toml"):
         config = load_config(EXAMPLES / name)
         assert {config.key_env_for(t) for t in config.targets()}.isdisjoint({"OPENAI_API_KEY"}), name
 

@@ -5,7 +5,8 @@ every other path under `/messages`.
 
 The request is a Messages request without `max_tokens`; the answer `{"input_tokens": N}`, counted by the served
 model's API target's upstream where it can count (`upstream.tokenize`: an Anthropic target's own
-`/messages/count_tokens`, a vLLM or llama.cpp server's `/tokenize`), else estimated (`protocols.anthropic.counting`).
+`/messages/count_tokens`, a vLLM or llama.cpp server's `/tokenize`, llama-cpp-python's `/extras/tokenize`), else
+estimated (`protocols.anthropic.counting`).
 The `x-adapter-critic-token-count` header says which: `upstream` or `estimate`. It counts the input of one call to
 the API model; a workflow's other stages (a critique, a second pass) add their own input when the request runs.
 `x_adapter_critic` overrides are not applied: the count is for the served model as configured. Errors come in
@@ -83,7 +84,7 @@ class CountTokens:
             tokenized = await self.counter.tokenize(target, counted.chat, counted.text)
             if tokenized is not None:
                 tokens, kind = tokenized
-                if kind == "llama.cpp" and counted.images:  # text only: its images are estimated
+                if kind != "vllm" and counted.images:  # text only: its images are estimated
                     return tokens + IMAGE_TOKENS * counted.images, "estimate"
                 return tokens, "upstream"
         return counted.estimate(), "estimate"

@@ -7,8 +7,9 @@
   (`http://host:8000/v1` → `http://host:8000/tokenize`), as vLLM and llama.cpp serve it. vLLM's takes the chat
   (`{"model", "messages", "tools"}`, its chat template applied) and answers `{"count": N, ...}`; llama.cpp's takes
   text (`{"content": ...}`) and answers `{"tokens": [...]}`. vLLM's form is asked first (a llama.cpp server
-  answers it with no `count`), then llama.cpp's; which one a URL answered, or that it has no such endpoint (404
-  or 405 to both), is remembered for the URL's next counts.
+  answers it with no `count`), then llama.cpp's; a server without `/tokenize` (404 or 405 to both) is asked at
+  `/extras/tokenize` as llama-cpp-python serves it (`{"input": ...}`, answering `{"tokens": [...]}`). Which one a
+  URL answered, or that it has none of them, is remembered for the URL's next counts.
 
 The call carries the target's key like a stage call (it goes to the same server). Any failure — no such endpoint,
 an error status, a timeout, an answer without a count — is None: the caller estimates instead.
@@ -29,7 +30,7 @@ from .limits import read_limited, sent
 
 logger = logging.getLogger("adapter_critic")
 
-Kind = Literal["vllm", "llama.cpp", "none"]
+Kind = Literal["vllm", "llama.cpp", "llama-cpp-python", "none"]
 
 
 class _Count(msgspec.Struct):
@@ -64,6 +65,8 @@ class TokenCounter:
         kind = self._kinds.get(url)
         if kind == "none":
             return None
+        if kind == "llama-cpp-python":
+            return (await self._extras(target, url, text))[1]
         statuses: list[int | None] = []
         if kind != "llama.cpp":
             status, answer = await self._post(target, url, _encoder.encode({"model": target.model, **chat}))
@@ -79,9 +82,21 @@ class TokenCounter:
             return len(answer.tokens), "llama.cpp"
         statuses.append(status)
         if kind is None and all(status in _NO_ENDPOINT for status in statuses):
+            status, counted = await self._extras(target, url, text)
+            if counted is not None or status not in _NO_ENDPOINT:
+                return counted
             logger.info("%s serves no /tokenize; its token counts are estimated", target.label)
             self._kinds[url] = "none"
         return None
+
+    async def _extras(self, target: StageTarget, url: str, text: str) -> tuple[int | None, tuple[int, Kind] | None]:
+        """llama-cpp-python's `/extras/tokenize` (beside `url`) of `text`: its status, and the count."""
+        extras = f"{url.removesuffix('/tokenize')}/extras/tokenize"
+        status, answer = await self._post(target, extras, _encoder.encode({"model": target.model, "input": text}))
+        if answer is None or answer.tokens is None:
+            return status, None
+        self._kinds[url] = "llama-cpp-python"
+        return status, (len(answer.tokens), "llama-cpp-python")
 
     async def _post(self, target: StageTarget, url: str, body: bytes) -> tuple[int | None, _Count | None]:
         """POST `body` to `url` with the target's headers: the answer's status (None: no answer), and the answer
