@@ -170,3 +170,57 @@ def test_a_cycle_is_found_and_named_with_its_imports() -> None:
         "  a -> b: a/x.py:1\n  b -> c: b/y.py:2\n  c -> a: c.py:3"
     )
     assert find_cycle({"a": {"b": []}, "b": {}, "c": {"a": [], "b": []}}) is None
+
+
+def file_graph() -> Graph:
+    """Which module imports which (each a path below the package without `.py`; a package is its `__init__`), and
+    where: the same imports as `import_graph`, file by file, inside subpackages as well as between them."""
+    graph: dict[str, dict[str, list[str]]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+        source = "/".join(parts)
+        edges = graph.setdefault(source, {})
+        for module, line in _file_imports(ast.parse(path.read_text("utf-8"), str(path)), parts[:-1]):
+            target = _file(module)
+            if target is not None and target != source:
+                edges.setdefault(target, []).append(f"{source}.py:{line}")
+    return graph
+
+
+def _file_imports(tree: ast.Module, package: list[str]) -> Iterator[tuple[list[str], int]]:
+    """Every module of this package that `tree` imports; `from . import wire` names the module `wire` (or, for a
+    name that is no module, the package's `__init__`)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module is None:
+            base = package[: len(package) - (node.level - 1)]
+            for alias in node.names:
+                yield ([*base, alias.name] if _is_module([*base, alias.name]) else base), node.lineno
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            yield from _imported(ast.Module(body=[node], type_ignores=[]), package)
+
+
+def _file(module: list[str]) -> str | None:
+    """The file an imported module path names: the module itself, or a package's `__init__` (None: not ours)."""
+    for end in range(len(module), -1, -1):  # `from .x import name` may name a function of module x
+        parts = module[:end]
+        if parts and PACKAGE.joinpath(*parts).with_suffix(".py").is_file():
+            return "/".join(parts)
+        if PACKAGE.joinpath(*parts, "__init__.py").is_file():
+            return "/".join([*parts, "__init__"])
+    return None
+
+
+def test_no_module_imports_one_that_imports_it_back() -> None:
+    """Inside a subpackage too, and through `TYPE_CHECKING` imports: no two files import each other, directly or
+    through others (a package's `__init__` counts as a file)."""
+    graph = file_graph()
+    cycle = find_cycle(graph)
+    assert cycle is None, "\n" + describe(graph)
+
+
+def test_the_file_graph_reads_each_kind_of_import() -> None:
+    """A module named by `from . import x` is its own file; `from ..x import name` is module x's file."""
+    graph = file_graph()
+    assert "protocols/anthropic/wire" in graph["protocols/anthropic/inbound"]
+    assert "protocols/anthropic/__init__" not in graph["protocols/anthropic/inbound"]
+    assert "errors" in graph["http/chat"] and "config/__init__" in graph["service/chat"]

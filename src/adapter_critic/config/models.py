@@ -12,7 +12,8 @@ infinite, so it is never listed, and parsed, never stored, per request.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from collections.abc import Mapping
+from typing import Annotated, Protocol
 
 import msgspec
 
@@ -21,12 +22,22 @@ from ..workflows import registry
 from .served import ServedModel
 from .target import Target
 
-if TYPE_CHECKING:
-    from .schema import Config
-
 # How many served models deep a run may nest (a stage run by a served model whose stage is run by another…): a run
 # and at most this many levels of runs below it, so a chain has at most `MAX_NESTING + 1` workflows.
 MAX_NESTING = 4
+
+
+class ModelTables(Protocol):
+    """What of a config names its models (`schema.Config` is one): the served models, the `[models]` table and the
+    `passthrough` target — all that prefixed names and nesting are checked against, without the whole config."""
+
+    @property
+    def models(self) -> ModelsConfig: ...
+    @property
+    def served_models(self) -> Mapping[str, ServedModel]: ...
+    @property
+    def passthrough(self) -> Target | None: ...
+    def served(self, model_id: str) -> ServedModel | None: ...
 
 
 class ModelsConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
@@ -43,7 +54,7 @@ class ModelsConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, fro
     """Caps on the settings a request for a prefixed model may choose, as a served model's `request_limits`."""
 
 
-def composed(config: Config, model_id: str) -> ServedModel | str | None:
+def composed(config: ModelTables, model_id: str) -> ServedModel | str | None:
     """The served model a composed id stands for; a reason when it looks composed but is not valid (its prefix names
     workflows, but cannot be served); None when it is no composed id at all."""
     models = config.models
@@ -71,7 +82,7 @@ def composed(config: Config, model_id: str) -> ServedModel | str | None:
     return ServedModel(mode=modes[-1], api=api, served=served, request_limits=models.request_limits)
 
 
-def prefix_upstream(config: Config) -> Target | None:
+def prefix_upstream(config: ModelTables) -> Target | None:
     """The target prefixed models are called at: the `[models] upstream` served model's `api`, else `passthrough`."""
     name = config.models.upstream
     if name is None:

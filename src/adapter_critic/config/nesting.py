@@ -6,15 +6,10 @@ more than `MAX_NESTING` deep. A request can then never start a run that calls it
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from .models import MAX_NESTING, prefix_upstream
-
-if TYPE_CHECKING:
-    from .schema import Config
+from .models import MAX_NESTING, ModelTables, prefix_upstream
 
 
-def check_nesting(config: Config) -> None:
+def check_nesting(config: ModelTables) -> None:
     """Raise ValueError, naming the key path and the served models involved, when a reference does not resolve, is
     a cycle or nests too deep (a path is written `served model a → critic → b → api → a`)."""
     _check_models_table(config)
@@ -29,7 +24,7 @@ def check_nesting(config: Config) -> None:
 
 
 def _deepest(
-    config: Config, served_id: str, path: list[str], depths: dict[str, tuple[int, list[str]]]
+    config: ModelTables, served_id: str, path: list[str], depths: dict[str, tuple[int, list[str]]]
 ) -> tuple[int, list[str]]:
     """How deep `served_id` nests, and its deepest path (`[id, stage, id, stage, id…]`) starting with `path`."""
     known = depths.get(served_id)
@@ -58,7 +53,7 @@ def _deepest(
     return deepest, longest
 
 
-def _check_models_table(config: Config) -> None:
+def _check_models_table(config: ModelTables) -> None:
     models = config.models
     if models.upstream is not None:
         served = config.served_models.get(models.upstream)

@@ -14,22 +14,48 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import msgspec
 
 from ..config.models import MAX_NESTING
 from ..core import ChatRequest, Completion, Plan, StageTarget
 from ..errors import ServerError, UpstreamError
-from ..events import AnswerChunks, Subscriber
+from ..events import AnswerChunks, RunRecord, Subscriber
 from ..request.decode import decode_request
 from ..workflows import registry
-
-if TYPE_CHECKING:
-    from .run import Run
+from ..workflows.base import Workflow
+from .stages import StageCalls
 
 # Request fields that only make sense for the client's own connection (a child streams only through its parent).
 _CONNECTION_FIELDS = ("stream", "stream_options")
+
+
+class Run(Protocol):
+    """What a stage run by another served model needs of the run it belongs to, and of the child run it makes
+    (`pipeline.run.Run` is one): written here, so that this module need not import the run that imports it."""
+
+    nesting: Nesting | None
+    request: ChatRequest
+    record: RunRecord
+    calls: StageCalls
+    children: int
+
+    def note_child(self, stage: str, record: RunRecord) -> None: ...
+
+    def child_run(
+        self,
+        workflow: Workflow,
+        plan: Plan,
+        request: ChatRequest,
+        *,
+        run_id: str,
+        subscribers: Sequence[Subscriber],
+        nesting: Nesting,
+        parent: tuple[str, str],
+    ) -> Run: ...
+
+    async def execute(self, sink: Callable[[AnswerChunks], Awaitable[None]] | None = None) -> RunRecord: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,15 +95,12 @@ def make_child(
     nesting = parent.nesting.child()
     plan = nesting.plan_of(target.served)
     request = child_request(plan.served_id, messages, {**(parent.request.options if api else {}), **(options or {})})
-    child = type(parent)(
+    child = parent.child_run(
         registry.get(plan.mode),
         plan,
         request,
-        parent.upstream,
-        parent.policy,
         run_id=child_id,
         subscribers=nesting.subscribers_of(request, plan),
-        prices=parent.prices,
         nesting=nesting,
         parent=(parent.record.run_id, stage),
     )

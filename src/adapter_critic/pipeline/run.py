@@ -105,6 +105,24 @@ class Run:
     def note(self, key: str, value: Value) -> None:
         self._publish(Noted(key, value))
 
+    def child_run(
+        self,
+        workflow: Workflow,
+        plan: Plan,
+        request: ChatRequest,
+        *,
+        run_id: str,
+        subscribers: Sequence[Subscriber],
+        nesting: Nesting,
+        parent: tuple[str, str],
+    ) -> Run:
+        """A run of another served model as one of this run's stages (`pipeline.nested`): same upstream, retry
+        policy and prices."""
+        return Run(
+            workflow, plan, request, self.upstream, self.policy, run_id=run_id, subscribers=subscribers,
+            prices=self.prices, nesting=nesting, parent=parent,
+        )  # fmt: skip
+
     def note_child(self, stage: str, record: RunRecord) -> None:
         """`stage` ran another served model: its run's record (`pipeline.nested.run_child`)."""
         self._publish(Nested(stage, record))
