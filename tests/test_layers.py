@@ -224,3 +224,11 @@ def test_the_file_graph_reads_each_kind_of_import() -> None:
     assert "protocols/anthropic/wire" in graph["protocols/anthropic/inbound"]
     assert "protocols/anthropic/__init__" not in graph["protocols/anthropic/inbound"]
     assert "errors" in graph["http/chat"] and "config/__init__" in graph["service/chat"]
+
+
+def test_no_module_of_the_http_layer_is_a_hub() -> None:
+    """`http/` decodes and renders; the domain lives below it: none of its modules imports more than 14 of the
+    package's own (the service layer, `service/`, holds the request's steps)."""
+    graph = file_graph()
+    hubs = {name: len(edges) for name, edges in graph.items() if name.startswith("http/") and len(edges) > 14}
+    assert not hubs, hubs

@@ -31,7 +31,7 @@ from .errors import (
     ServerError,
     UpstreamError,
 )
-from .http.app import create_app
+from .http.create import create_app
 from .http.middleware import AdapterCriticMiddleware
 from .version import __version__
 from .workflows.base import PerRequest, RunContext, StageCall, StageFailed, Workflow

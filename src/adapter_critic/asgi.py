@@ -21,7 +21,8 @@ from starlette.applications import Starlette
 from .demo import demo_config, demo_model_app
 from .errors import ConfigError
 from .http import nodelay
-from .http.app import build_app, create_standalone_app
+from .http.app import build_app
+from .http.create import create_standalone_app
 from .observe.logs import configure_standalone_logging
 from .observe.workers import prepare_multiprocess_dir
 from .service.compose import compose

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from adapter_critic import ConfigError, create_app
-from adapter_critic.http.app import create_standalone_app
+from adapter_critic.http.create import create_standalone_app
 
 from ..conftest import UPSTREAM_URL, AppFactory, asgi_client, chat, make_config
 from ..helpers import direct_toml, envelope

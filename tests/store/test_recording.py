@@ -15,7 +15,7 @@ import pytest
 import sqlalchemy
 
 from adapter_critic import create_app
-from adapter_critic.http.app import create_standalone_app
+from adapter_critic.http.create import create_standalone_app
 from adapter_critic.store import open_store
 from adapter_critic.store.records import RunDetail, StoredStage
 

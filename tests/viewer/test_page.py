@@ -15,7 +15,8 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from adapter_critic import create_app
-from adapter_critic.http.app import build_app, create_standalone_app
+from adapter_critic.http.app import build_app
+from adapter_critic.http.create import create_standalone_app
 from adapter_critic.service.compose import compose
 
 from ..conftest import asgi_client, make_config

@@ -19,7 +19,6 @@ import msgspec
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..config import Config, load_config
-from ..observe.logs import served_line
 from ..protocols.base import Inbound
 from ..protocols.openai import INBOUND as OPENAI
 from ..protocols.openai.render import error_response
@@ -201,7 +200,6 @@ class AdapterCriticMiddleware:
         async def lifespan_receive() -> Message:
             message = await receive()
             if message["type"] == "lifespan.startup":
-                logger.info(served_line(handler.config))
                 handler.start()
                 await handler.start_recording()
             elif message["type"] == "lifespan.shutdown":

@@ -21,13 +21,16 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import msgspec
+from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from ..errors import RequestError
 from ..protocols.openai.render import error_response
+from ..service.compose import Service
 from ..store.records import EVERY_RUN, STATUSES, BadCursor, RunQuery, RunsOf, parse_time, runs_of_key
 from .auth import CALLER, InboundAuth
 from .disconnect import ClientGone, guard_send
+from .fastpath import ASGIEndpoint
 from .feedback import OnFeedback, post_feedback
 from .jsonanswer import JSONAnswer
 
@@ -227,3 +230,16 @@ def _min_cost(text: str) -> float:
     if not math.isfinite(value) or value < 0:
         raise RequestError("`min_cost` must be a number, 0 or more (in the currency of the prices).", param="min_cost")
     return value
+
+
+def runs_routes(service: Service, prefix: str, auth: InboundAuth) -> list[Route]:
+    """`GET {prefix}/runs…` (the runs API) and `POST {prefix}/runs/{id}/feedback` when the service records runs and
+    `store.api` is on."""
+    if service.store is None or not service.config.store.api:
+        return []
+    api = RunsAPI(lambda: service.store, auth, service.on_feedback)
+
+    async def runs(scope: Scope, receive: Receive, send: Send) -> None:
+        await api.dispatch(scope, receive, send, scope["path_params"]["rest"])
+
+    return [Route(f"{prefix}/runs{{rest:path}}", ASGIEndpoint(runs), methods=["GET", "POST"])]

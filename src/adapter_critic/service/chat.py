@@ -28,6 +28,7 @@ from ..config import Config
 from ..core import ChatRequest, Plan
 from ..errors import RequestError
 from ..events import AnswerChunks, RunRecord, StageFinished, Subscriber
+from ..observe.logs import served_line
 from ..pipeline.nested import Nesting
 from ..pipeline.resolve import check_overrides, resolve, unknown_model
 from ..pipeline.run import Run
@@ -120,7 +121,8 @@ class ChatService:
 
     # -- lifespan ------------------------------------------------------------------------------------------------
     def start(self) -> None:
-        """Start-up: open the upstream client, admit requests."""
+        """Start-up: say what is served, open the upstream client, admit requests."""
+        logger.info(served_line(self.config))
         self.admission.open()
         self.upstream.open()
 
