@@ -52,6 +52,7 @@ from typing import Any, Literal
 import msgspec
 
 from .core import Usage
+from .errorwire import error_envelope, read_error_body
 
 
 class AdapterCriticError(Exception):
@@ -254,6 +255,9 @@ def _upstream_presentation(error: UpstreamError) -> Presentation:
     return Presentation(status, error_type, code, headers)
 
 
+_ENCODER = msgspec.json.Encoder()
+
+
 @dataclass(frozen=True, slots=True)
 class Rendered:
     """An error as the client gets it: status, headers and the envelope body."""
@@ -272,7 +276,7 @@ def render_error(error: APIError, redact: Any = None) -> Rendered:
         if relayed is not None:
             return Rendered(shown.status, shown.headers, relayed)
     message = error.message if redact is None else redact(error.message)
-    body = _encoder.encode(error_envelope(message, shown.type, param=error.param, code=shown.code))
+    body = _ENCODER.encode(error_envelope(message, shown.type, param=error.param, code=shown.code))
     return Rendered(shown.status, shown.headers, body)
 
 
@@ -287,7 +291,7 @@ def _relayed_envelope(body: bytes) -> bytes | None:
         return body
     envelope = error_envelope(error.message, error.type or "invalid_request_error", param=error.param, code=None)
     envelope["error"]["code"] = error.code
-    return _encoder.encode(envelope)
+    return _ENCODER.encode(envelope)
 
 
 def _error_keys(body: bytes) -> set[str]:
@@ -297,39 +301,3 @@ def _error_keys(body: bytes) -> set[str]:
     except (msgspec.DecodeError, KeyError):
         return set()
     return set(inner)
-
-
-def error_envelope(
-    message: str, error_type: str, *, param: str | None = None, code: str | None = None
-) -> dict[str, Any]:
-    """The OpenAI error envelope."""
-    return {"error": {"message": message, "type": error_type, "param": param, "code": code}}
-
-
-class ErrorObject(msgspec.Struct):
-    """An OpenAI error object as read back: an upstream's (in its error body, or a stream's error event) or one
-    `render_error` made. Any field may be missing; a field of another JSON type makes the body no envelope."""
-
-    message: str | None = None
-    type: str | None = None
-    param: str | None = None
-    code: str | int | None = None
-
-
-class ErrorBody(msgspec.Struct):
-    """An OpenAI error envelope as read back, with the usage an upstream reports beside it when it counted any."""
-
-    error: ErrorObject
-    usage: Usage | None = None
-
-
-_envelope_decoder = msgspec.json.Decoder(ErrorBody)
-_encoder = msgspec.json.Encoder()
-
-
-def read_error_body(body: bytes) -> ErrorBody | None:
-    """An error body (an upstream's, or one `render_error` made) as an OpenAI envelope, or None when it is not one."""
-    try:
-        return _envelope_decoder.decode(body)
-    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):  # not JSON, not UTF-8, nested too deep
-        return None

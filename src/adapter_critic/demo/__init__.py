@@ -33,7 +33,7 @@ from starlette.routing import Route
 
 from ..config import Config, ServedModel, Target
 from ..config.models import ModelsConfig
-from ..errors import error_envelope
+from ..errorwire import error_envelope
 from ..workflows.prompts import (
     DEFAULT_ADAPTER_SYSTEM_PROMPT,
     DEFAULT_CRITIC_SYSTEM_PROMPT,

@@ -17,7 +17,8 @@ import httpx
 import msgspec
 
 from ..core import StageTarget, Usage
-from ..errors import StreamIncomplete, UpstreamError, read_error_body
+from ..errors import StreamIncomplete, UpstreamError
+from ..errorwire import read_error_body
 from ..redact import Secrets
 from .decoding import UndecodableAnswer
 from .limits import ResponseTooLarge

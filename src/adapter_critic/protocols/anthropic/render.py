@@ -24,7 +24,8 @@ from typing import Any
 import msgspec
 
 from ...core import Answer, Usage
-from ...errors import APIError, Rendered, UpstreamError, read_error_body, render_error
+from ...errors import APIError, Rendered, UpstreamError, render_error
+from ...errorwire import read_error_body
 from ...events import RunRecord, extension
 from ...ids import new_id
 from ..base import Redact

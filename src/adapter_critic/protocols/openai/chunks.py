@@ -21,7 +21,8 @@ from typing import Any
 import msgspec
 
 from ...core import Answer, Usage
-from ...errors import ErrorObject, Rendered
+from ...errors import Rendered
+from ...errorwire import ErrorObject
 from ...events import RunRecord, extension
 
 KEEPALIVE = b": keep-alive\n\n"

@@ -25,7 +25,8 @@ from typing import Any
 import msgspec
 
 from ...core import Answer
-from ...errors import ErrorObject, Rendered, read_error_body
+from ...errors import Rendered
+from ...errorwire import ErrorObject, read_error_body
 from ...events import RunRecord
 from ..openai.chunks import KEEPALIVE, chunk_decoder, tool_calls
 from .inbound import Echo
