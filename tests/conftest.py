@@ -17,8 +17,8 @@ from asgi_lifespan import LifespanManager
 
 from adapter_critic import Config, create_app
 
-from .quotas.redisserver import RedisServer, redis_server
-from .quotas.redisserver import missing_reason as redis_missing
+from .limits.redisserver import RedisServer, redis_server
+from .limits.redisserver import missing_reason as redis_missing
 from .real.llamaserver import LlamaServer, llama_server
 from .real.llamaserver import missing_reason as llama_missing
 from .scripted_upstream import ScriptedUpstream

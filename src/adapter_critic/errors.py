@@ -12,7 +12,7 @@ AdapterCriticError
 │   ├── Overloaded             -- too many requests at once, or shutting down (503 with Retry-After)
 │   ├── RateLimited            -- a key's or a served model's limit is reached (429 with Retry-After)
 │   └── UpstreamError          -- an upstream stage call failed; `kind` says how
-├── ResponseTooLarge           -- upstream.limits: an answer passed max_upstream_response_bytes
+├── ResponseTooLarge           -- upstream.sizes: an answer passed max_upstream_response_bytes
 ├── StreamIncomplete           -- an upstream's event stream ended without `data: [DONE]`
 ├── UndecodableAnswer          -- upstream.decoding: an answer in a content coding not asked for, or corrupt
 ├── ClientGone                 -- http.disconnect: the client's connection closed before the answer was sent
@@ -130,7 +130,7 @@ class Overloaded(APIError):
 
 
 class RateLimited(APIError):
-    """A caller's or a served model's limit is reached (docs/guides/quotas.md): 429 with `Retry-After`."""
+    """A caller's or a served model's limit is reached (docs/guides/limits.md): 429 with `Retry-After`."""
 
 
 class StreamIncomplete(AdapterCriticError):

@@ -1,6 +1,6 @@
 """Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
 
-A Redis client as the server uses one — the limits' shared counters (`quota.shared`) and the cache's answers
+A Redis client as the server uses one — the limits' shared counters (`limits.shared`) and the cache's answers
 (`cache.backends`): redis-py's asyncio client with short timeouts and no retries of its own, so a Redis that is down
 is at once the caller's configured failure (a miss, `limits.on_error`), never a request that hangs. Needs the `redis`
 extra.

@@ -19,8 +19,8 @@ from adapter_critic.http.app import build_app
 from adapter_critic.service.compose import compose
 
 from ..conftest import RemoteUpstream, run_app, sdk, stop_server, unavailable
-from ..quotas.conftest import Clock, uvicorn_serving
-from ..quotas.redisserver import RedisServer
+from ..limits.conftest import Clock, uvicorn_serving
+from ..limits.redisserver import RedisServer
 from ..store.pgserver import execute, postgres_server
 from ..store.pgserver import missing_reason as postgres_missing
 from .conftest import UP_KEY, config_toml

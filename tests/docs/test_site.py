@@ -51,7 +51,7 @@ GUIDES = (
     "streaming",
     "protocols",
     "security",
-    "quotas",
+    "limits",
     "store",
     "metrics",
     "cost",

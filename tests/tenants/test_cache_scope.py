@@ -18,7 +18,7 @@ from adapter_critic.http.app import build_app
 from adapter_critic.service.compose import compose
 
 from ..conftest import RemoteUpstream, sdk
-from ..quotas.conftest import uvicorn_serving
+from ..limits.conftest import uvicorn_serving
 
 TEAM, OTHER = "sk-team-cache-1", "sk-other-cache-2"
 QUESTION: list[Any] = [{"role": "user", "content": "What is 6 x 7?"}]

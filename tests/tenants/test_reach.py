@@ -18,7 +18,7 @@ from adapter_critic.http.app import build_app
 from adapter_critic.service.compose import compose
 
 from ..conftest import RemoteUpstream, run_server, sdk
-from ..quotas.conftest import uvicorn_serving
+from ..limits.conftest import uvicorn_serving
 
 TEAM, OTHER, OPS, NAMELESS = "sk-team-1", "sk-other-2", "sk-ops-3", "sk-nameless-4"
 SECRET_UPSTREAM_KEY = "sk-secret-upstream-0123456789"

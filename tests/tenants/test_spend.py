@@ -1,4 +1,4 @@
-"""Limits hold whatever the path (docs/guides/quotas.md#how-it-counts): a served model's limits count every run that
+"""Limits hold whatever the path (docs/guides/limits.md#how-it-counts): a served model's limits count every run that
 uses it, an unpriced override is refused under a budget, what an abandoned stream cost is charged, a budget has a
 ceiling under concurrency, and a key's usage is a 503 (not a 500) when the limits' Redis is down — through real
 uvicorn with the openai SDK, in-process counters and a real redis-server."""
@@ -19,10 +19,10 @@ from adapter_critic.http.app import build_app
 from adapter_critic.service.compose import compose
 
 from ..conftest import RemoteUpstream, sdk
-from ..quotas.conftest import uvicorn_serving
-from ..quotas.redisserver import RedisServer
-from ..quotas.test_redis import KEY as REDIS_KEY
-from ..quotas.test_redis import _served as redis_served
+from ..limits.conftest import uvicorn_serving
+from ..limits.redisserver import RedisServer
+from ..limits.test_redis import KEY as REDIS_KEY
+from ..limits.test_redis import _served as redis_served
 
 TEAM = "sk-team-spend-1"
 MESSAGES: list[Any] = [{"role": "user", "content": "Hi"}]

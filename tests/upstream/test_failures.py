@@ -25,7 +25,7 @@ from adapter_critic.errors import StreamIncomplete, UpstreamError
 from adapter_critic.redact import Secrets
 from adapter_critic.upstream.decoding import UndecodableAnswer
 from adapter_critic.upstream.failures import TRANSPORT_ERRORS, transport_error
-from adapter_critic.upstream.limits import ResponseTooLarge
+from adapter_critic.upstream.sizes import ResponseTooLarge
 
 URL = "http://upstream.test:8080/v1"
 TARGET = StageTarget(model="m", base_url=URL)

@@ -12,7 +12,7 @@ import anyio
 import click
 import msgspec
 
-from ..quota.usage import key_usage
+from ..limits.usage import key_usage
 from .console import stdout
 from .store import reading, store_options
 

@@ -35,7 +35,7 @@ def serve(config_path: str | None, host: str, port: int, workers: int, log_level
     if workers > 1 and limited and config.limits.url is None:
         click.echo(
             f"Warning: the limits are counted in each of the {workers} worker processes on its own (each admits up "
-            "to the whole limit); set [limits] url to a Redis to enforce one limit (docs/guides/quotas.md).",
+            "to the whole limit); set [limits] url to a Redis to enforce one limit (docs/guides/limits.md).",
             err=True,
         )
     try:

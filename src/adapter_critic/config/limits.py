@@ -1,7 +1,7 @@
 """Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
 
 Named inbound keys (`[[auth.keys]]`), their limits and the served models' (`[served_models.x.limits]`), and where the
-counters live (`[limits]`): docs/guides/quotas.md."""
+counters live (`[limits]`): docs/guides/limits.md."""
 
 from __future__ import annotations
 

@@ -114,9 +114,9 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
     pricing: PricingConfig = PricingConfig()
     """The currency of `[prices]`."""
     auth: AuthConfig = AuthConfig()
-    """Named inbound keys with their own limits (`[[auth.keys]]`, docs/guides/quotas.md)."""
+    """Named inbound keys with their own limits (`[[auth.keys]]`, docs/guides/limits.md)."""
     limits: LimitsConfig = LimitsConfig()
-    """Where the limits' counters are kept (docs/guides/quotas.md)."""
+    """Where the limits' counters are kept (docs/guides/limits.md)."""
     cache: CacheConfig = CacheConfig()
     """Where the exact-match cache keeps its answers (docs/guides/cache.md)."""
 

@@ -48,7 +48,7 @@ class ServedModel(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, froz
     """What a reviewer stage's failure does: `"draft"` answers with the answer so far (marked degraded), `"fail"`
     fails the request."""
     limits: RateLimits = RateLimits()
-    """RateLimits on this served model, all callers together (docs/guides/quotas.md)."""
+    """RateLimits on this served model, all callers together (docs/guides/limits.md)."""
     cache: bool = False
     """Answer repeated requests from the exact-match cache (docs/guides/cache.md): a request that is deterministic
     (`temperature = 0`) or asks for it (`x_adapter_critic.cache = true`) and matches an earlier answer exactly is

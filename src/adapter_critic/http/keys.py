@@ -1,7 +1,7 @@
 """Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
 
-`GET {prefix}/keys/{name}/usage`: a named key's usage (`quota.usage`), for the key itself or an `admin` key
-(docs/guides/quotas.md). Served only when the config names keys (`[[auth.keys]]`); another caller is refused 403,
+`GET {prefix}/keys/{name}/usage`: a named key's usage (`limits.usage`), for the key itself or an `admin` key
+(docs/guides/limits.md). Served only when the config names keys (`[[auth.keys]]`); another caller is refused 403,
 and an admin asking for a name no key has gets 404."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from ..errors import Overloaded, RequestError
+from ..limits.usage import key_usage
 from ..protocols.openai.render import JSON, error_response
-from ..quota.usage import key_usage
 from ..service.compose import Service
 from .auth import CALLER
 from .fastpath import ASGIEndpoint
@@ -44,10 +44,10 @@ def keys_routes(service: Service, prefix: str) -> list[Route]:
         if name not in names:
             await error_response(RequestError(f"No key is named {name!r}.", status_code=404))(scope, receive, send)
             return
-        quotas = service.chat.quotas
-        now = quotas.clock() if quotas is not None else time.time()
+        limits = service.chat.limits
+        now = limits.clock() if limits is not None else time.time()
         try:
-            found = await key_usage(name, now, service.store, quotas)
+            found = await key_usage(name, now, service.store, limits)
         except Exception as exc:
             logger.warning("usage of key %r could not be read: %s: %s", name, type(exc).__name__, exc)
             failed = Overloaded(  # 503, as admission answers when the limits' store is unreachable

@@ -29,7 +29,7 @@ from ..pipeline.resolve import bind_key
 from ..protocols.openai.render import error_response
 from ..upstream.client import Upstream
 from ..upstream.failures import TRANSPORT_ERRORS, transport_error
-from ..upstream.limits import read_limited, sent
+from ..upstream.sizes import read_limited, sent
 from .auth import CALLER, client_token
 from .body import body_too_large, declared_too_large
 

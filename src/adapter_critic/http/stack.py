@@ -16,7 +16,7 @@ from .auth import AuthMiddleware, InboundAuth
 from .count_tokens import HEADER as TOKEN_COUNT_HEADER
 from .requestid import RequestIdMiddleware
 
-# The limits' headers (`quota.gate.rate_headers`), readable by a browser's script under CORS.
+# The limits' headers (`limits.gate.rate_headers`), readable by a browser's script under CORS.
 _RATE_HEADERS = [
     f"x-ratelimit-{what}-{kind}" for what in ("limit", "remaining", "reset") for kind in ("requests", "tokens")
 ]

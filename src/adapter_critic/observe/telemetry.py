@@ -46,13 +46,13 @@ class Telemetry:
 
     @property
     def on_rate_limited(self) -> Callable[[str, str], None] | None:
-        """What counts a request a limit refused (`quota.quotas_for`'s `on_refused`); None: metrics are off."""
+        """What counts a request a limit refused (`limits.limits_for`'s `on_refused`); None: metrics are off."""
         metrics = self.metrics
         return None if metrics is None else lambda scope, limit: metrics.rate_limited.labels(scope, limit).inc()
 
     @property
     def on_limits_error(self) -> Callable[[str], None] | None:
-        """What counts a failure of the limits' counters (`quota.quotas_for`'s `on_error`); None: metrics are off."""
+        """What counts a failure of the limits' counters (`limits.limits_for`'s `on_error`); None: metrics are off."""
         metrics = self.metrics
         return None if metrics is None else lambda mode: metrics.limits_errors.labels(mode).inc()
 

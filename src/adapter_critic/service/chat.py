@@ -44,7 +44,7 @@ from .admission import Admission
 
 if TYPE_CHECKING:
     from ..cache.answers import AnswerCache
-    from ..quota import Quotas, Ticket
+    from ..limits import Limits, Ticket
     from ..store.runstore import RunStore
 
 logger = logging.getLogger("adapter_critic")
@@ -101,7 +101,7 @@ class ChatService:
         host_guard: HostGuard,
         store: RunStore | None = None,
         subscribers: Sequence[Subscriber] = (),
-        quotas: Quotas | None = None,
+        limits: Limits | None = None,
         cache: AnswerCache | None = None,
     ) -> None:
         self.config = config
@@ -113,7 +113,7 @@ class ChatService:
         self.store = store  # None: not recording (also once a store that could not be opened is given up)
         self.subscribers = tuple(subscribers)
         self.prices = price_table(config.prices, config.pricing)  # None: no prices, no cost work
-        self.quotas = quotas  # None: no limits configured, and no limit work at all
+        self.limits = limits  # None: no limits configured, and no limit work at all
         self.cache = cache  # None: no served model has `cache = true`, and no cache work at all
         self.policy = KeyPolicy(config)  # what each named key may reach
         self._plans: dict[str, Plan] = {}
@@ -142,8 +142,8 @@ class ChatService:
         """The second half of shutdown: close the upstream client, the limits' counters (their charges under way
         written first) and the cache."""
         await self.upstream.aclose()
-        if self.quotas is not None:
-            await self.quotas.aclose()
+        if self.limits is not None:
+            await self.limits.aclose()
         if self.cache is not None:
             await self.cache.aclose()
 
@@ -182,8 +182,8 @@ class ChatService:
         workflow = registry.get(plan.mode)
         if not workflow.many_choices:
             refuse_many_choices(request, plan.mode)
-        if self.quotas is not None:
-            ticket = await self.quotas.admit_run(
+        if self.limits is not None:
+            ticket = await self.limits.admit_run(
                 caller.name,
                 plan,
                 request,

@@ -21,11 +21,11 @@ from starlette.types import ASGIApp  # the type of an in-process upstream (the d
 from ..cache.answers import cache_for
 from ..config import Config
 from ..events import Subscriber
+from ..limits import limits_for
 from ..observe.logs import protect_request_ids, request_log
 from ..observe.telemetry import Telemetry, telemetry_for
 from ..protocols import registry as protocols
 from ..protocols.registry import Sides
-from ..quota import quotas_for
 from ..redact import Secrets, masked_logs, protect_logs
 from ..store.settings import recording_store
 from ..upstream.client import Upstream
@@ -137,7 +137,7 @@ def compose(
             host_guard=host_guard or HostGuard(timeout=config.connect_timeout_seconds),
             store=store,  # started with the lifespan
             subscribers=(request_log, *subscribers, *telemetry.subscribers),
-            quotas=quotas_for(
+            limits=limits_for(
                 config, clock=clock, on_refused=telemetry.on_rate_limited, on_error=telemetry.on_limits_error
             ),
             cache=cache_for(config, store, secrets.values, clock=clock),

@@ -35,9 +35,9 @@ from ..version import USER_AGENT
 from .decoding import ACCEPT_ENCODING
 from .failures import TRANSPORT_ERRORS, bad_answer, reported_usage, status_error, transport_error
 from .inprocess import asgi_stream
-from .limits import ResponseTooLarge, read_body
 from .pinning import pinned_client
 from .posting import Opened, posted, read_some
+from .sizes import ResponseTooLarge, read_body
 from .sse import iter_batches
 from .synthesized import completion_as_chunks
 from .transport import AiohttpTransport, network_client

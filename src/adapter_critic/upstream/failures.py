@@ -21,8 +21,8 @@ from ..errors import StreamIncomplete, UpstreamError
 from ..errorwire import read_error_body
 from ..redact import Secrets
 from .decoding import UndecodableAnswer
-from .limits import ResponseTooLarge
 from .retry import parse_retry_after
+from .sizes import ResponseTooLarge
 from .transport import AIOHTTP_ERRORS, as_httpx_error
 
 # What the transport, the size limit and the event stream reader raise; each maps to an `UpstreamError`.

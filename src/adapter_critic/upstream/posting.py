@@ -19,8 +19,8 @@ from collections.abc import AsyncIterator, Mapping
 import httpx
 
 from .decoding import body_chunks
-from .limits import sent
 from .pinning import PINNED
+from .sizes import sent
 from .transport import AiohttpTransport
 
 __all__ = ["Opened", "posted", "read_some"]

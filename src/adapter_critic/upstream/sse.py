@@ -9,7 +9,7 @@ import re
 from collections.abc import AsyncIterator
 
 from ..errors import StreamIncomplete
-from .limits import ResponseTooLarge
+from .sizes import ResponseTooLarge
 
 DONE = b"[DONE]"
 

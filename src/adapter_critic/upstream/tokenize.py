@@ -26,7 +26,7 @@ import msgspec
 from ..core import StageTarget
 from .client import Upstream
 from .failures import TRANSPORT_ERRORS
-from .limits import read_limited, sent
+from .sizes import read_limited, sent
 
 logger = logging.getLogger("adapter_critic")
 

@@ -1,6 +1,6 @@
 """Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
 
-Quotas and budgets per caller and per served model (docs/guides/quotas.md): which windows a request is counted in
+Limits and budgets per caller and per served model (docs/guides/limits.md): which windows a request is counted in
 (`windows`), where the counters live (this process: `memory`; a Redis: `shared`), the admission of a run and its
 charge (`gate`), and a key's usage (`usage`)."""
 
@@ -11,20 +11,20 @@ from collections.abc import Callable
 
 from ..config import Config
 from ..events import RunRecord
-from .gate import Counters, Quotas, Ticket, known_cost
+from .gate import Counters, Limits, Ticket, known_cost
 from .memory import MemoryCounters
 
-__all__ = ["Quotas", "Ticket", "quotas_for"]
+__all__ = ["Limits", "Ticket", "limits_for"]
 
 
-def quotas_for(
+def limits_for(
     config: Config,
     *,
     clock: Callable[[], float] = time.time,
     run_cost: Callable[[RunRecord], float] = known_cost,
     on_refused: Callable[[str, str], None] | None = None,
     on_error: Callable[[str], None] | None = None,
-) -> Quotas | None:
+) -> Limits | None:
     """The service's limits, or None when no key or served model has a limit: then a request does no limit work at
     all (a key's `models` is `access.KeyPolicy`'s)."""
     keys = config.auth.keys
@@ -36,4 +36,4 @@ def quotas_for(
         counters: Counters = RedisCounters(config.limits.url)
     else:
         counters = MemoryCounters(clock)
-    return Quotas(config, counters, clock=clock, run_cost=run_cost, on_refused=on_refused, on_error=on_error)
+    return Limits(config, counters, clock=clock, run_cost=run_cost, on_refused=on_refused, on_error=on_error)

@@ -1,4 +1,4 @@
-"""Quotas per caller and per served model, through real uvicorn with the official SDKs (docs/guides/quotas.md).
+"""Limits per caller and per served model, through real uvicorn with the official SDKs (docs/guides/limits.md).
 
 The app runs in this process (`uvicorn_serving`) so its limits' clock is the test's: it stands just before a
 window's end, and moves on when the client is told to wait — the wait the SDK then makes is the one the server
@@ -212,7 +212,7 @@ def test_usage_is_the_keys_own_or_an_admins_to_read(served: Any, tmp_path: Path)
 
 def test_without_limits_no_limit_work_is_done() -> None:
     app = create_app(make_config())
-    assert app.state.adapter_critic.chat.quotas is None
+    assert app.state.adapter_critic.chat.limits is None
 
 
 def test_a_daily_budget_admits_runs_until_their_cost_reaches_it(served: Any) -> None:

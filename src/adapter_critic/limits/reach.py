@@ -1,6 +1,6 @@
 """Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
 
-What a run counts against, whatever path it takes (docs/guides/quotas.md#how-it-counts): the served models it uses,
+What a run counts against, whatever path it takes (docs/guides/limits.md#how-it-counts): the served models it uses,
 and what a cost budget reserves for it before it starts.
 
 A run uses its own served model; every served model one of its stages runs (`served =`, a chain's draft), as deep as

@@ -87,8 +87,8 @@ class Ticket:
     """An admitted run's share of the limits: the headers its answer carries, what its cost budgets hold back for it
     (`reserved`), and what its end charges — however it ends, a client gone away included."""
 
-    def __init__(self, quotas: Quotas, buckets: list[Bucket], states: list[Usage], reserved: float = 0.0) -> None:
-        self.quotas = quotas
+    def __init__(self, limits: Limits, buckets: list[Bucket], states: list[Usage], reserved: float = 0.0) -> None:
+        self.limits = limits
         self.buckets = buckets
         self.reserved = reserved
         self.headers = rate_headers(states)
@@ -98,7 +98,7 @@ class Ticket:
         """A run subscriber: the run's tokens and cost are charged when it ends (streamed or not), its reservation
         settled."""
         if type(event) is RunFinished:
-            self._charge = self.quotas.charge_later(self.buckets, event.record, self.reserved)
+            self._charge = self.limits.charge_later(self.buckets, event.record, self.reserved)
 
     async def charged(self) -> None:
         """Wait for the run's charge (an answer not streamed is sent after it, so the caller's next request sees it)."""
@@ -106,7 +106,7 @@ class Ticket:
             await asyncio.shield(self._charge)
 
 
-class Quotas:
+class Limits:
     """One service's limits: made only when some key or served model has a limit."""
 
     def __init__(

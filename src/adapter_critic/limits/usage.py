@@ -9,7 +9,7 @@ from typing import Protocol
 
 import msgspec
 
-from .gate import LIMIT_FIELDS, Quotas
+from .gate import LIMIT_FIELDS, Limits
 from .windows import day_start, month_start
 
 
@@ -48,7 +48,7 @@ class RunCounts(Protocol):
     async def key_usage(self, key_name: str, since: float) -> tuple[int, int, float | None]: ...
 
 
-async def key_usage(name: str, now: float, store: RunCounts | None, quotas: Quotas | None) -> KeyUsage:
+async def key_usage(name: str, now: float, store: RunCounts | None, limits: Limits | None) -> KeyUsage:
     """`name`'s usage at `now`; raises what the store or the counters raise."""
     today, month = Period(since=day_start(now)), Period(since=month_start(now))
     if store is not None:
@@ -56,7 +56,7 @@ async def key_usage(name: str, now: float, store: RunCounts | None, quotas: Quot
         today.requests, today.tokens, today.cost = await store.key_usage(name, today.since)
         month.requests, month.tokens, month.cost = await store.key_usage(name, month.since)
     windows = []
-    for state in await quotas.usage(name) if quotas is not None else []:
+    for state in await limits.usage(name) if limits is not None else []:
         if state.kind == "cost_day" and store is None:
             today.cost = state.used
         elif state.kind == "cost_month" and store is None:

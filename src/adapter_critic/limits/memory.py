@@ -1,7 +1,7 @@
 """Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
 
 The counters in this process (no `[limits] url`): exact for one process; each worker process of several counts on
-its own (docs/guides/quotas.md). Every operation runs without an `await` in between, so it is atomic on the event
+its own (docs/guides/limits.md). Every operation runs without an `await` in between, so it is atomic on the event
 loop."""
 
 from __future__ import annotations
