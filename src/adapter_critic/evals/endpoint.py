@@ -1,12 +1,13 @@
 """Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
 
-Where chat requests go: the app in-process (a config, or the built-in demo; no server needed) or any
-OpenAI-compatible server at a base URL, each request made with the upstream retry rules.
+Where chat requests go: the service in-process (a config, or the built-in demo; no server needed: `InProcess` asks
+its chat service directly, never an HTTP app) or any OpenAI-compatible server at a base URL, each request made with
+the upstream retry rules.
 
-A request is one upstream call of this package's own client (`upstream.client.Upstream`), so a failure is an
-`UpstreamError` in the project's words ("could not connect to 127.0.0.1:9 (connection refused)"). In-process the
-app retries each stage itself, so the request is not retried again; a server at a base URL is retried on a
-connection error, a timeout, 429 or 5xx, with backoff, like any upstream.
+A failure is an `UpstreamError` in the project's words ("could not connect to 127.0.0.1:9 (connection refused)").
+At a base URL a request is one upstream call of this package's own client (`upstream.client.Upstream`), retried on a
+connection error, a timeout, 429 or 5xx, with backoff, like any upstream; in-process the service retries each stage
+itself, so the request is not retried again, and a request it refuses is said as the status a server would answer.
 
 In-process runs are recorded in the run store as the standalone server records them (`ADAPTER_CRITIC_STORE`, else
 the config's `store.url`, else the SQLite file in the user's data directory), so each result's `run_id` is a run
@@ -27,10 +28,11 @@ from starlette.types import ASGIApp
 
 from ..config import Config
 from ..core import StageTarget
-from ..errors import ConfigError, EvalError, UpstreamError
-from ..http.app import build_app
-from ..redact import Secrets, redact_userinfo
-from ..service.compose import compose
+from ..errors import APIError, ConfigError, EvalError, UpstreamError
+from ..protocols.openai import INBOUND as OPENAI
+from ..redact import Secrets, masked_logs, redact_userinfo
+from ..service.chat import Answered, Caller
+from ..service.compose import Service, compose
 from ..store.settings import default_url, store_url
 from ..upstream.client import Upstream
 from ..upstream.failures import describe_transport_error
@@ -120,29 +122,70 @@ class Endpoint:
         return f"{self.describe} {error.detail}".rstrip(".")
 
 
+class InProcess(Endpoint):
+    """The service serving a config, in this process: each request decoded and answered by its chat service
+    (`service.chat`), never through the HTTP app, and rendered as the chat-completions response a server would send."""
+
+    def __init__(self, service: Service, name: str, request_seconds: float) -> None:
+        super().__init__(service.upstream, IN_PROCESS_PREFIX, RetryPolicy(retries=0), name=name)
+        self.service = service
+        self.request_seconds = request_seconds
+
+    async def chat(self, body: dict[str, Any]) -> Reply:
+        started = time.perf_counter()
+        run_id = OPENAI.new_id()
+        try:
+            request = OPENAI.decode(msgspec.json.encode({**body, "stream": False}), max_messages=None)
+            answered = await self.service.chat.answer(request, Caller(), run_id=run_id, request_id=run_id, headers={})
+        except UpstreamError:
+            raise
+        except APIError as exc:  # the request itself was refused: said as a server would answer it
+            shown = self.service.secrets.redact(exc.message)
+            raise UpstreamError(
+                stage=STAGE, target=self.describe, kind="status", detail=f"answered HTTP {exc.status_code}: {shown}",
+                upstream_status=exc.status_code,
+            ) from None  # fmt: skip
+        assert isinstance(answered, Answered)  # a request that does not stream is run to its end
+        rendered = OPENAI.response(answered.record, response_id=run_id, request=request)
+        return Reply(msgspec.json.decode(rendered), (time.perf_counter() - started) * 1000)
+
+    async def served_models(self) -> list[str] | None:
+        return list(self.service.config.served_models)
+
+    async def require(self, models: list[str]) -> None:
+        """Fail early, in one line, if a model asked for is not served here (a prefixed name is, `[models]`)."""
+        config = self.service.config
+        unknown = [model for model in models if not config.serves(model)]
+        if unknown:
+            names = ", ".join(repr(model) for model in unknown)
+            raise EndpointError(f"{self.describe} does not serve {names}; it serves: {', '.join(config.served_models)}")
+
+
 @contextlib.asynccontextmanager
 async def in_process(
     config: Config, in_process_app: ASGIApp | None, request_seconds: float, name: str
 ) -> AsyncIterator[Endpoint]:
-    """The app serving `config` (`name`: its file, or the demo), running in this process (its lifespan entered),
-    recording its runs in the run store; a store asked for that cannot be used is an `EndpointError`."""
+    """The service serving `config` (`name`: its file, or the demo), running in this process (started and stopped
+    as a server's lifespan would), recording its runs in the run store; a store asked for that cannot be used is an
+    `EndpointError`."""
     try:
         service = compose(config, in_process_app=in_process_app, store_default=default_url())
     except ConfigError as exc:
         raise EndpointError(str(exc)) from None
-    app = build_app(service, prefix=IN_PROCESS_PREFIX)
-    upstream = Upstream(timeout=request_seconds, secrets=service.secrets, in_process_app=app)
     asked = store_url(config.store, None)  # the env var or `store.url`; not the default, which may be given up
     if asked is not None and service.store is not None:
         await _require_store(asked)
-    async with app.router.lifespan_context(app):
-        upstream.open()
-        try:
-            endpoint = Endpoint(upstream, IN_PROCESS_PREFIX, RetryPolicy(retries=0), name=name)
-            endpoint.recorded_to = service.store.where() if service.store is not None else None
-            yield endpoint
-        finally:
-            await upstream.aclose()
+    chat = service.chat
+    with masked_logs(service.secrets):
+        chat.start()
+        await chat.start_recording()
+    try:
+        endpoint = InProcess(service, name, request_seconds)
+        endpoint.recorded_to = service.store.where() if service.store is not None else None
+        yield endpoint
+    finally:
+        with masked_logs(service.secrets):
+            await chat.stop()
 
 
 async def _require_store(url: str) -> None:
