@@ -59,11 +59,9 @@ class KeyPolicy:
         self._bounded = {name: tuple(key.models) for name, key in self._keys.items() if key.models is not None}
         self._reachable: dict[str, frozenset[tuple[str, str, str | None]]] = {}
         self._allows: dict[tuple[str | None, str], bool] = {}
+        # Some key is bounded (`models`) or may not override: else a request pays nothing here.
+        self.any_bounds = bool(self._bounded) or any(not key.allow_overrides for key in self._keys.values())
 
-    @property
-    def any_bounds(self) -> bool:
-        """Some key is bounded (`models`) or may not override: else a request pays nothing here."""
-        return bool(self._bounded) or any(not key.allow_overrides for key in self._keys.values())
 
     def bounded(self, caller: str | None) -> bool:
         """The caller's key has a `models` list."""
