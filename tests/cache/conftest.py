@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from ..conftest import RemoteUpstream, run_app
@@ -65,6 +66,9 @@ def store_file(tmp_path: Path) -> str:
 def cached_app(upstream_url: str, store_file: str, tmp_path: Path) -> Iterator[str]:
     """The standalone app recording to a SQLite file, its `reviewed` model cached; yields its base URL."""
     with run_app(tmp_path / "cache.toml", config_toml(upstream_url, store_file), CACHE_UP_KEY=UP_KEY) as (url, _):
+        # Its first answer waits for the app to start (the socket listens already): generously, on a busy machine,
+        # where the tests' own requests keep httpx's default 5 s.
+        httpx.get(f"{url}/v1/health", timeout=60).raise_for_status()
         yield url
 
 
