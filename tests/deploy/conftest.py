@@ -8,6 +8,7 @@ this machine, a build with no network) and run with `--network host`: every byte
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -47,8 +48,12 @@ def docker_reason() -> str | None:
 
 
 @pytest.fixture(scope="session")
-def image() -> str:
-    """The image built from this checkout, tagged `IMAGE` (cached layers make a rebuild quick)."""
+def image(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The image built from this checkout, tagged `IMAGE` (cached layers make a rebuild quick): once per test run.
+
+    Under pytest-xdist each worker has this session fixture; the first to ask builds the image while holding a lock
+    in the run's temporary directory (shared by the workers), the others wait for it and use that build: two builds
+    at once would both rewrite deploy/wheelhouse."""
     reason = docker_reason()
     if reason is not None:
         unavailable(reason)
@@ -56,15 +61,23 @@ def image() -> str:
         probe = subprocess.run(["docker", "image", "inspect", "adapter-critic-base:bookworm"], capture_output=True)
         if probe.returncode != 0:
             unavailable("debootstrap is not installed here (the offline base image is made with it)")
-    build = subprocess.run(
-        [str(ROOT / "deploy" / "build-image.sh"), "--offline", "--tag", IMAGE],
-        env={**os.environ, "PYTHON": sys.executable},
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
-    if build.returncode != 0:
-        pytest.fail(f"deploy/build-image.sh failed:\n{build.stdout[-3000:]}\n{build.stderr[-3000:]}")
+    run_dir = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        run_dir = run_dir.parent  # this run's directory, the workers' own ones in it
+    with open(run_dir / "image.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        built = run_dir / "image.built"
+        if not built.exists():
+            build = subprocess.run(
+                [str(ROOT / "deploy" / "build-image.sh"), "--offline", "--tag", IMAGE],
+                env={**os.environ, "PYTHON": sys.executable},
+                capture_output=True,
+                text=True,
+                timeout=1200,
+            )
+            if build.returncode != 0:
+                pytest.fail(f"deploy/build-image.sh failed:\n{build.stdout[-3000:]}\n{build.stderr[-3000:]}")
+            built.write_text(IMAGE, encoding="utf-8")
     return IMAGE
 
 
