@@ -62,7 +62,6 @@ class KeyPolicy:
         # Some key is bounded (`models`) or may not override: else a request pays nothing here.
         self.any_bounds = bool(self._bounded) or any(not key.allow_overrides for key in self._keys.values())
 
-
     def bounded(self, caller: str | None) -> bool:
         """The caller's key has a `models` list."""
         return caller is not None and caller in self._bounded

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import msgspec
 
@@ -57,10 +57,9 @@ RunStreamer = Callable[
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class Caller:
+class Caller(NamedTuple):
     """Who asks: the name of the named key it came with (`[[auth.keys]]`; None: a nameless key, or no auth) and its
-    own token, sent only to targets with `forward_client_authorization`."""
+    own token, sent only to targets with `forward_client_authorization`. (A tuple: made for every request.)"""
 
     name: str | None = None
     token: str | None = None
