@@ -1,8 +1,7 @@
 """The product in front of a real model server (issue 46): llama-cpp-python serving SmolLM2-135M-Instruct on
 loopback, the app in real uvicorn with examples/smollm2.toml, the official `openai` and `anthropic` SDKs as clients.
 
-Every workflow answers plain and streamed through the openai SDK, and streamed through the anthropic SDK (two of
-them plain: that rendering does not depend on the workflow); a forced tool call and a JSON answer come from the
+Every workflow answers plain and streamed through the openai SDK and through the anthropic SDK; a forced tool call and a JSON answer come from the
 server's grammar; a client leaving mid-stream frees the server; `count_tokens` is counted by the server's tokenizer;
 a streamed stage whose upstream reports no usage is flagged; a `direct` answer is the model's own text. A 135M model
 says little of use: the assertions check structure and accounting, never wording.
@@ -89,9 +88,8 @@ def test_every_workflow_streams_to_the_openai_sdk(oai: openai.OpenAI, model: str
         assert ext["tokens"]["unreported"] == ["api"] and ext["tokens"]["lower_bound"] is True
 
 
-# A finished run is rendered as a Messages `message` the same way whatever its workflow: two of them plain (a stream
-# is where workflows differ: which stage streams, and when the usage is known).
-@pytest.mark.parametrize("model", ["smollm2", "smollm2-critic"])
+# Every workflow's finished run, rendered as a Messages `message`.
+@pytest.mark.parametrize("model", WORKFLOWS)
 def test_a_workflow_answers_the_anthropic_sdk(claude: anthropic.Anthropic, model: str) -> None:
     message = claude.messages.create(model=model, max_tokens=MAX_TOKENS, messages=QUESTION)
     assert message.content[0].type == "text" and message.content[0].text
