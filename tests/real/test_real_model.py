@@ -1,10 +1,10 @@
 """The product in front of a real model server (issue 46): llama-cpp-python serving SmolLM2-135M-Instruct on
 loopback, the app in real uvicorn with examples/smollm2.toml, the official `openai` and `anthropic` SDKs as clients.
 
-Every workflow answers plain and streamed through the openai SDK and through the anthropic SDK; a forced tool call and a JSON answer come from the
-server's grammar; a client leaving mid-stream frees the server; `count_tokens` is counted by the server's tokenizer;
-a streamed stage whose upstream reports no usage is flagged; a `direct` answer is the model's own text. A 135M model
-says little of use: the assertions check structure and accounting, never wording.
+Every workflow answers plain and streamed through the openai SDK and through the anthropic SDK; a forced tool call
+and a JSON answer come from the server's grammar; a client leaving mid-stream frees the server; `count_tokens` is
+counted by the server's tokenizer; a streamed stage whose upstream reports no usage is flagged; a `direct` answer is
+the model's own text. A 135M model says little of use: the assertions check structure and accounting, never wording.
 """
 
 from __future__ import annotations
