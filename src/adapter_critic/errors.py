@@ -22,7 +22,9 @@ AdapterCriticError
 ├── StoreError                 -- the run store cannot be used as asked
 │   ├── StoreURLError          -- store.database (also a ValueError): a store.url it cannot open
 │   ├── SchemaTooNew           -- store.schema (also a RuntimeError): written by a newer adapter_critic
-│   └── BadCursor              -- store.records (also a ValueError): a cursor this store did not hand out
+│   ├── BadCursor              -- store.records (also a ValueError): a cursor this store did not hand out
+│   ├── FeedbackInvalid        -- store.feedback (also a ValueError): feedback that cannot be kept as given
+│   └── FeedbackNotKept        -- store.feedback (also a RuntimeError): feedback the store could not write
 ├── EvalError                  -- an evaluation cannot go on as asked
 │   ├── DatasetError           -- evals.dataset: a dataset that cannot be used (names the file and line)
 │   ├── EndpointError          -- evals.endpoint: the endpoint cannot be used at all

@@ -28,7 +28,7 @@ _SCORE = "`score` must be a number from -1 (bad) to 1 (good); thumbs: 1 or -1."
 FIELDS = ("score", "label", "comment", "stage", "stage_index", "verdict", "corrected_answer")
 
 
-class FeedbackInvalid(ValueError):
+class FeedbackInvalid(StoreError, ValueError):
     """Feedback that cannot be kept: the message says what to change; `param` names the field."""
 
     def __init__(self, message: str, param: str | None = None) -> None:
