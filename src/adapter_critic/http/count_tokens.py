@@ -20,10 +20,9 @@ import logging
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..access import check_model_name
 from ..core import StageTarget
 from ..errors import APIError, RequestError, ServerError
-from ..pipeline.resolve import resolve, unknown_model
+from ..pipeline.resolve import resolve
 from ..protocols.anthropic.counting import IMAGE_TOKENS, Counted, decode_count
 from ..protocols.base import Inbound
 from ..protocols.openai.render import encode
@@ -56,11 +55,7 @@ class CountTokens:
                 raise body_too_large(config.max_body_bytes)
             counted = decode_count(await read_body(receive, config.max_body_bytes))
             token = client_token(scope, self.inbound.credential)
-            policy, caller = self.service.chat.policy, scope.get(CALLER)
-            if counted.model not in config.served_models:
-                check_model_name(counted.model)
-            if not policy.allows(caller, counted.model):  # counted like a request: another key's model is unknown
-                raise unknown_model(counted.model, policy.visible(caller, config.served_models))
+            self.service.chat.check_reach(counted.model, scope.get(CALLER))  # counted as a request is checked
             target = resolve(config, counted.model, None, client_token=token).api
             while target.served is not None:  # another served model's run: counted where its own API model is
                 target = resolve(config, target.served, None, client_token=token).api

@@ -169,10 +169,7 @@ class ChatService:
         Raises the `APIError` the client is answered with."""
         to_resolve = check_overrides(self.config, request.overrides, request.overrides_param)
         ticket, policy = None, self.policy
-        if request.model not in self.config.served_models:
-            check_model_name(request.model)
-        if policy.any_bounds and not policy.allows(caller.name, request.model):
-            raise unknown_model(request.model, policy.visible(caller.name, self.config.served_models))
+        self.check_reach(request.model, caller.name)
         plan = self._plan(request, caller.token)
         if request.overrides is not None and policy.any_bounds:
             policy.check_overrides(caller.name, plan, request.overrides_param)
@@ -228,6 +225,15 @@ class ChatService:
         if ticket is not None:
             await ticket.charged()  # the next request sees this run's tokens
         return Answered(record, headers)
+
+    def check_reach(self, model: str, caller: str | None) -> None:
+        """Refuse a model name no upstream could serve (400), or one the caller's key may not use (404, as unknown,
+        listing only its own): before anything else reads the name — a request's, or a token count's."""
+        if model not in self.config.served_models:
+            check_model_name(model)
+        policy = self.policy
+        if policy.any_bounds and not policy.allows(caller, model):
+            raise unknown_model(model, policy.visible(caller, self.config.served_models))
 
     def _subscribers(
         self, request_id: str, request: ChatRequest, plan: Plan, caller: Caller, ticket: Ticket | None = None
