@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from adapter_critic import AdapterCriticMiddleware
 from ..cli.conftest import invoke
 from ..conftest import RemoteUpstream, asgi_client, chat, run_app, sdk
 from ..middleware_app import LocalModel, local_config
+from .pgserver import execute
 
 TEAM, OTHER, OPS = "sk-feedback-team", "sk-feedback-other", "sk-feedback-ops"
 
@@ -52,6 +54,27 @@ def served(upstream_url: str, store_url: str, tmp_path: Path) -> Iterator[str]:
     RemoteUpstream(upstream_url).reset()
     env = {"ADAPTER_CRITIC_STORE": store_url, "FEEDBACK_TEAM_KEY": TEAM, "FEEDBACK_OTHER_KEY": OTHER}
     with run_app(tmp_path / "config.json", config(upstream_url), **env) as (url, _):
+        httpx.get(f"{url}/v1/health", timeout=10).raise_for_status()
+        yield url
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def shared(
+    request: pytest.FixtureRequest, upstream_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """One server for the tests that each make a run of their own and look only at it (the 400s): started once per
+    backend, on a store of its own (on PostgreSQL its own database, which no other test empties)."""
+    where = tmp_path_factory.mktemp("feedback")
+    if request.param == "sqlite":
+        store = f"sqlite:///{where / 'runs.sqlite3'}"
+    else:
+        server: str = request.getfixturevalue("pg_server")
+        name = f"feedback_{os.getpid()}"
+        execute(f"{server}/postgres", f'DROP DATABASE IF EXISTS "{name}"')
+        execute(f"{server}/postgres", f'CREATE DATABASE "{name}"')
+        store = f"{server}/{name}"
+    env = {"ADAPTER_CRITIC_STORE": store, "FEEDBACK_TEAM_KEY": TEAM, "FEEDBACK_OTHER_KEY": OTHER}
+    with run_app(where / "config.json", config(upstream_url), **env) as (url, _):
         httpx.get(f"{url}/v1/health", timeout=10).raise_for_status()
         yield url
 
@@ -141,7 +164,8 @@ def test_feedback_is_kept_shown_counted_and_kept_to_the_runs_a_key_sees(served: 
         ([1], None, "The body must be a JSON object"),
     ],
 )
-def test_bad_feedback_is_a_400_that_says_what_to_change(served: str, body: Any, param: str | None, says: str) -> None:
+def test_bad_feedback_is_a_400_that_says_what_to_change(shared: str, body: Any, param: str | None, says: str) -> None:
+    served = shared
     run_id = ask(served, TEAM, "team-direct", "Hello")
     written(served, run_id)
     response = give(served, TEAM, run_id, body)
@@ -152,7 +176,8 @@ def test_bad_feedback_is_a_400_that_says_what_to_change(served: str, body: Any, 
     assert written(served, run_id)["feedback"] == []
 
 
-def test_not_json_and_wrong_methods(served: str) -> None:
+def test_not_json_and_wrong_methods(shared: str) -> None:
+    served = shared
     run_id = ask(served, TEAM, "team-direct", "Hello")
     written(served, run_id)
     not_json = httpx.post(f"{served}/v1/runs/{run_id}/feedback", content=b"score=1", headers=headers(TEAM), timeout=30)
