@@ -92,9 +92,9 @@ def eval_command(
     if len(set(names)) != len(names):
         raise CliError(f"--models names a model twice: {models}")
     judge = EndpointJudge()
-    scorers = _scorers(items, scorer, judge, path)
+    scorers = scorers_for(items, scorer, judge, path)
     if click.get_current_context().get_parameter_source("scorer") is not ParameterSource.DEFAULT:
-        _warn_kept_scorers(items, scorer, path)
+        _warn_keptscorers_for(items, scorer, path)
     judges = sorted({spec.spec.partition(":")[2] for spec in scorers.values() if spec.spec.startswith("judge:")})
     out = Path(output_dir)
 
@@ -114,7 +114,7 @@ def eval_command(
     anyio.run(run)
 
 
-def _scorers(items: list[Item], default: str, judge: Judge, path: Path) -> dict[str, Scorer]:
+def scorers_for(items: list[Item], default: str, judge: Judge, path: Path) -> dict[str, Scorer]:
     """Every scorer the run uses, built and checked against the items that use it, before anything runs."""
     scorers: dict[str, Scorer] = {}
     for item in items:
@@ -130,7 +130,7 @@ def _scorers(items: list[Item], default: str, judge: Judge, path: Path) -> dict[
     return scorers
 
 
-def _warn_kept_scorers(items: list[Item], scorer: str, path: Path) -> None:
+def _warn_keptscorers_for(items: list[Item], scorer: str, path: Path) -> None:
     """`--scorer` given, and lines that name their own: a line's `scorer` wins, which the user may not expect."""
     kept = sum(1 for item in items if item.scorer)
     if kept:

@@ -20,8 +20,10 @@ from .costs import bounded
 class Progress:
     """Items done, rate, ETA and errors: a Rich progress bar on a terminal, else one plain line per result."""
 
-    def __init__(self, console: Console, *, total: int, done: int) -> None:
+    def __init__(self, console: Console, *, total: int, done: int, name: str = "eval", lines: bool = True) -> None:
+        """`name` heads the bar; `lines`: off a terminal, a line per result (else none: the caller says what ran)."""
         self._console = console
+        self._lines = lines
         self._total = total
         self._done = done
         self._errors = 0
@@ -30,7 +32,7 @@ class Progress:
         self._task: bar.TaskID | None = None
         if console.is_terminal:
             self._bar = bar.Progress(
-                bar.TextColumn("eval"),
+                bar.TextColumn(name),
                 bar.BarColumn(),
                 bar.MofNCompleteColumn(),
                 bar.TextColumn("{task.fields[rate]}"),
@@ -38,12 +40,12 @@ class Progress:
                 bar.TextColumn("{task.fields[errors]}"),
                 console=console,
             )
-            self._task = self._bar.add_task("eval", total=total, completed=done, rate="", errors="")
+            self._task = self._bar.add_task(name, total=total, completed=done, rate="", errors="")
 
     def __enter__(self) -> Progress:
         if self._bar is not None:
             self._bar.start()
-        elif self._done:
+        elif self._done and self._lines:
             self._console.print(f"resuming: {self._done} of {self._total} already done", soft_wrap=True)
         return self
 
@@ -61,6 +63,8 @@ class Progress:
             rate = f"{self._bar.tasks[0].speed or 0:.1f}/s"
             errors = f"[red]{self._errors} errors[/]" if self._errors else "0 errors"
             self._bar.update(self._task, advance=1, rate=rate, errors=errors)
+            return
+        if not self._lines:
             return
         said = f"error: {result.error}" if result.error is not None else f"score {result.score:g}"
         line = f"[{self._done}/{self._total}] {result.model} {result.id}: {said}"

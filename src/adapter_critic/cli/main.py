@@ -16,6 +16,7 @@ from .keys import keys
 from .replay import replay
 from .runs import runs
 from .serve import serve
+from .tune import tune
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -36,6 +37,7 @@ def cli(context: click.Context) -> None:
 cli.add_command(serve)
 cli.add_command(check)
 cli.add_command(eval_command)
+cli.add_command(tune)
 cli.add_command(runs)
 cli.add_command(replay)
 cli.add_command(keys)

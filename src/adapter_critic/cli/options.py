@@ -14,7 +14,7 @@ import click
 from starlette.types import ASGIApp
 
 from ..config import Config, load_config, require_absolute_urls
-from ..demo import demo_config, demo_model_app
+from ..demo import DEMO_BASE_URL, demo_config, demo_model_app, demo_model_for
 from ..errors import ConfigError
 from ..evals import endpoint as endpoints
 from ..evals.endpoint import Endpoint
@@ -56,10 +56,11 @@ def load_served(config_path: str | None) -> Served:
         raise CliError(f"{config_path}: no such config file")
     try:
         config = load_config(config_path)
-        require_absolute_urls(config)
+        demo = demo_model_for(config)  # a config may name the demo model, as the one `tune` writes over it does
+        require_absolute_urls(config, served_here=(DEMO_BASE_URL,) if demo is not None else ())
     except ConfigError as exc:
         raise CliError(f"invalid config: {exc}") from None
-    return Served(config, None, config_path)
+    return Served(config, demo, config_path)
 
 
 def require_file(path: str, what: str) -> Path:

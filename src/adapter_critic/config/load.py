@@ -52,11 +52,12 @@ def source_of(config: Config) -> str:
     return source
 
 
-def require_absolute_urls(config: Config, source: str | None = None) -> None:
-    """Refuse relative `base_url`s where no wrapped app can serve them (create_app, standalone)."""
+def require_absolute_urls(config: Config, source: str | None = None, *, served_here: tuple[str, ...] = ()) -> None:
+    """Refuse relative `base_url`s where no wrapped app can serve them (create_app, standalone); `served_here`: the
+    relative ones an app in this process does serve (the demo model's)."""
     source = source or source_of(config)
     for where, target in config.key_paths():
-        if is_relative(target.base_url):
+        if is_relative(target.base_url) and target.base_url.rstrip("/") not in served_here:
             raise ConfigError(
                 f"{source}: {where}.base_url: {target.base_url!r} is a relative URL; "
                 "relative URLs only work with AdapterCriticMiddleware, which serves them in-process from the "

@@ -286,6 +286,14 @@ def _sse(payload: dict[str, Any]) -> bytes:
     return b"data: " + msgspec.json.encode(payload) + b"\n\n"
 
 
+def demo_model_for(config: Config) -> Starlette | None:
+    """The demo model's app when a target of `config` names it (`base_url = "/demo/v1"`, as the config `tune` writes
+    over the demo does), so that a config file may use the demo model; else None."""
+    if any(target.base_url.rstrip("/") == DEMO_BASE_URL for target in config.targets()):
+        return demo_model_app()
+    return None
+
+
 def demo_model_app() -> Starlette:
     """The demo model as an OpenAI-compatible ASGI app serving `POST /demo/v1/chat/completions` (and
     `GET /demo/v1/models`, which `/health?deep=1` checks)."""

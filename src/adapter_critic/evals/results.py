@@ -179,16 +179,16 @@ def _amount(value: Any) -> bool:
 
 def write_summary(directory: Path, summary: dict[str, Any]) -> Path:
     path = directory / SUMMARY
-    path.write_text(json.dumps(_finite(summary), indent=2) + "\n", encoding="utf-8")
+    path.write_text(json.dumps(finite(summary), indent=2) + "\n", encoding="utf-8")
     return path
 
 
-def _finite(value: Any) -> Any:
+def finite(value: Any) -> Any:
     """NaN (a statistic of nothing) as JSON null."""
     if isinstance(value, float) and math.isnan(value):
         return None
     if isinstance(value, dict):
-        return {key: _finite(inner) for key, inner in value.items()}
+        return {key: finite(inner) for key, inner in value.items()}
     if isinstance(value, list | tuple):
-        return [_finite(inner) for inner in value]
+        return [finite(inner) for inner in value]
     return value

@@ -45,12 +45,24 @@ async def run_jobs(
             tg.start_soon(worker)
 
 
-async def run_one(endpoint: Endpoint, item: Item, model: str, scorer: Scorer, *, cache: bool = False) -> Result:
+async def run_one(
+    endpoint: Endpoint,
+    item: Item,
+    model: str,
+    scorer: Scorer,
+    *,
+    cache: bool = False,
+    settings: dict[str, Any] | None = None,
+    label: str | None = None,
+) -> Result:
     """Ask `model` about `item` and grade the answer; a failure is a result with `error`, never an exception.
     `cache`: the request asks to be answered from the exact-match cache (`x_adapter_critic.cache`), where its served
-    model has one (docs/guides/cache.md)."""
-    base = Result(id=item.id, model=model, scorer=scorer.spec, metadata=item.metadata)
+    model has one (docs/guides/cache.md). `settings`: the workflow's settings the request chooses
+    (`x_adapter_critic`); `label`: what the result is filed under instead of `model` (a model with settings)."""
+    base = Result(id=item.id, model=label or model, scorer=scorer.spec, metadata=item.metadata)
     body: dict[str, Any] = {**item.params, "model": model, "messages": item.messages}
+    if settings:
+        body["x_adapter_critic"] = {**_object(body.get("x_adapter_critic")), **settings}
     if cache:
         body["x_adapter_critic"] = {**_object(body.get("x_adapter_critic")), "cache": True}
     try:

@@ -14,6 +14,7 @@ import httpx
 from starlette.applications import Starlette
 
 from ..config import Config, load_config, require_absolute_urls
+from ..demo import DEMO_BASE_URL, demo_model_for
 from ..service.compose import compose
 from ..store.settings import default_url
 from ..upstream.pinning import HostGuard, Resolver
@@ -52,14 +53,19 @@ def create_app(
 
 def create_standalone_app(config: Config | str | Path, *, on_started: Callable[[], None] | None = None) -> Starlette:
     """`create_app` with its routes under `/v1` and the standalone server's defaults, as
-    `uvicorn adapter_critic.asgi:app` serves them."""
-    service = compose(_absolute(config), standalone=True, store_default=default_url())
+    `uvicorn adapter_critic.asgi:app` serves them. A target may name the built-in demo model (`/demo/v1`), which the
+    server then answers in-process."""
+    if not isinstance(config, Config):
+        config = load_config(config)
+    demo = demo_model_for(config)
+    config = _absolute(config, served_here=(DEMO_BASE_URL,) if demo is not None else ())
+    service = compose(config, standalone=True, in_process_app=demo, store_default=default_url())
     return build_app(service, prefix="/v1", on_started=on_started)
 
 
-def _absolute(config: Config | str | Path) -> Config:
-    """The config (loaded from its file if a path), refused if a `base_url` is relative."""
+def _absolute(config: Config | str | Path, *, served_here: tuple[str, ...] = ()) -> Config:
+    """The config (loaded from its file if a path), refused if a `base_url` is relative (but those `served_here`)."""
     if not isinstance(config, Config):
         config = load_config(config)
-    require_absolute_urls(config)
+    require_absolute_urls(config, served_here=served_here)
     return config
