@@ -61,6 +61,7 @@ GUIDES = (
     "feedback",
     "cli",
     "evals",
+    "tuning",
     "plugins",
 )
 
