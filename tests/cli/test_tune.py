@@ -18,8 +18,9 @@ from openai import OpenAI
 from adapter_critic.config import load_config
 from adapter_critic.tuning.candidates import candidates
 from adapter_critic.workflows import registry
+from adapter_critic.workflows.prompts import SECOND_PASS_INSTRUCTION
 
-from ..conftest import run_app, sdk
+from ..conftest import RemoteUpstream, run_app, sdk
 from .conftest import EXAMPLES, invoke, one_error_line, write_jsonl
 
 DATASET = EXAMPLES / "eval" / "tune.jsonl"
@@ -147,6 +148,37 @@ def test_a_budget_stops_it_and_resume_goes_on(tmp_path: Path) -> None:
     assert all(count == 1 for count in again.values())  # nothing answered before was asked again
     assert all(line["run_id"] == before[key] for line in after if (key := (line["id"], line["model"])) in before)
     assert not pareto(out)["out_of_budget"] and any(e["on_front"] for e in pareto(out)["candidates"])
+
+
+def test_on_a_scripted_upstream_the_technique_that_answers_right_wins(
+    tmp_path: Path, remote: RemoteUpstream, upstream_url: str
+) -> None:
+    """An upstream that answers 41 to everything, and 42 only when asked to revise after a critique: `critic` must
+    be on the front above `direct`, and the techniques that never revise (re2, self-consistency's vote of 41s) score
+    as direct does."""
+    remote.reset()
+    revise = SECOND_PASS_INSTRUCTION.partition("{critique}")[0].strip()
+    remote.script({"content": "The answer is 42.", "match": revise, "keep": True},
+                  {"content": "The answer is 41.", "keep": True})  # fmt: skip
+    config = tmp_path / "config.toml"
+    config.write_text(
+        f'[served_models.local]\nmode = "direct"\napi = {{ model = "m", base_url = "{upstream_url}/v1" }}\n'
+    )
+    dataset = write_jsonl(
+        tmp_path / "d.jsonl", *({"prompt": f"What is 6 * 7? ({i})", "expected": "42"} for i in range(8))
+    )
+    out = tmp_path / "out"
+    result = invoke("tune", str(dataset), "-c", str(config), "--model", "local", "--scorer", "contains",
+                    "--techniques", "critic,re2,self_consistency", "--output-dir", str(out))  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    entries = {e["label"]: e for e in pareto(out)["candidates"]}
+    assert entries["critic"]["on_front"] and entries["critic"]["holdout"]["score"] == 1.0
+    assert entries["direct"]["score"] == 0.0 and entries["direct"]["holdout"]["score"] == 0.0
+    never = [e for label, e in entries.items() if label.startswith(("re2", "self_consistency"))]
+    assert never and all(e["score"] == 0.0 for e in never)  # as direct: on the front only where as cheap as it
+    assert not any(e["on_front"] for e in never if e["tokens"] > entries["direct"]["tokens"])
+    assert {call["body"]["model"] for call in remote.calls()} == {"m"}  # every stage called the tuned model
+    assert "tuned-critic" in (out / "config.toml").read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize(
