@@ -241,6 +241,8 @@ class Plan:
     targets: Mapping[str, StageTarget] = field(default_factory=dict)
     settings: Any = None  # the workflow's `Settings` struct
     on_review_error: Literal["draft", "fail"] = "draft"
+    lessons: tuple[str, ...] = ()  # what its reviewers learnt (docs/guides/learning.md), in their system prompts
+    lessons_version: int | None = None  # the version of those lessons (None: it has none)
 
     def target(self, role: str) -> StageTarget:
         """The stage target configured (or overridden) under `role`, else the API target."""

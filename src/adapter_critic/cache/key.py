@@ -87,6 +87,7 @@ def _plan(plan: Plan, plan_of: Callable[[str], Plan]) -> dict[str, Any]:
         "api": _target(plan.api, plan_of),
         "targets": {role: _target(target, plan_of) for role, target in plan.targets.items()},
         "settings": plan.settings,
+        "lessons": list(plan.lessons),  # what its reviewers learnt changes its answers
     }
 
 

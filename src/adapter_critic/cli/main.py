@@ -13,6 +13,7 @@ from ..version import __version__
 from .check import check
 from .eval import eval_command
 from .keys import keys
+from .lessons import lessons
 from .replay import replay
 from .runs import runs
 from .serve import serve
@@ -41,6 +42,7 @@ cli.add_command(tune)
 cli.add_command(runs)
 cli.add_command(replay)
 cli.add_command(keys)
+cli.add_command(lessons)
 
 
 def main() -> None:

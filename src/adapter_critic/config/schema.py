@@ -145,6 +145,13 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
             raise ValueError(
                 f"{budgeted[0]}: a cost budget needs [prices] to know what runs cost (docs/guides/cost.md)"
             )
+        for served_id, served in self.served_models.items():
+            if served.learning is not None and served.learning.learner not in self.served_models:
+                known = ", ".join(self.served_models)
+                raise ValueError(
+                    f"served_models.{served_id}.learning.learner: {served.learning.learner!r} is no served model of "
+                    f"this config ({known})"
+                )
         cached = [served_id for served_id, served in self.served_models.items() if served.cache]
         if cached and self.cache.url is None and self.store.capture == "metadata":
             raise ValueError(

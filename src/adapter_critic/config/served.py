@@ -20,6 +20,7 @@ from ..core import DRAFT
 from ..errors import ConfigError
 from ..workflows import registry
 from .describe import convert
+from .learning import Learning
 from .limits import RateLimits
 from .target import Target
 
@@ -65,6 +66,9 @@ class ServedModel(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, froz
     as `critic = { served = "<id>" }` beside `mode`."""
     settings: dict[str, Any] = {}
     """The workflows' settings by key (`critic_system_prompt`, …): written beside `mode` in a config file."""
+    learning: Learning | None = None
+    """Reviewers that learn from the feedback on this model's runs (docs/guides/learning.md): `{ learner =
+    "<served model>" }`, and optionally `max_lessons`, `holdout`, `scorer`."""
 
     def __post_init__(self) -> None:
         if self.mode not in registry.workflows():
@@ -87,7 +91,16 @@ class ServedModel(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, froz
         return [*api, *self.targets.items(), *((k, v) for k, v in self.served.items() if k != "api")]
 
 
-_SERVED_KEYS = ("mode", "api", "on_review_error", "limits", "cache", "cache_ttl_seconds", "request_limits")
+_SERVED_KEYS = (
+    "mode",
+    "api",
+    "on_review_error",
+    "limits",
+    "cache",
+    "cache_ttl_seconds",
+    "request_limits",
+    "learning",
+)
 
 
 def served_model(data: Any, source: str, where: str) -> ServedModel:

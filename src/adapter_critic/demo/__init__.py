@@ -64,6 +64,7 @@ from .answers import (
     tokens,
     working,
 )
+from .lessons import endings, learnt, split_lessons
 from .roles import LAYERS, role_reply, synthesis, verified_lead
 
 DEMO_MODEL = "adapter-critic-demo-model"
@@ -126,8 +127,9 @@ def demo_config() -> Config:
 def demo_reply(messages: list[_DemoMessage], seed: int | None = None) -> str:
     """What the demo model says: it recognises the default reviewer prompts and plays each stage's part."""
     system = content_text(messages[0].content) if messages and messages[0].role == "system" else ""
+    system, lessons = split_lessons(system)
     last = content_text(messages[-1].content) if messages else ""
-    reply = stage_reply(system, last) or role_reply(system, last)
+    reply = learnt(system, last) or stage_reply(system, last) or role_reply(system, last)
     if reply is not None:
         return reply
     if system == DEFAULT_ADAPTER_SYSTEM_PROMPT:
@@ -135,13 +137,13 @@ def demo_reply(messages: list[_DemoMessage], seed: int | None = None) -> str:
             return f"<<<<<<< SEARCH\n{DRAFT_LEAD}\n=======\n{ADAPTER_EDIT}\n>>>>>>> REPLACE"
         return "lgtm"
     if system == DEFAULT_CRITIC_SYSTEM_PROMPT:
-        return CRITIQUE
+        return CRITIQUE + "".join(f"\n- {lesson}" for lesson in lessons)
     if _second_pass(messages):  # the whole answer again, revised (the draft may have been cut short)
         if last.startswith(VERIFIED_LEAD):
             lead = verified_lead(last)
         else:
             lead = PANEL_REVISED_LEAD if PANEL_LEAD[2:] in last else REVISED_LEAD
-        return f'{lead}\nYou said: "{user_said(messages[:-2])[0]}"{candidate_note(seed)}'
+        return f'{lead}\nYou said: "{user_said(messages[:-2])[0]}"{candidate_note(seed)}{endings(last)}'
     if _second_pass(messages, REFINE_LEAD):  # self-refine: the question is the last user message not a refine's
         asked = [m for m in messages if m.role != "user" or not content_text(m.content).startswith(REFINE_LEAD)]
         return f'{REFINED_LEAD}\nYou said: "{user_said(asked)[0]}"{candidate_note(seed)}'

@@ -37,6 +37,7 @@ from ..pricing import PriceTable
 from ..upstream.client import Upstream
 from ..upstream.retry import RetryPolicy
 from ..workflows.base import StageCall, StageFailed, Workflow
+from ..workflows.prompts import LESSONS
 from .nested import Nesting, call_served
 from .relay import Relay, abandoned
 from .stages import StageCalls, stage_body
@@ -200,6 +201,10 @@ class Run:
         self._publish(started)
         status: Status = "error"
         error: APIError | None = None
+        # What its reviewers' prompts carry (a child run: its own, not its parent's); nothing to do when neither has
+        lessons = LESSONS.set(self.plan.lessons) if self.plan.lessons or LESSONS.get() else None
+        if self.plan.lessons_version is not None:
+            self.note("lessons_version", self.plan.lessons_version)
         try:
             final = await self.workflow.run(self)
             if final is not None and sink is not None:
@@ -220,6 +225,8 @@ class Run:
             status = "cancelled"
             raise
         finally:
+            if lessons is not None:
+                LESSONS.reset(lessons)
             self._publish(RunFinished(status, self.record, error))
         return self.record
 

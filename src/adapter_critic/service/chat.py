@@ -41,6 +41,7 @@ from ..upstream.pinning import HostGuard, pinned_plan
 from ..upstream.retry import RetryPolicy
 from ..workflows import registry
 from .admission import Admission
+from .lessons import with_lessons
 
 if TYPE_CHECKING:
     from ..cache.answers import AnswerCache
@@ -117,6 +118,11 @@ class ChatService:
         self.policy = KeyPolicy(config)  # what each named key may reach
         self._plans: dict[str, Plan] = {}
         self._per_request_plans: set[str] = set()
+        # Served models whose reviewers learn (docs/guides/learning.md): each run reads its active lessons.
+        self.learning = frozenset(i for i, served in config.served_models.items() if served.learning is not None)
+        # A version to use instead of the active one, by served model (None: no lessons): `lessons learn` checks a
+        # new version against the active one in process this way.
+        self.lessons_pinned: dict[str, int | None] = {}
 
     # -- lifespan ------------------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -175,6 +181,8 @@ class ChatService:
             policy.check_overrides(caller.name, plan, request.overrides_param)
         if to_resolve:
             plan = pinned_plan(plan, await self.host_guard.pin(to_resolve))
+        if plan.served_id in self.learning and self.store is not None:
+            plan = await with_lessons(plan, self.store.database.engine, self.lessons_pinned)
         workflow = registry.get(plan.mode)
         if not workflow.many_choices:
             refuse_many_choices(request, plan.mode)

@@ -162,6 +162,22 @@ feedback = Table(
     Index("feedback_run", "run_id", "created_at"),
 )
 
+# Lessons for a served model's reviewers (docs/guides/learning.md; schema version 11): numbered versions, each a JSON
+# list of short texts distilled from feedback; `status` is `candidate` (learnt, not in use), `active` (the one in
+# use: at most one per served model), `retired` (active before) or `rejected` (its eval said it was worse). `note`
+# is what its eval found, as JSON.
+lessons = Table(
+    "lessons",
+    metadata,
+    Column("served_model", String(256), primary_key=True),
+    Column("version", Integer, primary_key=True),
+    Column("status", String(16), nullable=False),
+    Column("created_at", Double, nullable=False),  # Unix seconds
+    Column("lessons", Text, nullable=False),
+    Column("parent", Integer),  # the version active when it was learnt (NULL: none was)
+    Column("note", Text),
+)
+
 schema_version = Table("schema_version", metadata, Column("version", Integer, nullable=False))
 
 
@@ -228,13 +244,18 @@ def _v10(conn: Connection) -> None:
     feedback.create(conn, checkfirst=True)
 
 
+def _v11(conn: Connection) -> None:
+    """Lessons for reviewers: the table `lessons`."""
+    lessons.create(conn, checkfirst=True)
+
+
 def _add_column(conn: Connection, table: str, column: str, definition: str) -> None:
     """Add `column` to `table` unless it is there (`_v1` makes a new store with today's columns already)."""
     if column not in {found["name"] for found in inspect(conn).get_columns(table)}:
         conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {definition}"))
 
 
-STEPS: tuple[Callable[[Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10)
+STEPS: tuple[Callable[[Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11)
 VERSION = len(STEPS)
 
 

@@ -9,6 +9,7 @@ chat templates of many local models): the critique goes in a final `user` messag
 
 from __future__ import annotations
 
+import contextvars
 from typing import Any
 
 import msgspec
@@ -111,9 +112,20 @@ def shown_conversation(messages: list[Message]) -> str:
     return tagged("conversation", render_conversation(messages))
 
 
+# The lessons the reviewers of the run under way have learnt (docs/guides/learning.md): set by the pipeline around a
+# workflow's run (`pipeline.run.Run.execute`, from its plan), read here, so every reviewer's call carries them
+# whichever workflow builds it. A task started within the run (parallel stages) sees the same.
+LESSONS: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("adapter_critic_lessons", default=())
+LESSONS_LEAD = "Lessons from feedback on earlier reviews (follow them):"
+
+
 def reviewer_messages(system_prompt: str, *parts: str) -> list[dict[str, Any]]:
-    """A reviewer's call (adapter, critic, judge, lens, …): its system prompt, then one user message of `parts`
-    with a blank line between each (the tagged conversation and reply first, the question last)."""
+    """A reviewer's call (adapter, critic, judge, lens, …): its system prompt (with the run's lessons, if it has
+    any), then one user message of `parts` with a blank line between each (the tagged conversation and reply first,
+    the question last)."""
+    lessons = LESSONS.get()
+    if lessons:
+        system_prompt += "\n\n" + LESSONS_LEAD + "".join(f"\n- {lesson}" for lesson in lessons)
     return [{"role": "system", "content": system_prompt}, {"role": "user", "content": "\n\n".join(parts)}]
 
 
