@@ -59,6 +59,7 @@ GUIDES = (
     "tracing",
     "viewer",
     "feedback",
+    "learning",
     "cli",
     "evals",
     "tuning",

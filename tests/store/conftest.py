@@ -34,5 +34,5 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'runs.sqlite3'}"
     url: str = request.getfixturevalue("pg_database")
-    execute(url, "DROP TABLE IF EXISTS runs, stages, instances, cache, feedback, schema_version")
+    execute(url, "DROP TABLE IF EXISTS runs, stages, instances, cache, feedback, lessons, schema_version")
     return url

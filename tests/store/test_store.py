@@ -521,11 +521,12 @@ async def test_a_version_1_store_is_upgraded_and_its_runs_read_as_before(store_u
     engine = create_async_engine(engine_url(store_url))
     try:
         async with engine.connect() as conn:
-            assert (await conn.execute(sqlalchemy.text("SELECT version FROM schema_version"))).scalar() == VERSION == 10
+            assert (await conn.execute(sqlalchemy.text("SELECT version FROM schema_version"))).scalar() == VERSION == 11
             flags = (await conn.execute(sqlalchemy.text("SELECT request_messages FROM stages"))).scalars().all()
             await conn.execute(sqlalchemy.text("SELECT process FROM instances"))  # version 6's column is back
             await conn.execute(sqlalchemy.text("SELECT key, entry, cached_from FROM cache, runs"))  # and version 9's
             await conn.execute(sqlalchemy.text("SELECT feedback_id, verdict FROM feedback"))  # and version 10's
+            await conn.execute(sqlalchemy.text("SELECT served_model, version, status FROM lessons"))  # and 11's
     finally:
         await engine.dispose()
     assert [bool(flag) for flag in flags] == [False, False]  # the old run's stages; the new one's is in its end

@@ -1,0 +1,37 @@
+"""Lessons versions in the run store (schema version 11), on SQLite and PostgreSQL: numbered per served model, a
+candidate until settled, at most one active (activating one retires the one before), each with what its check found;
+a store of version 10 is upgraded with its runs kept."""
+
+from __future__ import annotations
+
+import pytest
+
+from adapter_critic.store import lessons, open_store
+from adapter_critic.store.schema import VERSION
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_versions_are_numbered_and_one_is_active(store_url: str) -> None:
+    async with await open_store(store_url) as store:
+        engine = store.database.engine
+        first = await lessons.add(engine, "careful", ["Say who checked it."], None)
+        other = await lessons.add(engine, "other", ["Be brief."], None)
+        assert (first.version, other.version, first.status) == (1, 1, "candidate")
+        assert await lessons.active(engine, "careful") is None  # a candidate is not used
+        await lessons.settle(engine, "careful", 1, "active", {"not_worse": True, "wins": 3})
+        second = await lessons.add(engine, "careful", ["Say who checked it.", "Quote the source."], 1)
+        await lessons.settle(engine, "careful", 2, "active", {"not_worse": True})
+        found = await lessons.versions(engine, "careful")
+        assert [(v.version, v.status, v.parent) for v in found] == [(2, "active", 1), (1, "retired", None)]
+        assert found[1].note == {"not_worse": True, "wins": 3} and second.lessons == found[0].lessons
+        await lessons.settle(engine, "careful", 1, "active")  # a rollback: the note is kept
+        active = await lessons.active(engine, "careful")
+        assert active is not None and active.version == 1 and active.note == {"not_worse": True, "wins": 3}
+        assert (await lessons.active(engine, "other")) is None
+
+
+def test_lessons_are_bounded() -> None:
+    found = lessons.bounded(["  Say   who checked it. ", "say who checked it.", "x" * 400, "", "Be brief."], 2)
+    assert found == ["Say who checked it.", "x" * lessons.MAX_LESSON_CHARS]
+    assert VERSION == 11
