@@ -34,7 +34,10 @@ ONE_MODE = {
     "chain_of_verification.toml": {"chain_of_verification"},
     # Every built-in workflow on one small local model (tests/real, benchmarks/realmodel.py, the getting-started).
     "smollm2.toml": set(LISTED_FIRST),
+    # A critic that learns, on the built-in demo model (docs/guides/learning.md).
+    "learning.toml": {"direct", "critic"},
 }
+DEMO_MODEL_CONFIGS = {"learning.toml"}  # they name the demo model, which the standalone server answers in-process
 
 
 def test_the_examples_folder_has_every_documented_config() -> None:
@@ -48,8 +51,10 @@ def test_every_example_config_loads_and_uses_its_modes(path: Path) -> None:
     assert {served.mode for served in config.served_models.values()} == ONE_MODE.get(path.name, MODES)
     for served in config.served_models.values():
         for target in (served.api, *served.targets.values()):
-            # Every example is a sidecar config: absolute URLs only (relative ones need the middleware).
-            assert target is None or target.base_url.startswith(("http://", "https://"))
+            # Every example is a sidecar config: absolute URLs only (relative ones need the middleware), but the demo
+            # model's, which the standalone server and the command line answer in-process.
+            demo = path.name in DEMO_MODEL_CONFIGS and target is not None and target.base_url == "/demo/v1"
+            assert target is None or demo or target.base_url.startswith(("http://", "https://"))
 
 
 def test_local_server_configs_never_send_an_openai_key() -> None:

@@ -22,6 +22,7 @@ from .count_tokens import count_tokens_routes
 from .fastpath import ASGIEndpoint
 from .health import DeepHealth
 from .keys import keys_routes
+from .lessons import lessons_routes
 from .models import model_object
 from .passthrough import Passthrough
 from .runs import runs_routes
@@ -86,5 +87,6 @@ def api_routes(service: Service, auth: InboundAuth, prefix: str, passthrough: Pa
         *count_tokens_routes(service, prefix, passthrough),
         *runs_routes(service, prefix, auth),
         *keys_routes(service, prefix),
+        *lessons_routes(service, prefix),
         *([Route(metrics_path, ASGIEndpoint(metrics), methods=["GET"])] if metrics is not None else []),
     ]

@@ -17,6 +17,7 @@ import msgspec
 import tomli_w
 
 from ..config import Config, Target
+from ..config.target import is_relative
 from .candidates import Candidate
 
 CONFIG = "config.toml"
@@ -69,6 +70,8 @@ def served_models(front: list[Candidate], api: Target) -> dict[str, dict[str, An
 
 
 def write_config(directory: Path, front: list[Candidate], config: Config, api: Target, about: str) -> Path:
+    if api.api_key_env is None and not is_relative(api.base_url):  # the key its config gave it, said outright
+        api = msgspec.structs.replace(api, api_key_env=config.key_env_for(api))
     data: dict[str, Any] = {"served_models": served_models(front, api)}
     if config.prices:
         data["prices"] = {name: _without_none(msgspec.to_builtins(price)) for name, price in config.prices.items()}

@@ -4,6 +4,7 @@
 import { ApiError, get } from "./api.js";
 import { costNote, count, h, jsonBlock, ms, replace, runCost, stageCost, statusBadge, textBlock, when } from "./dom.js";
 import { feedbackSection, isCritique, stageVerdict } from "./feedback.js";
+import { lessonsSection } from "./lessons.js";
 import { marked } from "./list.js";
 import { contentText, runView } from "./model.js";
 import { timeline } from "./timeline.js";
@@ -120,6 +121,7 @@ function page(run, navigate, refresh) {
       run.toolCalls ? [h("h4", {}, "Tool calls"), jsonBlock(run.toolCalls)] : null,
     ),
     run.status === "running" ? null : feedbackSection(run, refresh),
+    lessonsSection(run),
     h("section", { id: "stages" }, h("h2", {}, "Stages"), run.stages.map((stage, index) => stageBox(stage, index, run, refresh))),
     run.children.length ? h("section", { id: "children" }, h("h2", {}, "Child runs"), childTable(run.children)) : null,
     h("section", { id: "tokens" }, h("h2", {}, "Tokens"), tokenTable(run)),

@@ -1,0 +1,65 @@
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+`GET {prefix}/lessons/{model}`: every version of a learning served model's lessons, the newest first, each with what
+changed from the version it was learnt after (`added`, `removed`) and what its check found (docs/guides/learning.md).
+Served when a served model learns; a key reads the lessons of the models it may use (another's is a 404, as an
+unknown model), and the viewer shows them beside the runs that used them."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import msgspec
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from ..errors import APIError, Overloaded, RequestError
+from ..protocols.openai.render import JSON, error_response
+from ..service.compose import Service
+from .auth import CALLER
+from .fastpath import ASGIEndpoint
+
+logger = logging.getLogger("adapter_critic")
+
+
+def lessons_routes(service: Service, prefix: str) -> list[Route]:
+    """The lessons route, when a served model learns."""
+    chat = service.chat
+    if not chat.learning:
+        return []
+
+    async def versions(scope: Scope, receive: Receive, send: Send) -> None:
+        model: str = scope["path_params"]["model"]
+        try:
+            chat.check_reach(model, scope.get(CALLER))
+            if model not in chat.learning:
+                raise RequestError(f"{model!r} does not learn (it has no `learning` table).", status_code=404)
+            store = chat.store
+            if store is None:
+                raise Overloaded("Lessons are kept in the run store, which is off.", code="store_unavailable")
+            from ..store import lessons
+
+            try:
+                found = await lessons.versions(store.database.engine, model)
+            except Exception as exc:  # the database driver's own errors
+                logger.warning("lessons of %r could not be read: %s: %s", model, type(exc).__name__, exc)
+                raise Overloaded(
+                    "The run store cannot be read right now; retry later.", code="store_unavailable"
+                ) from None
+        except APIError as exc:
+            await error_response(exc, redact=service.secrets.redact)(scope, receive, send)
+            return
+        by_number = {v.version: v for v in found}
+        data: list[dict[str, Any]] = []
+        for v in found:
+            before = by_number[v.parent].lessons if v.parent in by_number else []
+            shown = msgspec.to_builtins(v)
+            shown["added"] = [lesson for lesson in v.lessons if lesson not in before]
+            shown["removed"] = [lesson for lesson in before if lesson not in v.lessons]
+            data.append(shown)
+        body = msgspec.json.encode({"object": "list", "served_model": model, "data": data})
+        await Response(body, media_type=JSON)(scope, receive, send)
+
+    return [Route(f"{prefix}/lessons/{{model:path}}", ASGIEndpoint(versions), methods=["GET"])]
