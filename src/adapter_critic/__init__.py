@@ -19,6 +19,9 @@ tests/test_exported_members.py holds the public names and checks both rules.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+from typing import Any as _Any
+
 from .config import Config, ServedModel, Target, load_config
 from .core import Answer, ChatRequest, Completion, FinalCall, Plan, StageTarget, Usage
 from .errors import (
@@ -31,10 +34,29 @@ from .errors import (
     ServerError,
     UpstreamError,
 )
-from .http.create import create_app
-from .http.middleware import AdapterCriticMiddleware
 from .version import __version__
 from .workflows.base import PerRequest, RunContext, StageCall, StageFailed, Workflow
+
+if _TYPE_CHECKING:
+    from .http.create import create_app
+    from .http.middleware import AdapterCriticMiddleware
+
+# The app and the middleware bring the HTTP layer, the service and every upstream client with them: imported when
+# first used, so that a process that needs neither (`adapter-critic --version`, `runs`, a plug-in's module) does not
+# pay for them (PEP 562).
+_LAZY = {"create_app": ".http.create", "AdapterCriticMiddleware": ".http.middleware"}
+
+
+def __getattr__(name: str) -> _Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    found = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = found
+    return found
+
 
 __all__ = [
     "APIError",

@@ -60,5 +60,6 @@ def test_a_run_that_used_lessons_shows_every_version_and_what_changed(tmp_path: 
 
         plain, _ = ask(url, "demo-direct", "Hello")
         page.goto(f"{url}/v1/ui#/runs/{plain}")
+        expect(page.locator("#run-detail")).to_have_attribute("data-run-id", plain)  # its page, once written
         expect(page.locator("#answer")).to_be_visible()
-        assert page.locator("#lessons").count() == 0  # a run without lessons has no such section
+        expect(page.locator("#lessons")).to_have_count(0)  # a run without lessons has no such section

@@ -4,23 +4,45 @@ The command group: `--version`, the subcommands, and how a failure is shown (one
 
 from __future__ import annotations
 
+import importlib
 import logging
 import sys
 
 import click
 
 from ..version import __version__
-from .check import check
-from .eval import eval_command
-from .keys import keys
-from .lessons import lessons
-from .replay import replay
-from .runs import runs
-from .serve import serve
-from .tune import tune
+
+# Each subcommand's module and command, imported when that subcommand runs (or help lists them): `runs` never loads
+# the HTTP app, `--version` loads nothing (Click's documented lazy group: `get_command` and `list_commands`).
+SUBCOMMANDS = {
+    "serve": "serve:serve",
+    "check": "check:check",
+    "eval": "eval:eval_command",
+    "tune": "tune:tune",
+    "runs": "runs:runs",
+    "replay": "replay:replay",
+    "keys": "keys:keys",
+    "lessons": "lessons:lessons",
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported when used."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [*super().list_commands(ctx), *SUBCOMMANDS]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        where = SUBCOMMANDS.get(cmd_name)
+        if where is None:
+            return super().get_command(ctx, cmd_name)
+        module, _, name = where.partition(":")
+        command = getattr(importlib.import_module(f"{__package__}.{module}"), name)
+        assert isinstance(command, click.Command)
+        return command
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", "-V", prog_name="adapter-critic", message="%(prog)s %(version)s")
 @click.pass_context
 def cli(context: click.Context) -> None:
@@ -33,16 +55,6 @@ def cli(context: click.Context) -> None:
         # Upstream warnings (a retry, a degraded answer) as plain lines on stderr; the per-request INFO lines
         # of an in-process run would drown the progress display.
         logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
-
-
-cli.add_command(serve)
-cli.add_command(check)
-cli.add_command(eval_command)
-cli.add_command(tune)
-cli.add_command(runs)
-cli.add_command(replay)
-cli.add_command(keys)
-cli.add_command(lessons)
 
 
 def main() -> None:

@@ -8,7 +8,7 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from starlette.types import ASGIApp
@@ -16,9 +16,10 @@ from starlette.types import ASGIApp
 from ..config import Config, load_config, require_absolute_urls
 from ..demo import DEMO_BASE_URL, demo_config, demo_model_app, demo_model_for
 from ..errors import ConfigError
-from ..evals import endpoint as endpoints
-from ..evals.endpoint import Endpoint
 from .errors import CliError
+
+if TYPE_CHECKING:
+    from ..evals.endpoint import Endpoint
 
 # The env var the standalone server reads (not imported from `asgi`, which builds its app on import).
 CONFIG_ENV = "ADAPTER_CRITIC_CONFIG"
@@ -85,6 +86,8 @@ def open_endpoint(
     config_path: str | None, base_url: str | None, api_key_env: str | None, *, seconds: float, retries: int
 ) -> contextlib.AbstractAsyncContextManager[Endpoint]:
     """The app in-process (the config, else the demo) or the server at `base_url`; not both."""
+    from ..evals import endpoint as endpoints  # the service and its upstream client: only a command that asks
+
     if base_url and config_path:
         raise CliError("give --config (run in-process) or --base-url (a running server), not both")
     if base_url:
