@@ -224,6 +224,17 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
         `fallbacks`; then the `passthrough` upstream."""
         return [target for _, target in self.key_paths()]
 
+    def first_target(self, url: str) -> Target | None:
+        """The first configured target (in `targets()`'s order) whose normalized URL is `url`; None when none is.
+        Worked out once per config: every override that names a URL asks."""
+        found: dict[str, Target] | None = self.__dict__.get("_first_targets")
+        if found is None:
+            found = {}
+            for target in self.targets():
+                found.setdefault(target.url, target)
+            self.__dict__["_first_targets"] = found
+        return found.get(url)
+
     def key_paths(self) -> list[tuple[str, Target]]:
         """Every configured target with its key path from the top (`served_models.x.api`, `passthrough`)."""
         found = [(f"served_models.{where}", target) for where, target in self.places()]

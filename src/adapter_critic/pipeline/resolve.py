@@ -39,12 +39,11 @@ def check_overrides(
         return ()
     if not config.allow_overrides:
         raise RequestError(f"`{where}` overrides are disabled on this server (allow_overrides = false).", param=where)
-    configured = {t.url for t in config.targets()}
     allowed = {normalize_url(url) for url in config.allowed_override_base_urls}
     to_resolve: list[tuple[str, str]] = []
     for name, url in overrides.base_urls().items():
         normalized = normalize_url(url)
-        if normalized in configured:
+        if config.first_target(normalized) is not None:  # a configured base_url
             continue
         shown = redact_userinfo(url)
         if parse_url(normalized) is None:  # whatever the allowlist: no upstream call could be made with it
@@ -183,10 +182,7 @@ def bind_target(config: Config, url: str, own: Target | None) -> Target | None:
     url = normalize_url(url)
     if own is not None and own.url == url:
         return own
-    for target in config.targets():
-        if target.url == url:
-            return target
-    return None
+    return config.first_target(url)
 
 
 def _stage(
