@@ -18,7 +18,6 @@ import anyio
 import click
 from rich.table import Table
 
-from ..config import Config
 from ..evals import endpoint as endpoints
 from ..evals.dataset import DatasetError, Item, load_dataset, parse_item
 from ..evals.endpoint import EndpointError, InProcess
@@ -30,7 +29,7 @@ from .console import stdout
 from .errors import CliError
 from .eval import scorers_for
 from .feedback import dataset_line
-from .options import config_option, load_served
+from .options import Served, config_option, load_served, served_model
 
 _T = TypeVar("_T")
 TIMEOUT = 300.0
@@ -41,10 +40,8 @@ def lessons() -> None:
     """What a served model's reviewers learnt from feedback: learn a new version, list, show, activate, roll back."""
 
 
-def _learning(config: Config, model: str, name: str) -> Any:
-    served = config.served_models.get(model)
-    if served is None:
-        raise CliError(f"{model!r} is no served model of {name}: {', '.join(config.served_models)}")
+def _learning(loaded: Served, model: str) -> Any:
+    served = served_model(loaded, model)
     if served.learning is None:
         raise CliError(f'{model!r} does not learn: give it a `learning = {{ learner = "<served model>" }}` table')
     return served.learning
@@ -52,7 +49,7 @@ def _learning(config: Config, model: str, name: str) -> Any:
 
 def _in_process(config_path: str | None, model: str, work: Callable[[InProcess, Any], Awaitable[_T]]) -> _T:
     served = load_served(config_path)
-    learning = _learning(served.config, model, served.name)
+    learning = _learning(served, model)
 
     async def main() -> _T:
         try:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 from starlette.types import ASGIApp
 
-from ..config import Config, load_config, require_absolute_urls
+from ..config import Config, ServedModel, load_config, require_absolute_urls
 from ..demo import DEMO_BASE_URL, demo_config, demo_model_app, demo_model_for
 from ..errors import ConfigError
 from .errors import CliError
@@ -62,6 +62,16 @@ def load_served(config_path: str | None) -> Served:
     except ConfigError as exc:
         raise CliError(f"invalid config: {exc}") from None
     return Served(config, demo, config_path)
+
+
+def served_model(served: Served, model: str, said: str = "") -> ServedModel:
+    """The served model `model` of the loaded config, or one line listing those it has (`said`: how the command
+    line named it, e.g. `--model `)."""
+    found = served.config.served_models.get(model)
+    if found is None:
+        names = ", ".join(served.config.served_models)
+        raise CliError(f"{said}{model!r} is no served model of {served.name}: {names}")
+    return found
 
 
 def require_file(path: str, what: str) -> Path:

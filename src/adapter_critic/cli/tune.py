@@ -38,7 +38,7 @@ from .console import stderr, stdout
 from .errors import CliError, Interrupted
 from .eval import scorers_for
 from .eval_report import Progress
-from .options import config_option, load_served, require_file
+from .options import Served, config_option, load_served, require_file, served_model
 from .tune_report import front_table
 
 
@@ -82,7 +82,7 @@ def tune(
     except DatasetError as exc:
         raise CliError(str(exc)) from None
     served = load_served(config_path)
-    api = _tuned_target(served.config, model, served.name)
+    api = _tuned_target(served, model)
     config = _tuning_config(served.config, model)
     judge = EndpointJudge()
     scorers = scorers_for(items, scorer, judge, path)
@@ -155,10 +155,8 @@ def split(items: Sequence[Item], holdout: float, seed: int) -> tuple[list[Item],
     return train, held
 
 
-def _tuned_target(config: Config, model: str, name: str) -> Target:
-    served = config.served_models.get(model)
-    if served is None:
-        raise CliError(f"--model {model!r} is no served model of {name}: {', '.join(config.served_models)}")
+def _tuned_target(loaded: Served, model: str) -> Target:
+    served = served_model(loaded, model, "--model ")
     if served.api is None:
         raise CliError(f"--model {model!r} takes its answer from another served model; name that one")
     return served.api
