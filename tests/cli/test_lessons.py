@@ -145,3 +145,24 @@ def test_a_version_that_makes_the_held_out_items_worse_is_not_activated(
 def test_mistakes_are_one_line(tmp_path: Path) -> None:
     assert "does not learn" in one_error_line(invoke("lessons", "learn", "demo-critic"))
     assert "is no served model" in one_error_line(invoke("lessons", "list", "nope"))
+
+
+def test_a_key_reads_the_lessons_of_its_own_models_only(tmp_path: Path) -> None:
+    """Named keys: `team` may use `careful`, `other` only `demo-direct`; another key's model's lessons are a 404
+    as an unknown model is, naming only its own models."""
+    holdout = write_jsonl(tmp_path / "h.jsonl", {"prompt": "Ready?", "expected": ENDING, "scorer": "contains"})
+    keys = (
+        '\n[[auth.keys]]\nname = "team"\nkey_env = "LESSONS_TEAM_KEY"\nmodels = ["careful"]\n'
+        '\n[[auth.keys]]\nname = "other"\nkey_env = "LESSONS_OTHER_KEY"\nmodels = ["demo-direct"]\n'
+    )
+    env = {
+        "ADAPTER_CRITIC_STORE": f"sqlite:///{tmp_path / 'runs.sqlite3'}",
+        "LESSONS_TEAM_KEY": "sk-lessons-team",
+        "LESSONS_OTHER_KEY": "sk-lessons-other",
+    }
+    with run_app(tmp_path / "config.toml", demo_config(holdout) + keys, **env) as (url, _):
+        own = httpx.get(f"{url}/v1/lessons/careful", headers={"authorization": "Bearer sk-lessons-team"}, timeout=30)
+        assert own.status_code == 200 and own.json() == {"object": "list", "served_model": "careful", "data": []}
+        other = httpx.get(f"{url}/v1/lessons/careful", headers={"authorization": "Bearer sk-lessons-other"}, timeout=30)
+        assert other.status_code == 404 and other.json()["error"]["message"].endswith("Served models: demo-direct.")
+        assert httpx.get(f"{url}/v1/lessons/careful", timeout=30).status_code == 401
