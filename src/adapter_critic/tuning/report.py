@@ -52,12 +52,14 @@ COLUMNS = ("candidate", "score", "95% CI", "cost", "tokens", "calls", "p50 ms", 
 
 
 def rows(found: list[dict[str, Any]]) -> list[list[str]]:
-    """The table's rows: the front first (best held-out score first), then the rest by score."""
+    """The table's rows: the front first (best held-out score first), then the rest by the items they were measured
+    on, then by score."""
 
-    def order(entry: dict[str, Any]) -> tuple[int, float]:
+    def order(entry: dict[str, Any]) -> tuple[int, int, float]:
         held = entry["holdout"]
         score = (held or entry)["score"]
-        return (0 if entry["on_front"] else 1, -(score if isinstance(score, int | float) else 0.0))
+        # the front, then the rest by how many items their figures rest on (a score on two items says little)
+        return (0 if entry["on_front"] else 1, -entry["items"], -(score if isinstance(score, int | float) else 0.0))
 
     table = []
     for entry in sorted(found, key=order):
