@@ -35,3 +35,19 @@ def test_lessons_are_bounded() -> None:
     found = lessons.bounded(["  Say   who checked it. ", "say who checked it.", "x" * 400, "", "Be brief."], 2)
     assert found == ["Say who checked it.", "x" * lessons.MAX_LESSON_CHARS]
     assert VERSION == 11
+
+
+def test_the_cache_keeps_apart_answers_made_with_other_lessons() -> None:
+    """A learning model's answers change with its lessons: its cache key includes them, and a plan without lessons
+    keeps the key it had before lessons existed."""
+    import dataclasses
+
+    from adapter_critic.cache.key import plan_document
+    from adapter_critic.core import Plan, StageTarget
+
+    plan = Plan(served_id="careful", mode="critic", api=StageTarget(model="m", base_url="http://127.0.0.1:9/v1"))
+    document = plan_document(plan, lambda served_id: plan)
+    assert b"lessons" not in document
+    one = plan_document(dataclasses.replace(plan, lessons=("Say who checked it.",), lessons_version=1), lambda s: plan)
+    two = plan_document(dataclasses.replace(plan, lessons=("Be brief.",), lessons_version=2), lambda s: plan)
+    assert len({document, one, two}) == 3

@@ -80,15 +80,17 @@ def _target(target: StageTarget, plan_of: Callable[[str], Plan]) -> dict[str, An
 
 
 def _plan(plan: Plan, plan_of: Callable[[str], Plan]) -> dict[str, Any]:
-    return {
+    found = {
         "served_model": plan.served_id,
         "mode": plan.mode,
         "on_review_error": plan.on_review_error,
         "api": _target(plan.api, plan_of),
         "targets": {role: _target(target, plan_of) for role, target in plan.targets.items()},
         "settings": plan.settings,
-        "lessons": list(plan.lessons),  # what its reviewers learnt changes its answers
     }
+    if plan.lessons:  # what its reviewers learnt changes its answers (a plan without lessons keeps the key it had)
+        found["lessons"] = list(plan.lessons)
+    return found
 
 
 def _canonical(value: Any) -> bytes:
