@@ -30,6 +30,7 @@ from .errors import CliError
 from .eval import scorers_for
 from .feedback import dataset_line
 from .options import Served, config_option, load_served, served_model
+from .store import every_run
 
 _T = TypeVar("_T")
 TIMEOUT = 300.0
@@ -68,16 +69,11 @@ async def _feedback_runs(endpoint: InProcess, model: str) -> list[RunDetail]:
     store = endpoint.service.store
     assert store is not None
     found: list[RunDetail] = []
-    cursor: str | None = None
-    while True:
-        page = await store.list_runs(RunQuery(served_model=model, has_feedback=True), limit=500, cursor=cursor)
-        for summary in page.data:
-            run = await store.get_run(summary.id)
-            if run is not None:
-                found.append(run)
-        if not page.next_cursor:
-            return found
-        cursor = page.next_cursor
+    async for summary in every_run(store, RunQuery(served_model=model, has_feedback=True)):
+        run = await store.get_run(summary.id)
+        if run is not None:
+            found.append(run)
+    return found
 
 
 def _holdout(learning: Any, runs: list[RunDetail], seed: int) -> tuple[list[RunDetail], list[Item]]:

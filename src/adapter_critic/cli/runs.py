@@ -9,7 +9,7 @@ from __future__ import annotations
 import csv
 import shlex
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import IO, Any, TypeVar
 
 import anyio
@@ -22,7 +22,7 @@ from .console import stdout
 from .errors import CliError
 from .feedback import MIN_SCORE, dataset_note, feedback_command, write_dataset
 from .run_views import runs_table, show
-from .store import reading, store_options
+from .store import every_run, reading, store_options
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -234,7 +234,7 @@ def export_command(
         async def dataset() -> tuple[int, Any]:
             async with reading(store_url, config_path) as store:
                 with _opened(as_dataset) as file:
-                    return await write_dataset(store, _all(store, query, limit), file, min_score)
+                    return await write_dataset(store, every_run(store, query, limit), file, min_score)
 
         written, left_out = anyio.run(dataset)
         click.echo(dataset_note(written, left_out, as_dataset), err=True)
@@ -248,7 +248,7 @@ def export_command(
                 if writer is not None:
                     writer.writerow(CSV_FIELDS)
                 count = 0
-                async for summary in _all(store, query, limit):
+                async for summary in every_run(store, query, limit):
                     if writer is not None:
                         writer.writerow(csv_row(summary))
                     else:
@@ -260,21 +260,6 @@ def export_command(
     count = anyio.run(run)
     if output != "-":
         click.echo(f"{count} runs written to {output}", err=True)
-
-
-async def _all(store: Any, query: RunQuery, limit: int | None) -> AsyncIterator[RunSummary]:
-    cursor: str | None = None
-    given = 0
-    while True:
-        page = await store.list_runs(query, limit=1000, cursor=cursor)
-        for summary in page.data:
-            if limit is not None and given >= limit:
-                return
-            given += 1
-            yield summary
-        if not page.next_cursor:
-            return
-        cursor = page.next_cursor
 
 
 def csv_row(run: RunSummary) -> list[Any]:

@@ -17,6 +17,7 @@ from .errors import CliError
 from .options import config_option, load_served
 
 if TYPE_CHECKING:
+    from ..store.records import RunQuery, RunSummary
     from ..store.runstore import RunStore
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -71,3 +72,19 @@ async def reading(store_url: str | None, config_path: str | None) -> AsyncIterat
         raise CliError(f"cannot open the run store {url}: {type(exc).__name__}: {said[0] if said else ''}") from None
     async with store:
         yield store
+
+
+async def every_run(store: RunStore, query: RunQuery, limit: int | None = None) -> AsyncIterator[RunSummary]:
+    """The runs `query` finds, newest first, page after page (at most `limit`)."""
+    cursor: str | None = None
+    given = 0
+    while True:
+        page = await store.list_runs(query, limit=1000, cursor=cursor)
+        for summary in page.data:
+            if limit is not None and given >= limit:
+                return
+            given += 1
+            yield summary
+        if not page.next_cursor:
+            return
+        cursor = page.next_cursor

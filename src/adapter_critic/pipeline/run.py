@@ -201,8 +201,7 @@ class Run:
         self._publish(started)
         status: Status = "error"
         error: APIError | None = None
-        # What its reviewers' prompts carry (a child run: its own, not its parent's); nothing to do when neither has
-        lessons = LESSONS.set(self.plan.lessons) if self.plan.lessons or LESSONS.get() else None
+        lessons = LESSONS.set(self.plan.lessons) if self.plan.lessons or LESSONS.get() else None  # a child: its own
         if self.plan.lessons_version is not None:
             self.note("lessons_version", self.plan.lessons_version)
         try:
