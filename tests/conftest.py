@@ -23,7 +23,6 @@ from .real.llamaserver import LlamaServer, llama_server
 from .real.llamaserver import missing_reason as llama_missing
 from .scripted_upstream import ScriptedUpstream
 
-
 # The suite starts hundreds of Python processes (servers, the command line) that import the package: they cache its
 # bytecode, and pytest its rewritten test modules, even where the environment says not to (PYTHONDONTWRITEBYTECODE=1
 # made every process compile the package again: the README's test command took 4 min 31 s with it, 3 min 58 s
