@@ -51,10 +51,6 @@ class Candidate:
         """The model name a request for it gives: the prefixed name over the model being tuned."""
         return f"{self.workflow}-{upstream_model}"
 
-    def body(self) -> dict[str, Any]:
-        """What a request adds for its settings (`x_adapter_critic`), nothing at the defaults."""
-        return {"x_adapter_critic": dict(self.settings)} if self.settings else {}
-
 
 def _said(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..evals.results import Key, Result, summarize
-from .candidates import BASELINE, Candidate
+from .candidates import BASELINE
 from .race import Outcome, Plan
 
 
@@ -94,15 +94,3 @@ def weighed(entry: dict[str, Any], measure: Measure, *, holdout: bool = False) -
         return None
     value = figures["cost"] if measure.currency else figures["tokens"]
     return float(value) if isinstance(value, int | float) else None
-
-
-def winner(found: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The front's best-scoring candidate on the held-out items (the training items when none were held out)."""
-    front = [e for e in found if e["on_front"]]
-    if not front:
-        return None
-    return max(front, key=lambda e: ((e["holdout"] or e)["score"] or 0.0, -((e["holdout"] or e)["tokens"] or 0.0)))
-
-
-def by_label(candidates: list[Candidate]) -> dict[str, Candidate]:
-    return {c.label: c for c in candidates}
