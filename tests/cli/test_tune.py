@@ -189,6 +189,7 @@ def test_on_a_scripted_upstream_the_technique_that_answers_right_wins(
         (["--model", "demo-direct", "--techniques", "critic&best_of_n"], "best_of_n reviews no draft"),
         (["--model", "demo-direct", "--budget-cost", "1"], "--budget-cost needs a price for 'adapter-critic-demo"),
         (["--model", "demo-direct", "--holdout", "0.8"], "tune needs at least 2 (lower --holdout)"),
+        (["--model", "demo-direct", "--scorer", "judge:nobody"], "does not serve 'nobody'"),
     ],
 )
 def test_mistakes_are_one_line(tmp_path: Path, args: list[str], says: str) -> None:

@@ -86,6 +86,7 @@ def tune(
     config = _tuning_config(served.config, model)
     judge = EndpointJudge()
     scorers = scorers_for(items, scorer, judge, path)
+    judges = sorted({spec.spec.partition(":")[2] for spec in scorers.values() if spec.spec.startswith("judge:")})
     try:
         chosen = candidates(_names(techniques), chains=not no_chains)
     except ValueError as exc:
@@ -106,6 +107,7 @@ def tune(
         try:
             async with endpoints.in_process(config, served.in_process_app, timeout, served.name) as endpoint:
                 judge.bind(endpoint)
+                await endpoint.require(judges)  # a `judge:MODEL` scorer's model, checked before anything runs
                 async with anyio.create_task_group() as tg:
 
                     async def on_interrupt(*, task_status: anyio.abc.TaskStatus[None]) -> None:
