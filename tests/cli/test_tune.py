@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import subprocess
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from adapter_critic.workflows import registry
 from adapter_critic.workflows.prompts import SECOND_PASS_INSTRUCTION
 
 from ..conftest import RemoteUpstream, run_app, sdk
-from .conftest import EXAMPLES, invoke, one_error_line, write_jsonl
+from .conftest import EXAMPLES, SCRIPT, invoke, one_error_line, script_env, write_jsonl
 
 DATASET = EXAMPLES / "eval" / "tune.jsonl"
 ITEMS = sum(1 for line in DATASET.read_text(encoding="utf-8").splitlines() if line.strip())
@@ -201,3 +202,58 @@ def test_mistakes_are_one_line(tmp_path: Path, args: list[str], says: str) -> No
 def _results(out: Path) -> list[dict[str, Any]]:
     lines = (out / "results.jsonl").read_text(encoding="utf-8").splitlines()
     return [json.loads(line) for line in lines if line.strip()]
+
+
+PLUGIN = '''
+from typing import Annotated
+
+import msgspec
+
+from adapter_critic import Answer, FinalCall, PerRequest, RunContext, Workflow
+
+
+class EchoTwiceSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    times: Annotated[int, msgspec.Meta(ge=1, le=6), PerRequest(cap=4)] = 2
+
+
+class EchoTwice(Workflow):
+    """The API model asked `times` times; the last answer stands."""
+
+    name = "echo_twice"
+    stages = ("api:<i>",)
+    Settings = EchoTwiceSettings
+
+    async def run(self, run: RunContext) -> FinalCall | None:
+        for i in range(run.plan.settings.times):
+            answer = await run.first_call(f"api:{i}", run.request.messages_json)
+            run.set_answer(Answer.of(answer))
+        return None
+'''
+
+
+def test_a_plugin_workflow_is_raced_with_the_grid_its_settings_declare(tmp_path: Path) -> None:
+    """A workflow installed beside adapter_critic (a module and its entry point on PYTHONPATH) is a candidate of the
+    installed command's `tune`, at its default and with the grid its `PerRequest` setting gives (2, and half: 1)."""
+    (tmp_path / "echo_twice_plugin.py").write_text(PLUGIN, encoding="utf-8")
+    info = tmp_path / "echo_twice_plugin-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: echo-twice-plugin\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[adapter_critic.workflows]\necho_twice = echo_twice_plugin:EchoTwice\n")
+    out = tmp_path / "out"
+    command = [
+        str(SCRIPT),
+        "tune",
+        str(DATASET),
+        "--model",
+        "demo-direct",
+        "--techniques",
+        "echo_twice",
+        "-o",
+        str(out),
+    ]
+    env = {**script_env(), "PYTHONPATH": str(tmp_path), "ADAPTER_CRITIC_STORE": f"sqlite:///{tmp_path / 'r.db'}"}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    entries = {e["label"]: e for e in pareto(out)["candidates"]}
+    assert set(entries) == {"direct", "echo_twice", "echo_twice times=1"}
+    assert entries["echo_twice"]["calls"] == 2 and entries["echo_twice times=1"]["calls"] == 1

@@ -4,8 +4,8 @@ What `tune` tries: every registered workflow (plug-ins included) with a small gr
 two (`a&b`, `b` reviewing `a`'s answer) at their defaults; `direct` is the baseline.
 
 The grid comes from each workflow's own declaration of what a request may set (`PerRequest` marks, issue 44's one
-declaration): a whole number is tried at its default and at half of it (or one more, when the default is its least
-value), within the request's cap; a number with a fraction (a temperature) at its default and half of it; a switch
+declaration): a whole number is tried at its default and at half of it (or one more, when halving leaves it as it
+is), within the request's cap; a number with a fraction (a temperature) at its default and half of it; a switch
 both ways. Texts, lists and choices between words (prompts, lenses, layers) keep the operator's values: a grid over
 them would be the user's own ideas, not the workflow's. At most `GRID` settings combinations per workflow, from its
 first tunable settings in declaration order.
@@ -129,7 +129,8 @@ def _values(info: msgspec.inspect.Type, default: Any, cap: int | None) -> list[A
     if isinstance(info, msgspec.inspect.IntType) and isinstance(default, int):
         low = info.ge if info.ge is not None else 0
         high = min(x for x in (info.le, cap) if x is not None) if (info.le, cap) != (None, None) else default + 1
-        other = math.ceil(default / 2) if math.ceil(default / 2) > low and default > low else default + 1
+        half = math.ceil(default / 2)
+        other = half if low <= half < default else default + 1  # one more when halving leaves it as it is
         return [default, other] if low <= other <= high and other != default else [default]
     if isinstance(info, msgspec.inspect.FloatType) and isinstance(default, float) and default > 0:
         return [default, round(default / 2, 2)]
