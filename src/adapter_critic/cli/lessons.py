@@ -201,14 +201,13 @@ def show(model: str, version: int | None, config_path: str | None) -> None:
         if found is None:
             raise CliError(f"{model} has no {'active version' if version is None else f'version {version}'}")
         parent = None if found.parent is None else await kept.version(engine, model, found.parent)
-        before = set(parent.lessons) if parent else set()
+        added, removed = kept.changes(found, parent)
         console = stdout()
         console.print(f"{model} lessons version {found.version} ({found.status}, {found.created_at})", soft_wrap=True)
         for lesson in found.lessons:
-            console.print(f"{'  ' if lesson in before else '+ '}{lesson}", soft_wrap=True, markup=False)
-        for lesson in parent.lessons if parent else []:
-            if lesson not in found.lessons:
-                console.print(f"- {lesson}", soft_wrap=True, markup=False)
+            console.print(f"{'+ ' if lesson in added else '  '}{lesson}", soft_wrap=True, markup=False)
+        for lesson in removed:
+            console.print(f"- {lesson}", soft_wrap=True, markup=False)
         if found.note and "wins" in found.note:
             console.print(_said(found.note), soft_wrap=True)
 

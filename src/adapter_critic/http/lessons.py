@@ -54,10 +54,8 @@ def lessons_routes(service: Service, prefix: str) -> list[Route]:
         by_number = {v.version: v for v in found}
         data: list[dict[str, Any]] = []
         for v in found:
-            before = by_number[v.parent].lessons if v.parent in by_number else []
             shown = msgspec.to_builtins(v)
-            shown["added"] = [lesson for lesson in v.lessons if lesson not in before]
-            shown["removed"] = [lesson for lesson in before if lesson not in v.lessons]
+            shown["added"], shown["removed"] = lessons.changes(v, by_number.get(v.parent) if v.parent else None)
             data.append(shown)
         body = msgspec.json.encode({"object": "list", "served_model": model, "data": data})
         await Response(body, media_type=JSON)(scope, receive, send)

@@ -36,6 +36,14 @@ class LessonVersion(msgspec.Struct, kw_only=True):
     note: dict[str, Any] | None = None  # what its eval found
 
 
+def changes(version: LessonVersion, parent: LessonVersion | None) -> tuple[list[str], list[str]]:
+    """What `version` added to the version it was learnt after, and what it dropped from it."""
+    before = parent.lessons if parent is not None else []
+    return [lesson for lesson in version.lessons if lesson not in before], [
+        lesson for lesson in before if lesson not in version.lessons
+    ]
+
+
 def _version(row: Any) -> LessonVersion:
     return LessonVersion(
         served_model=row["served_model"],
