@@ -28,7 +28,7 @@ from ..store.records import RunDetail, RunQuery
 from .console import stdout
 from .errors import CliError
 from .eval import scorers_for
-from .feedback import dataset_line
+from .feedback import MIN_SCORE, dataset_line
 from .options import Served, config_option, load_served, served_model
 from .store import every_run
 
@@ -90,7 +90,7 @@ def _holdout(learning: Any, runs: list[RunDetail], seed: int) -> tuple[list[RunD
     random.Random(seed).shuffle(order)
     cut = max(1, len(order) // 3)
     held, learn = order[:cut], order[cut:]
-    lines = [line for run in held if (line := dataset_line(run, 0.5)[0]) is not None]
+    lines = [line for run in held if (line := dataset_line(run, MIN_SCORE)[0]) is not None]
     return learn, [parse_item(json.dumps(line), number, "feedback") for number, line in enumerate(lines, 1)]
 
 
