@@ -243,6 +243,7 @@ class Plan:
     on_review_error: Literal["draft", "fail"] = "draft"
     lessons: tuple[str, ...] = ()  # what its reviewers learnt (docs/guides/learning.md), in their system prompts
     lessons_version: int | None = None  # the version of those lessons (None: it has none)
+    route: Mapping[str, Any] | None = None  # an `auto` model's decision for this request (docs/guides/routing.md)
 
     def target(self, role: str) -> StageTarget:
         """The stage target configured (or overridden) under `role`, else the API target."""

@@ -42,7 +42,7 @@ async def test_versions_are_numbered_and_one_is_active(store_url: str) -> None:
 def test_lessons_are_bounded() -> None:
     found = lessons.bounded(["  Say   who checked it. ", "say who checked it.", "x" * 400, "", "Be brief."], 2)
     assert found == ["Say who checked it.", "x" * lessons.MAX_LESSON_CHARS]
-    assert VERSION == 11
+    assert VERSION >= 11
 
 
 def test_the_cache_keeps_apart_answers_made_with_other_lessons() -> None:

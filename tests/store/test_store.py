@@ -506,6 +506,8 @@ async def test_a_version_1_store_is_upgraded_and_its_runs_read_as_before(store_u
             await conn.execute(sqlalchemy.text("ALTER TABLE runs DROP COLUMN cached_from"))
             await conn.execute(sqlalchemy.text("DROP TABLE cache"))
             await conn.execute(sqlalchemy.text("DROP TABLE feedback"))
+            for table in ("lessons", "route_policies", "shadows"):
+                await conn.execute(sqlalchemy.text(f"DROP TABLE {table}"))
             await conn.execute(sqlalchemy.text("UPDATE schema_version SET version = 1"))
     finally:
         await engine.dispose()
@@ -521,12 +523,14 @@ async def test_a_version_1_store_is_upgraded_and_its_runs_read_as_before(store_u
     engine = create_async_engine(engine_url(store_url))
     try:
         async with engine.connect() as conn:
-            assert (await conn.execute(sqlalchemy.text("SELECT version FROM schema_version"))).scalar() == VERSION == 11
+            assert (await conn.execute(sqlalchemy.text("SELECT version FROM schema_version"))).scalar() == VERSION == 12
             flags = (await conn.execute(sqlalchemy.text("SELECT request_messages FROM stages"))).scalars().all()
             await conn.execute(sqlalchemy.text("SELECT process FROM instances"))  # version 6's column is back
             await conn.execute(sqlalchemy.text("SELECT key, entry, cached_from FROM cache, runs"))  # and version 9's
             await conn.execute(sqlalchemy.text("SELECT feedback_id, verdict FROM feedback"))  # and version 10's
             await conn.execute(sqlalchemy.text("SELECT served_model, version, status FROM lessons"))  # and 11's
+            await conn.execute(sqlalchemy.text("SELECT policy FROM route_policies"))  # and 12's
+            await conn.execute(sqlalchemy.text("SELECT live_run_id, outcome, detail FROM shadows"))
     finally:
         await engine.dispose()
     assert [bool(flag) for flag in flags] == [False, False]  # the old run's stages; the new one's is in its end

@@ -23,6 +23,8 @@ SUBCOMMANDS = {
     "replay": "replay:replay",
     "keys": "keys:keys",
     "lessons": "lessons:lessons",
+    "route": "route:route",
+    "shadow": "shadow:shadow",
 }
 
 

@@ -51,10 +51,12 @@ def _require_sqlite_file(url: str) -> None:
 
 
 @contextlib.asynccontextmanager
-async def reading(store_url: str | None, config_path: str | None) -> AsyncIterator[RunStore]:
-    """The run store to read, opened; every way it cannot be opened is one line."""
+async def reading(store_url: str | None, config_path: str | None, *, create: bool = False) -> AsyncIterator[RunStore]:
+    """The run store to read (`create`: and write, made when it is not there), opened; every way it cannot be
+    opened is one line."""
     url = chosen_url(store_url, config_path)
-    _require_sqlite_file(url)
+    if not create:
+        _require_sqlite_file(url)
     try:
         from ..store import open_store
         from ..store.database import StoreURLError

@@ -33,7 +33,7 @@ def _deepest(
     served = config.served(served_id)
     assert served is not None
     deepest, longest = 0, path
-    for stage, child in served.served.items():
+    for stage, child in served.references():
         where = [*path, stage, child]
         if child in path[::2]:
             first = path[::2].index(child) * 2

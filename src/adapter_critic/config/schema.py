@@ -152,6 +152,15 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
                     f"served_models.{served_id}.learning.learner: {served.learning.learner!r} is no served model of "
                     f"this config ({known})"
                 )
+            shadow = served.shadow
+            for what, name in () if shadow is None else (("candidate", shadow.candidate), ("judge", shadow.judge)):
+                if self.served(name) is None:
+                    raise ValueError(
+                        f"served_models.{served_id}.shadow.{what}: {name!r} is not a served model of this config "
+                        "(nor a prefixed model of [models])"
+                    )
+            if shadow is not None and shadow.budget_cost is not None and not self.prices:
+                raise ValueError(f"served_models.{served_id}.shadow.budget_cost: a cost budget needs [prices]")
         cached = [served_id for served_id, served in self.served_models.items() if served.cache]
         if cached and self.cache.url is None and self.store.capture == "metadata":
             raise ValueError(

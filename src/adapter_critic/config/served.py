@@ -22,6 +22,7 @@ from ..workflows import registry
 from .describe import convert
 from .learning import Learning
 from .limits import RateLimits
+from .routing import Route, Shadow
 from .target import Target
 
 
@@ -69,10 +70,32 @@ class ServedModel(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, froz
     learning: Learning | None = None
     """Reviewers that learn from the feedback on this model's runs (docs/guides/learning.md): `{ learner =
     "<served model>" }`, and optionally `max_lessons`, `holdout`, `scorer`."""
+    route: Route | None = None
+    """An `auto` model's candidates, rules, classes and cost dial (docs/guides/routing.md): written as `mode =
+    "auto"` with `candidates`, `rules`, `classes`, `effort`, `explore` beside it. Its runs are direct runs whose API
+    stage is the chosen candidate's run."""
+    shadow: Shadow | None = None
+    """A candidate that answers a share of this model's requests in the background, judged against the live answer
+    (docs/guides/routing.md#shadow-evaluation)."""
+
+    @property
+    def kind(self) -> str:
+        """The mode as a config file says it: `auto` for an `auto` model, else `mode`."""
+        return "auto" if self.route is not None else self.mode
+
+    def references(self) -> list[tuple[str, str]]:
+        """The other served models (or prefixed names) this one runs: its served stages, and an `auto` model's
+        candidates (as `candidate:<name>`)."""
+        found = list(self.served.items())
+        if self.route is not None:
+            found += [(f"candidate:{c}", c) for c in self.route.candidates if c != self.served.get("api")]
+        return found
 
     def __post_init__(self) -> None:
         if self.mode not in registry.workflows():
-            raise ValueError(f"unknown mode {self.mode!r}; must be one of {', '.join(map(repr, registry.names()))}")
+            raise ValueError(
+                f"unknown mode {self.mode!r}; must be one of {', '.join(map(repr, registry.names()))}, or 'auto'"
+            )
         if (self.api is None) == ("api" not in self.served):
             raise ValueError('`api` is required: a target table, or another served model as { served = "<id>" }')
         if DRAFT in self.served and not registry.get(self.mode).reviews_draft:
@@ -100,7 +123,9 @@ _SERVED_KEYS = (
     "cache_ttl_seconds",
     "request_limits",
     "learning",
+    "shadow",
 )
+_ROUTE_KEYS = ("candidates", "rules", "classes", "effort", "explore", "refresh_seconds")
 
 
 def served_model(data: Any, source: str, where: str) -> ServedModel:
@@ -109,6 +134,8 @@ def served_model(data: Any, source: str, where: str) -> ServedModel:
     registered workflows' target and settings keys, each validated where it is read."""
     if not isinstance(data, Mapping):
         return convert(data, ServedModel, source, where)
+    if data.get("mode") == "auto":
+        return _auto_model(data, source, where)
     if "api" not in data:
         raise ConfigError(f'{source}: {where}.api: required key is missing (a target table, or {{ served = "<id>" }})')
     target_keys = registry.target_keys()
@@ -148,6 +175,20 @@ def served_model(data: Any, source: str, where: str) -> ServedModel:
         given = base["targets"]
         base["targets"] = {key: given[key] for key in (*target_keys, *given) if key in given}
     return convert(base, ServedModel, source, where)
+
+
+def _auto_model(data: Mapping[str, Any], source: str, where: str) -> ServedModel:
+    """An `auto` model: a direct model whose API stage is, per request, one of its candidates' runs (the first
+    until a request is routed)."""
+    own = {k: v for k, v in data.items() if k not in _ROUTE_KEYS and k != "mode"}
+    allowed = ("limits", "request_limits", "shadow", "cache", "cache_ttl_seconds")
+    for key in own:
+        if key not in allowed:
+            known = ", ".join(("mode", *_ROUTE_KEYS, *allowed))
+            raise ConfigError(f"{source}: {where}.{key}: not a key of an auto model; known keys here: {known}")
+    route = convert({k: v for k, v in data.items() if k in _ROUTE_KEYS}, Route, source, where)
+    base = {**own, "mode": "direct", "served": {"api": route.candidates[0]}}
+    return msgspec.structs.replace(convert(base, ServedModel, source, where), route=route)
 
 
 def _is_ref(value: Any) -> bool:

@@ -162,10 +162,14 @@ def stage_reply(system: str, last: str) -> str | None:
         lenses = re.findall(r"^\[([A-Za-z0-9_.-]+)\]$", critiques, re.MULTILINE)
         return f"1. [{', '.join(lenses)}] {PANEL_LEAD[2:]}: say so in the revised answer (demo coordinator)."
     if system == DEFAULT_PAIRWISE_SYSTEM_PROMPT:
-        seeds = {label: seed_of(reply) for label, reply in _REPLY.findall(last)}
-        a, b = seeds.get("A", 0), seeds.get("B", 0)
+        replies = dict(_REPLY.findall(last))
+        a, b = seed_of(replies.get("A", "")), seed_of(replies.get("B", ""))
         winner = "A" if a > b else "B" if b > a else "tie"
         reason = f"Demo judge: reply A was sampled with seed {a}, reply B with seed {b}; it prefers the higher seed."
+        revised = {label: "revised after" in reply for label, reply in replies.items()}
+        if winner == "tie" and revised.get("A") != revised.get("B"):  # no seed between them: a reviewed reply wins
+            winner = "A" if revised.get("A") else "B"
+            reason = f"Demo judge: only reply {winner} was revised after a review; it prefers that one."
         return f"{reason}\nWinner: {winner}"
     if system == DEFAULT_CONSISTENCY_SYSTEM_PROMPT:
         middle = (len(_RESPONSES.findall(last)) + 1) // 2

@@ -45,6 +45,7 @@ class ChatHandler:
         self.service = service
         self.config = service.config
         self.tracing = tracing
+        self.routes = service.routing is not None  # an `auto` model's rules may read the route header
 
     async def chat(
         self,
@@ -133,7 +134,9 @@ class ChatHandler:
         A client that goes away meanwhile cancels the request and leaves one line in the log (`disconnect`)."""
         request_id, run_id = bind(scope, inbound.new_id)  # the protocol's own form of id (`chatcmpl-…`, `msg_…`)
         send = guard_send(send)
-        caller = Caller(scope.get(CALLER), client_token(scope, inbound.credential))
+        caller = Caller(
+            scope.get(CALLER), client_token(scope, inbound.credential), route_hint(scope) if self.routes else None
+        )
         traced = self.tracing.inbound(scope) if self.tracing is not None else _NOT_TRACED
         with request_scope(request_id), traced:
             try:
@@ -149,3 +152,15 @@ class ChatHandler:
                     await protocol_error(inbound, exc, headers=inbound.headers(run_id))(scope, receive, send)
             except ClientGone:
                 log_client_gone(request_id)
+
+
+ROUTE_HEADER = b"x-adapter-critic-route"
+
+
+def route_hint(scope: Scope) -> str | None:
+    """The request's `x-adapter-critic-route` header (what an `auto` model's rules may read), or None."""
+    for name, value in scope["headers"]:
+        if name == ROUTE_HEADER:
+            hint: str = value.decode("latin-1")[:256]
+            return hint
+    return None

@@ -153,6 +153,23 @@ class Metrics:
             "and verdict (accept, reject: a stage's; else positive, negative, neutral: the score's sign).",
             ["served_model", "verdict"], registry=r,
         )  # fmt: skip
+        self.shadows = prom.Counter(
+            f"{PREFIX}_shadow_runs", "Shadow evaluations (docs/guides/routing.md), by served model, candidate and "
+            "outcome (the candidate's: won, tied, lost, failed; or dropped: at its concurrency, over_budget).",
+            ["served_model", "candidate", "outcome"], registry=r,
+        )  # fmt: skip
+        self.shadow_tokens = prom.Counter(
+            f"{PREFIX}_shadow_tokens", "Tokens shadow candidates and their judges spent (the operator's, never a "
+            "caller's), by served model.", ["served_model"], registry=r,
+        )  # fmt: skip
+        self.shadow_cost = prom.Counter(
+            f"{PREFIX}_shadow_cost", "What shadow candidates and their judges cost (known costs), by served model "
+            "and currency.", ["served_model", "currency"], registry=r,
+        )  # fmt: skip
+        self.routes = prom.Counter(
+            f"{PREFIX}_route_decisions", "Requests an `auto` model routed, by served model, candidate and why (rule, "
+            "policy, explore, default).", ["served_model", "candidate", "by"], registry=r,
+        )  # fmt: skip
         self.store_source: StoreSource | None = None
         self._store: object | None = None
         self._store_dropped_seen = 0
@@ -270,6 +287,20 @@ class Metrics:
     def count_feedback(self, served_model: str, verdict: str) -> None:
         """Count a feedback entry kept on a run of `served_model` (`store.feedback.verdict_label`)."""
         self.feedback.labels(served_model, verdict).inc()
+
+    def count_shadow(
+        self, served_model: str, candidate: str, outcome: str, tokens: int = 0, cost: tuple[str, float] | None = None
+    ) -> None:
+        """Count a shadow evaluation of `served_model` (or one dropped), and what it spent."""
+        self.shadows.labels(served_model, candidate, outcome).inc()
+        if tokens:
+            self.shadow_tokens.labels(served_model).inc(tokens)
+        if cost is not None and cost[1]:
+            self.shadow_cost.labels(served_model, cost[0]).inc(cost[1])
+
+    def count_route(self, served_model: str, candidate: str, by: str) -> None:
+        """Count a request an `auto` model routed."""
+        self.routes.labels(served_model, candidate, by).inc()
 
     # -- the run store -------------------------------------------------------------------------------
     def watch_store(self, source: StoreSource) -> None:

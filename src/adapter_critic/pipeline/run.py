@@ -204,6 +204,8 @@ class Run:
         lessons = LESSONS.set(self.plan.lessons) if self.plan.lessons or LESSONS.get() else None  # a child: its own
         if self.plan.lessons_version is not None:
             self.note("lessons_version", self.plan.lessons_version)
+        if self.plan.route is not None:
+            self.note("route", dict(self.plan.route))
         try:
             final = await self.workflow.run(self)
             if final is not None and sink is not None:

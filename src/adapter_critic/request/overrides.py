@@ -63,6 +63,7 @@ def schema() -> Schema:
                 settings[workflow.RequestSettings] = None
     fields["progress"] = bool
     fields["cache"] = bool
+    fields["effort"] = Annotated[float, msgspec.Meta(ge=0, le=1)]
     kind = msgspec.defstruct(
         "Overrides",
         [(name, type_ | None, None) for name, type_ in fields.items()],
@@ -116,6 +117,11 @@ class Overrides:
     def mode(self) -> str | None:
         mode: str | None = self.given.get("mode")
         return mode
+
+    @property
+    def effort(self) -> float | None:
+        effort: float | None = self.given.get("effort")
+        return effort
 
     @property
     def progress(self) -> bool | None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgspec
 
@@ -42,11 +42,15 @@ from ..upstream.retry import RetryPolicy
 from ..workflows import registry
 from .admission import Admission
 from .lessons import with_lessons
+from .routing import Routing, passed_on, refuse_effort
+from .shadow import RunModel, Shadows
 
 if TYPE_CHECKING:
     from ..cache.answers import AnswerCache
     from ..limits import Limits, Ticket
+    from ..request.overrides import Overrides
     from ..store.runstore import RunStore
+    from ..workflows.base import Workflow
 
 logger = logging.getLogger("adapter_critic")
 
@@ -64,6 +68,7 @@ class Caller(NamedTuple):
 
     name: str | None = None
     token: str | None = None
+    route: str | None = None  # the request's `x-adapter-critic-route` header: what an `auto` model's rules may read
 
 
 @dataclass(slots=True)
@@ -103,6 +108,8 @@ class ChatService:
         subscribers: Sequence[Subscriber] = (),
         limits: Limits | None = None,
         cache: AnswerCache | None = None,
+        routing: Routing | None = None,
+        shadows: Shadows | None = None,
     ) -> None:
         self.config = config
         self.secrets = secrets
@@ -123,6 +130,10 @@ class ChatService:
         # A version to use instead of the active one, by served model (None: no lessons): `lessons learn` checks a
         # new version against the active one in process this way.
         self.lessons_pinned: dict[str, int | None] = {}
+        self.routing = routing  # None: no `auto` model, and no routing work
+        self.routed = frozenset(() if routing is None else routing.routers)
+        self.shadows = shadows  # None: no served model has a shadow, and no shadow work
+        self.shadowed = frozenset(() if shadows is None else shadows.shadows)
 
     # -- lifespan ------------------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -141,6 +152,8 @@ class ChatService:
         are written. The middleware does this before its wrapped app hears of the shutdown (its requests may be
         calling that app in-process), and `close`s once the app has shut down."""
         await self.admission.drain(self.config.shutdown_grace_seconds)
+        if self.shadows is not None:
+            await self.shadows.drain(self.config.shutdown_grace_seconds)
         await self.stop_recording()
 
     async def close(self) -> None:
@@ -181,6 +194,14 @@ class ChatService:
             policy.check_overrides(caller.name, plan, request.overrides_param)
         if to_resolve:
             plan = pinned_plan(plan, await self.host_guard.pin(to_resolve))
+        passed: Overrides | None = None  # an `auto` model's: the request's settings, for the chosen candidate
+        if plan.served_id in self.routed:
+            assert self.routing is not None
+            passed = passed_on(request)
+            engine = None if self.store is None else self.store.database.engine
+            plan = await self.routing.route(plan, request, caller.name, caller.route, engine)
+        elif request.overrides is not None:
+            refuse_effort(request, plan.served_id)
         if plan.served_id in self.learning and self.store is not None:
             plan = await with_lessons(plan, self.store.database.engine, self.lessons_pinned)
         workflow = registry.get(plan.mode)
@@ -214,25 +235,64 @@ class ChatService:
                     await ticket.charged()
                 return Answered(record, headers)
             subscribers = (*subscribers, cache.keeper(key, ttl, _token(plan, caller.token)))
-        run = Run(
-            workflow,
-            plan,
-            request,
-            self.upstream,
-            self.retry_policy,
-            run_id=run_id,
-            request_timeout=self.config.request_timeout_seconds,
-            max_concurrent_calls=self.config.max_concurrent_calls_per_run,
-            prices=self.prices,
-            subscribers=subscribers,
-            nesting=self._nesting(request_id, caller) if plan.nests else None,
-        )
+        nesting = self._nesting(request_id, caller, passed, plan.api.served) if plan.nests else None
+        run = self._run(workflow, plan, request, run_id, subscribers, nesting, parent=None)
+        shadowed = plan.served_id in self.shadowed
         if request.stream:
-            return Streaming(run.execute, plan, headers, run.record)
+            streamer = run.execute if not shadowed else self._shadowed(run.execute, request, caller, request_id)
+            return Streaming(streamer, plan, headers, run.record)
         record = await run.execute()
         if ticket is not None:
             await ticket.charged()  # the next request sees this run's tokens
+        if shadowed:
+            self._shadow(request, record, caller, request_id)
         return Answered(record, headers)
+
+    def _run(
+        self,
+        workflow: Workflow,
+        plan: Plan,
+        request: ChatRequest,
+        run_id: str,
+        subscribers: Sequence[Subscriber],
+        nesting: Nesting | None,
+        *,
+        parent: tuple[str, str] | None,
+    ) -> Run:
+        return Run(
+            workflow, plan, request, self.upstream, self.retry_policy, run_id=run_id,
+            request_timeout=self.config.request_timeout_seconds,
+            max_concurrent_calls=self.config.max_concurrent_calls_per_run, prices=self.prices,
+            subscribers=subscribers, nesting=nesting, parent=parent,
+        )  # fmt: skip
+
+    # -- shadows (docs/guides/routing.md#shadow-evaluation) --------------------------------------------------------
+    def _shadowed(self, execute: RunStreamer, request: ChatRequest, caller: Caller, request_id: str) -> RunStreamer:
+        """A streamed run that starts its shadow once its answer is complete."""
+
+        async def run(sink: Any, progress: Any) -> RunRecord:
+            record = await execute(sink, progress)
+            self._shadow(request, record, caller, request_id)
+            return record
+
+        return run
+
+    def _shadow(self, request: ChatRequest, record: RunRecord, caller: Caller, request_id: str) -> None:
+        assert self.shadows is not None
+        self.shadows.consider(record.served_model, request, record, caller.name, self._run_model(request_id, caller))
+
+    def _run_model(self, request_id: str, caller: Caller) -> RunModel:
+        """How a shadow runs a model: as a request of the caller's without overrides, recorded under its key name,
+        with no limit or cache (what it spends is the shadow budget's)."""
+
+        async def run_model(model: str, request: ChatRequest, run_id: str, parent: tuple[str, str]) -> RunRecord:
+            plan = self._plan_of(model, caller.token)
+            subscribers = self._subscribers(request_id, request, plan, caller)
+            nesting = self._nesting(request_id, caller) if plan.nests else None
+            run = self._run(registry.get(plan.mode), plan, request, run_id, subscribers, nesting, parent=parent)
+            return await run.execute()
+
+        return run_model
 
     def check_reach(self, model: str, caller: str | None) -> None:
         """Refuse a model name no upstream could serve (400), or one the caller's key may not use (404, as unknown,
@@ -262,11 +322,20 @@ class ChatService:
         )
         return (*subscribers, recorder)
 
-    def _nesting(self, request_id: str, caller: Caller) -> Nesting:
+    def _nesting(
+        self, request_id: str, caller: Caller, passed: Overrides | None = None, chosen: str | None = None
+    ) -> Nesting:
         """How a run of this request runs the served models its stages name: their plans as for a request without
-        overrides, and child runs with the service's subscribers (recorded under the same request id and key)."""
+        overrides (an `auto` model's `chosen` candidate: with the request's settings, `passed`), and child runs with
+        the service's subscribers (recorded under the same request id and key)."""
+
+        def plan_of(served_id: str) -> Plan:
+            if passed is not None and served_id == chosen:
+                return resolve(self.config, served_id, passed, "x_adapter_critic", client_token=caller.token)
+            return self._plan_of(served_id, caller.token)
+
         return Nesting(
-            plan_of=lambda served_id: self._plan_of(served_id, caller.token),
+            plan_of=plan_of,
             subscribers_of=lambda request, plan: self._subscribers(request_id, request, plan, caller),
         )
 

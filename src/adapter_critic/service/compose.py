@@ -34,8 +34,12 @@ from ..upstream.retry import RetryPolicy, Sleep
 from .admission import Admission
 from .chat import ChatService
 from .keys import KeyRing
+from .routing import Routing
+from .shadow import Shadows
 
 if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
     from ..store.runstore import RunStore
 
 
@@ -141,6 +145,8 @@ def compose(
                 config, clock=clock, on_refused=telemetry.on_rate_limited, on_error=telemetry.on_limits_error
             ),
             cache=cache_for(config, store, secrets.values, clock=clock),
+            routing=_routing(config, telemetry),
+            shadows=_shadows(config, telemetry, lambda: None if chat.store is None else chat.store.database.engine),
         )
         telemetry.watch(lambda: admission.in_flight, lambda: chat.store)
         return Service(
@@ -152,3 +158,17 @@ def compose(
             telemetry=telemetry,
             standalone=standalone,
         )
+
+
+def _routing(config: Config, telemetry: Telemetry) -> Routing | None:
+    """The routers of the `auto` models (None: there are none)."""
+    if not any(served.route is not None for served in config.served_models.values()):
+        return None
+    metrics = telemetry.metrics
+    return Routing(config, on_route=None if metrics is None else metrics.count_route)
+
+
+def _shadows(config: Config, telemetry: Telemetry, engine_of: Callable[[], AsyncEngine | None]) -> Shadows | None:
+    """The shadows of the served models that have one (None: none has)."""
+    found = {i: served.shadow for i, served in config.served_models.items() if served.shadow is not None}
+    return None if not found else Shadows(found, engine_of=engine_of, metrics=telemetry.metrics)

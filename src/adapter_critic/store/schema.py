@@ -178,6 +178,31 @@ lessons = Table(
     Column("note", Text),
 )
 
+# Choosing per request (docs/guides/routing.md; schema version 12): an `auto` model's policies as `route fit` stored
+# them (the newest is the one in use), and each shadow evaluation of a live run (`outcome` is the candidate's: `won`,
+# `tied`, `lost`, or `failed`), with what both answers took and cost.
+route_policies = Table(
+    "route_policies",
+    metadata,
+    Column("served_model", String(256), primary_key=True),
+    Column("version", Integer, primary_key=True),
+    Column("created_at", Double, nullable=False),
+    Column("policy", Text, nullable=False),  # JSON: routing.policy.Policy
+)
+shadows = Table(
+    "shadows",
+    metadata,
+    Column("shadow_run_id", String(128), primary_key=True),
+    Column("live_run_id", String(128), nullable=False, index=True),
+    Column("served_model", String(256), nullable=False),
+    Column("candidate", String(256), nullable=False),
+    Column("created_at", Double, nullable=False),
+    Column("key_name", String(128)),  # the live run's (its tenancy is the live run's)
+    Column("request_class", String(128)),
+    Column("outcome", String(16), nullable=False),
+    Column("detail", Text, nullable=False),  # JSON: store.shadows.ShadowDetail
+)
+
 schema_version = Table("schema_version", metadata, Column("version", Integer, nullable=False))
 
 
@@ -249,13 +274,19 @@ def _v11(conn: Connection) -> None:
     lessons.create(conn, checkfirst=True)
 
 
+def _v12(conn: Connection) -> None:
+    """Choosing per request: the tables `route_policies` and `shadows`."""
+    route_policies.create(conn, checkfirst=True)
+    shadows.create(conn, checkfirst=True)
+
+
 def _add_column(conn: Connection, table: str, column: str, definition: str) -> None:
     """Add `column` to `table` unless it is there (`_v1` makes a new store with today's columns already)."""
     if column not in {found["name"] for found in inspect(conn).get_columns(table)}:
         conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {definition}"))
 
 
-STEPS: tuple[Callable[[Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11)
+STEPS: tuple[Callable[[Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11, _v12)
 VERSION = len(STEPS)
 
 

@@ -1,0 +1,149 @@
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+Choosing per request in the run store (docs/guides/routing.md): an `auto` model's policies in `route_policies`
+(numbered; the newest is in use), and the shadow evaluations of live runs in `shadows`, with what each side took.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+import msgspec
+from sqlalchemy import func, insert, select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from .records import RunsOf
+from .schema import feedback, route_policies, runs, shadows
+
+Outcome = Literal["won", "tied", "lost", "failed"]
+
+
+class Side(msgspec.Struct, kw_only=True):
+    """What one side of a shadow evaluation took: its run, tokens, cost (None: no prices) and time."""
+
+    model: str
+    run_id: str | None = None
+    tokens: int = 0
+    cost: float | None = None
+    ms: float | None = None
+
+
+class ShadowDetail(msgspec.Struct, kw_only=True):
+    """A shadow evaluation as stored: both sides, the judge's votes (as shown: live first, then shadow first) and
+    runs, and why it failed when it did."""
+
+    live: Side
+    shadow: Side
+    judge: Side
+    votes: list[str | None] = []  # `live`, `shadow`, `tie`, or None (no verdict), per order
+    judge_runs: list[str] = []
+    currency: str | None = None  # the costs' (None: no prices)
+    error: str | None = None
+
+
+class ShadowRow(msgspec.Struct, kw_only=True):
+    shadow_run_id: str
+    live_run_id: str
+    served_model: str
+    candidate: str
+    created_at: float
+    key_name: str | None
+    request_class: str | None
+    outcome: Outcome
+    detail: ShadowDetail
+
+
+_detail = msgspec.json.Decoder(ShadowDetail)
+
+
+async def save_policy(engine: AsyncEngine, served_model: str, created_at: float, render: Callable[[int], str]) -> int:
+    """Store a policy of `served_model` as its next version, `render`ed (as JSON) with its number; returns that."""
+    async with engine.begin() as conn:
+        found = await conn.execute(
+            select(func.max(route_policies.c.version)).where(route_policies.c.served_model == served_model)
+        )
+        version = int(found.scalar() or 0) + 1
+        await conn.execute(
+            insert(route_policies).values(
+                served_model=served_model, version=version, created_at=created_at, policy=render(version)
+            )
+        )
+    return version
+
+
+async def latest_policy(engine: AsyncEngine, served_model: str, newer_than: int = 0) -> str | None:
+    """The newest policy of `served_model` (its JSON), if its version is above `newer_than` (else None)."""
+    statement = (
+        select(route_policies.c.policy)
+        .where(route_policies.c.served_model == served_model, route_policies.c.version > newer_than)
+        .order_by(route_policies.c.version.desc())
+        .limit(1)
+    )
+    async with engine.connect() as conn:
+        text = (await conn.execute(statement)).scalar()
+    return None if text is None else str(text)
+
+
+async def add_shadow(engine: AsyncEngine, row: ShadowRow) -> None:
+    async with engine.begin() as conn:
+        values = msgspec.structs.asdict(row)
+        values["detail"] = msgspec.json.encode(row.detail).decode()
+        await conn.execute(insert(shadows).values(**values))
+
+
+async def shadow_rows(
+    engine: AsyncEngine,
+    *,
+    served_model: str | None = None,
+    live_run_ids: Sequence[str] = (),
+    since: float | None = None,
+    seen_by: RunsOf | None = None,
+) -> list[ShadowRow]:
+    """The shadow evaluations of `served_model` (every one when None) or of the live runs `live_run_ids`, oldest
+    first; only those of the live runs `seen_by` may see when given."""
+    statement: Any = select(shadows).order_by(shadows.c.created_at)
+    if served_model is not None:
+        statement = statement.where(shadows.c.served_model == served_model)
+    if live_run_ids:
+        statement = statement.where(shadows.c.live_run_id.in_(list(live_run_ids)))
+    if since is not None:
+        statement = statement.where(shadows.c.created_at >= since)
+    if seen_by is not None and not seen_by.every:
+        column = shadows.c.key_name
+        statement = statement.where(column.is_(None) if seen_by.key_name is None else column == seen_by.key_name)
+    async with engine.connect() as conn:
+        found = (await conn.execute(statement)).mappings().all()
+    return [ShadowRow(**{**row, "detail": _detail.decode(row["detail"])}) for row in found]
+
+
+async def shadow_spend(engine: AsyncEngine, served_model: str, since: float) -> tuple[int, float]:
+    """What `served_model`'s shadows (candidate and judge) spent since `since`: tokens and known cost."""
+    tokens, cost = 0, 0.0
+    for row in await shadow_rows(engine, served_model=served_model, since=since):
+        for side in (row.detail.shadow, row.detail.judge):
+            tokens += side.tokens
+            cost += side.cost or 0.0
+    return tokens, cost
+
+
+class Scored(msgspec.Struct, kw_only=True):
+    """A feedback entry's score on a run of one model, with what the run was asked and took."""
+
+    served_model: str
+    score: float  # -1 to 1, as given
+    request: str | None  # JSON: StoredRequest (its messages under capture `full`)
+    usage: str | None  # JSON: Tokens
+    cost: float | None
+
+
+async def scored_runs(engine: AsyncEngine, models: Sequence[str]) -> list[Scored]:
+    """Every feedback entry on a run of one of `models` (a top-level run or a child run, a shadow's included)."""
+    statement = (
+        select(runs.c.served_model, feedback.c.score, runs.c.request, runs.c.usage, runs.c.cost_known)
+        .join(runs, runs.c.run_id == feedback.c.run_id)
+        .where(runs.c.served_model.in_(list(models)), feedback.c.stage.is_(None))
+    )
+    async with engine.connect() as conn:
+        found = (await conn.execute(statement)).all()
+    return [Scored(served_model=r[0], score=r[1], request=r[2], usage=r[3], cost=r[4]) for r in found]
