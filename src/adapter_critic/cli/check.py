@@ -53,6 +53,11 @@ def served_table(config: Config, name: str) -> Table:
     for column in ("served model", "mode", "stage", "model", "base_url"):
         table.add_column(column)
     for served_id, model in config.served_models.items():
+        if model.route is not None:
+            for index, candidate in enumerate(model.route.candidates):
+                table.add_row(served_id if not index else "", "auto" if not index else "", "candidate",
+                              f"served model {candidate}", "(in-process)")  # fmt: skip
+            continue
         for index, (stage, target) in enumerate(model.stage_targets()):
             first = index == 0  # the served model's name and mode on its first row only
             row = (served_id if first else "", model.mode if first else "", stage)

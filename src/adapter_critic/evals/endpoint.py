@@ -31,8 +31,8 @@ from ..core import StageTarget
 from ..errors import APIError, ConfigError, EvalError, UpstreamError
 from ..protocols.openai import INBOUND as OPENAI
 from ..redact import Secrets, masked_logs, redact_userinfo
-from ..service.chat import Answered, Caller
 from ..service.compose import Service, compose
+from ..service.outcomes import Answered, Caller
 from ..store.settings import default_url, store_url
 from ..upstream.client import Upstream
 from ..upstream.failures import describe_transport_error

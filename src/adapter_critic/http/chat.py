@@ -22,7 +22,8 @@ from ..errors import APIError, Overloaded, RequestError, internal_error
 from ..observe.logs import request_scope
 from ..protocols.base import Inbound
 from ..protocols.openai import INBOUND as OPENAI
-from ..service.chat import Answered, Caller, ChatService, Streaming
+from ..service.chat import ChatService
+from ..service.outcomes import Answered, Caller, Streaming
 from .auth import CALLER, client_token
 from .body import body_too_large, declared_too_large, read_body
 from .disconnect import ClientGone, cancel_on_disconnect, guard_send, log_client_gone

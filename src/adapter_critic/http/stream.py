@@ -30,7 +30,7 @@ from ..core import Usage
 from ..errors import APIError, Rendered, internal_error, render_error
 from ..events import AnswerChunks, RunRecord, StageFinished
 from ..protocols.base import Redact, StreamRenderer
-from ..service.chat import RunStreamer
+from ..service.outcomes import RunStreamer
 from .disconnect import ClientGone, guard_send, log_client_gone, watched
 
 logger = logging.getLogger("adapter_critic")

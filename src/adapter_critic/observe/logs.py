@@ -116,6 +116,9 @@ def served_line(config: Config) -> str:
     """The start-up line: each served model, its mode and the upstream hosts its targets call (never keys)."""
     parts = []
     for served_id, served in config.served_models.items():
+        if served.route is not None:
+            parts.append(f"{served_id} (auto → one of {', '.join(served.route.candidates)})")
+            continue
         hosts = dict.fromkeys(
             f"served model {t}" if isinstance(t, str) else _host(t.base_url) for _, t in served.stage_targets()
         )

@@ -14,11 +14,8 @@ queue or task between (a pull-based stream would add a task switch per chunk). T
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
-
-import msgspec
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from ..access import KeyPolicy, check_model_name
 from ..cache.answers import HEADER
@@ -26,14 +23,14 @@ from ..cache.hit import CacheHit
 from ..cache.key import wanted
 from ..config import Config
 from ..core import ChatRequest, Plan
-from ..errors import RequestError
-from ..events import AnswerChunks, RunRecord, StageFinished, Subscriber
+from ..events import RunRecord, Subscriber
 from ..observe.logs import served_line
 from ..pipeline.nested import Nesting
 from ..pipeline.resolve import check_overrides, resolve, unknown_model
 from ..pipeline.run import Run
 from ..pricing import price_table
 from ..redact import Secrets
+from ..request.choices import refuse_many_choices
 from ..store.recorder import RunRecorder
 from ..store.settings import start_recording
 from ..upstream.client import Upstream
@@ -42,8 +39,9 @@ from ..upstream.retry import RetryPolicy
 from ..workflows import registry
 from .admission import Admission
 from .lessons import with_lessons
+from .outcomes import Answered, Caller, Streaming
 from .routing import Routing, passed_on, refuse_effort
-from .shadow import RunModel, Shadows
+from .shadow import RunModel, Shadows, then
 
 if TYPE_CHECKING:
     from ..cache.answers import AnswerCache
@@ -53,42 +51,6 @@ if TYPE_CHECKING:
     from ..workflows.base import Workflow
 
 logger = logging.getLogger("adapter_critic")
-
-# Runs a streamed request with a sink for its answer's chunks (and one for the progress of its earlier stages, or
-# None); returns the finished record.
-RunStreamer = Callable[
-    [Callable[[AnswerChunks], Awaitable[None]], Callable[[StageFinished], Awaitable[None]] | None],
-    Awaitable[RunRecord],
-]
-
-
-class Caller(NamedTuple):
-    """Who asks: the name of the named key it came with (`[[auth.keys]]`; None: a nameless key, or no auth) and its
-    own token, sent only to targets with `forward_client_authorization`. (A tuple: made for every request.)"""
-
-    name: str | None = None
-    token: str | None = None
-    route: str | None = None  # the request's `x-adapter-critic-route` header: what an `auto` model's rules may read
-
-
-@dataclass(slots=True)
-class Answered:
-    """A plain request's finished run (or cache hit): its record, and the headers its answer carries (the limits',
-    the cache's)."""
-
-    record: RunRecord
-    headers: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class Streaming:
-    """A streamed request's run, ready to run: `run` runs it into the sinks it is given. `record` is its record as
-    it goes (None for a cache hit, known whole)."""
-
-    run: RunStreamer
-    plan: Plan
-    headers: dict[str, str] = field(default_factory=dict)
-    record: RunRecord | None = None
 
 
 class ChatService:
@@ -237,15 +199,14 @@ class ChatService:
             subscribers = (*subscribers, cache.keeper(key, ttl, _token(plan, caller.token)))
         nesting = self._nesting(request_id, caller, passed, plan.api.served) if plan.nests else None
         run = self._run(workflow, plan, request, run_id, subscribers, nesting, parent=None)
-        shadowed = plan.served_id in self.shadowed
+        shadow = self._shadow(request, caller, request_id) if plan.served_id in self.shadowed else None
         if request.stream:
-            streamer = run.execute if not shadowed else self._shadowed(run.execute, request, caller, request_id)
-            return Streaming(streamer, plan, headers, run.record)
+            return Streaming(run.execute if shadow is None else then(run.execute, shadow), plan, headers, run.record)
         record = await run.execute()
         if ticket is not None:
             await ticket.charged()  # the next request sees this run's tokens
-        if shadowed:
-            self._shadow(request, record, caller, request_id)
+        if shadow is not None:
+            shadow(record)
         return Answered(record, headers)
 
     def _run(
@@ -267,19 +228,12 @@ class ChatService:
         )  # fmt: skip
 
     # -- shadows (docs/guides/routing.md#shadow-evaluation) --------------------------------------------------------
-    def _shadowed(self, execute: RunStreamer, request: ChatRequest, caller: Caller, request_id: str) -> RunStreamer:
-        """A streamed run that starts its shadow once its answer is complete."""
-
-        async def run(sink: Any, progress: Any) -> RunRecord:
-            record = await execute(sink, progress)
-            self._shadow(request, record, caller, request_id)
-            return record
-
-        return run
-
-    def _shadow(self, request: ChatRequest, record: RunRecord, caller: Caller, request_id: str) -> None:
-        assert self.shadows is not None
-        self.shadows.consider(record.served_model, request, record, caller.name, self._run_model(request_id, caller))
+    def _shadow(self, request: ChatRequest, caller: Caller, request_id: str) -> Callable[[RunRecord], None]:
+        """What starts the shadow of a live run of `request` once its record is complete."""
+        shadows = self.shadows
+        assert shadows is not None
+        run_model = self._run_model(request_id, caller)
+        return lambda record: shadows.consider(record.served_model, request, record, caller.name, run_model)
 
     def _run_model(self, request_id: str, caller: Caller) -> RunModel:
         """How a shadow runs a model: as a request of the caller's without overrides, recorded under its key name,
@@ -362,24 +316,6 @@ class ChatService:
             if model in self.config.served_models:
                 self._per_request_plans.add(model)
         return resolve(self.config, model, None, where, client_token=client_token)
-
-
-def refuse_many_choices(request: ChatRequest, mode: str) -> None:
-    """A 400 naming `n` when the request asks for more choices than a one-answer workflow gives."""
-    raw = request.options.get("n")
-    if raw is None:
-        return
-    try:
-        n = msgspec.json.decode(raw)
-    except msgspec.DecodeError:
-        n = None
-    if n is None or n == 1:
-        return
-    raise RequestError(
-        f"`n` = {msgspec.json.encode(n).decode()[:20]}: the {mode} workflow answers with one choice. Leave `n` out "
-        "(or 1), or ask a served model in direct mode, which relays every choice.",
-        param="n",
-    )
 
 
 def _token(plan: Plan, client_token: str | None) -> str | None:

@@ -27,6 +27,7 @@ from ..events import RunRecord
 from ..pipeline.nested import child_request
 from ..routing.features import default_class, features_of, last_user_text
 from ..workflows.judging import DEFAULT_PAIRWISE_SYSTEM_PROMPT, pairwise_messages, parse_vote
+from .outcomes import RunStreamer
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
@@ -186,7 +187,7 @@ class Shadows:
             messages = pairwise_messages(DEFAULT_PAIRWISE_SYSTEM_PROMPT, request.messages, first, second)
             judge_id = f"{shadow_run_id}.judge{number}"
             asked = child_request(shadow.judge, messages, {})
-            judged = await run_model(shadow.judge, asked, judge_id, (shadow_run_id, "judge"))
+            judged = await run_model(shadow.judge, asked, judge_id, (shadow_run_id, "shadow judge"))
             detail.judge_runs.append(judged.run_id)
             detail.judge = _added(side, detail.judge, judged)
             vote = parse_vote(judged.answer.content or "")
@@ -208,6 +209,17 @@ class Shadows:
             await add_shadow(engine, row)
         except Exception as exc:  # the database driver's own errors: the outcome is still counted
             logger.warning("shadow of run %s not recorded: %s", row.live_run_id, exc)
+
+
+def then(execute: RunStreamer, after: Callable[[RunRecord], None]) -> RunStreamer:
+    """A streamed run that calls `after` with its record once it is complete (its answer all sent)."""
+
+    async def run(sink: Any, progress: Any) -> RunRecord:
+        record = await execute(sink, progress)
+        after(record)
+        return record
+
+    return run
 
 
 def _side(side: type[Side], model: str, record: RunRecord) -> Side:

@@ -132,9 +132,10 @@ class RunReads:
 
     async def key_usage(self, key_name: str, since: float) -> tuple[int, int, float | None]:
         """The runs a named key started since `since` (Unix seconds), their tokens and their known cost (the runs
-        ended so far; cost None: no run had one)."""
+        ended so far; cost None: no run had one). Only its requests' own runs count: a child run's tokens and cost
+        are in its parent's already, and a shadow's (docs/guides/routing.md) are the operator's."""
         statement = select(runs.c.usage, runs.c.cost_known).where(
-            runs.c.key_name == key_name, runs.c.started_at >= since
+            runs.c.key_name == key_name, runs.c.started_at >= since, runs.c.parent_run_id.is_(None)
         )
         requests = tokens = 0
         cost: float | None = None
