@@ -29,7 +29,8 @@ from ..tuning.report import PARETO
 from .errors import CliError
 
 if TYPE_CHECKING:
-    from ..store.routing import Scored, ShadowRow
+    from ..store.records import ShadowRow
+    from ..store.routing import Scored
 
 _result = msgspec.json.Decoder(Result)
 _request = msgspec.json.Decoder(StoredRequest)

@@ -24,7 +24,7 @@ from .errors import CliError
 from .store import reading, store_options
 
 if TYPE_CHECKING:
-    from ..store.routing import ShadowRow
+    from ..store.records import ShadowRow
 
 _POINTS = {"won": 1.0, "tied": 0.5, "lost": 0.0}
 

@@ -26,6 +26,7 @@ from ..core import ChatRequest
 from ..events import RunRecord
 from ..pipeline.nested import child_request
 from ..routing.features import default_class, features_of, last_user_text
+from ..store.records import ShadowDetail, ShadowOutcome, ShadowRow, Side
 from ..workflows.judging import DEFAULT_PAIRWISE_SYSTEM_PROMPT, pairwise_messages, parse_vote
 from .outcomes import RunStreamer
 
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
 
     from ..observe.metrics import Metrics
-    from ..store.routing import ShadowDetail, Side
 
 logger = logging.getLogger("adapter_critic")
 
@@ -135,18 +135,16 @@ class Shadows:
         key_name: str | None,
         run_model: RunModel,
     ) -> None:
-        from ..store import routing as stored  # the store's extra: only a served model with a shadow comes here
-
         route = live.intermediate.get("route")
         routed = route.get("candidate") if isinstance(route, dict) else None
-        detail = stored.ShadowDetail(
-            live=_side(stored.Side, routed or live.served_model, live), shadow=stored.Side(model=shadow.candidate),
-            judge=stored.Side(model=shadow.judge), currency=live.currency,
+        detail = ShadowDetail(
+            live=_side(routed or live.served_model, live), shadow=Side(model=shadow.candidate),
+            judge=Side(model=shadow.judge), currency=live.currency,
         )  # fmt: skip
         shadow_run_id = f"{live.run_id}.shadow"
-        outcome = "failed"
+        outcome: ShadowOutcome = "failed"
         try:
-            outcome = await self._compare(shadow, request, live, run_model, shadow_run_id, detail, stored.Side)
+            outcome = await self._compare(shadow, request, live, run_model, shadow_run_id, detail)
         except asyncio.CancelledError:
             detail.error = "cancelled: the server shut down"
             raise
@@ -159,10 +157,10 @@ class Shadows:
             window.tokens += detail.shadow.tokens + detail.judge.tokens
             window.cost += (detail.shadow.cost or 0.0) + (detail.judge.cost or 0.0)
             self._count(served_id, shadow.candidate, outcome, detail)
-            row = stored.ShadowRow(
+            row = ShadowRow(
                 shadow_run_id=shadow_run_id, live_run_id=live.run_id, served_model=served_id,
                 candidate=shadow.candidate, created_at=self._clock(), key_name=key_name,
-                request_class=_request_class(live, request), outcome=outcome, detail=detail,  # type: ignore[arg-type]
+                request_class=_request_class(live, request), outcome=outcome, detail=detail,
             )  # fmt: skip
             await self._write(row)
 
@@ -174,11 +172,10 @@ class Shadows:
         run_model: RunModel,
         shadow_run_id: str,
         detail: ShadowDetail,
-        side: type[Side],
-    ) -> str:
+    ) -> ShadowOutcome:
         asked = child_request(shadow.candidate, request.messages_json, request.options)
         record = await run_model(shadow.candidate, asked, shadow_run_id, (live.run_id, "shadow"))
-        detail.shadow = _side(side, shadow.candidate, record)
+        detail.shadow = _side(shadow.candidate, record)
         answer = record.answer.content or ""
         mine = live.answer.content or ""
         votes: list[str | None] = []
@@ -189,7 +186,7 @@ class Shadows:
             asked = child_request(shadow.judge, messages, {})
             judged = await run_model(shadow.judge, asked, judge_id, (shadow_run_id, "shadow judge"))
             detail.judge_runs.append(judged.run_id)
-            detail.judge = _added(side, detail.judge, judged)
+            detail.judge = _added(detail.judge, judged)
             vote = parse_vote(judged.answer.content or "")
             votes.append(None if vote is None else "tie" if vote == "tie" else names[0] if vote == "A" else names[1])
         detail.votes = votes
@@ -199,7 +196,7 @@ class Shadows:
             return "lost"
         return "tied"
 
-    async def _write(self, row: Any) -> None:
+    async def _write(self, row: ShadowRow) -> None:
         engine = self.engine_of()
         if engine is None:
             return
@@ -222,18 +219,18 @@ def then(execute: RunStreamer, after: Callable[[RunRecord], None]) -> RunStreame
     return run
 
 
-def _side(side: type[Side], model: str, record: RunRecord) -> Side:
+def _side(model: str, record: RunRecord) -> Side:
     cost = record.cost()
-    return side(
+    return Side(
         model=model, run_id=record.run_id, tokens=record.total_usage().total_tokens,
         cost=None if cost is None else cost.total_known, ms=round(record.elapsed_ms(), 3),
     )  # fmt: skip
 
 
-def _added(side: type[Side], judge: Side, record: RunRecord) -> Side:
+def _added(judge: Side, record: RunRecord) -> Side:
     cost = record.cost()
     known = None if cost is None else (judge.cost or 0.0) + cost.total_known
-    return side(model=judge.model, tokens=judge.tokens + record.total_usage().total_tokens, cost=known,
+    return Side(model=judge.model, tokens=judge.tokens + record.total_usage().total_tokens, cost=known,
                 ms=(judge.ms or 0.0) + round(record.elapsed_ms(), 3))  # fmt: skip
 
 

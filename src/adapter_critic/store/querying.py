@@ -22,6 +22,7 @@ from .records import (
     decode_cursor,
     encode_cursor,
 )
+from .routing import shadows_of
 from .schema import feedback, runs, stages
 from .visibility import hide_unseen, owned
 
@@ -97,6 +98,7 @@ class RunReads:
             await hide_unseen(conn, seen_by, [run, *run.children], run.stages)
             run.feedback = await feedback_on(conn, run_id)
             run.feedback_count = len(run.feedback)
+            run.shadows = await shadows_of(conn, run_id)  # the live run's tenancy is theirs
         return run
 
     async def feedback_of(self, run_id: str) -> list[Feedback]:

@@ -20,6 +20,8 @@ import msgspec
 
 from ..errors import StoreError
 
+ShadowOutcome = Literal["won", "tied", "lost", "failed"]
+
 StoredStatus = Literal["running", "ok", "degraded", "error", "cancelled", "interrupted"]
 STATUSES: tuple[str, ...] = ("running", "ok", "degraded", "error", "cancelled", "interrupted")
 Capture = Literal["full", "metadata"]
@@ -192,6 +194,44 @@ class Feedback(msgspec.Struct, kw_only=True):
     object: str = "run.feedback"
 
 
+class Side(msgspec.Struct, kw_only=True):
+    """What one side of a shadow evaluation took: its run, tokens, cost (None: no prices) and time."""
+
+    model: str
+    run_id: str | None = None
+    tokens: int = 0
+    cost: float | None = None
+    ms: float | None = None
+
+
+class ShadowDetail(msgspec.Struct, kw_only=True):
+    """A shadow evaluation as stored: both sides, the judge's votes (as shown: live first, then shadow first) and
+    runs, and why it failed when it did."""
+
+    live: Side
+    shadow: Side
+    judge: Side
+    votes: list[str | None] = []  # `live`, `shadow`, `tie`, or None (no verdict), per order
+    judge_runs: list[str] = []
+    currency: str | None = None  # the costs' (None: no prices)
+    error: str | None = None
+
+
+class ShadowRow(msgspec.Struct, kw_only=True):
+    """One shadow evaluation of a live run (docs/guides/routing.md#shadow-evaluation): `outcome` is the
+    candidate's (`won`, `tied`, `lost`, `failed`)."""
+
+    shadow_run_id: str
+    live_run_id: str
+    served_model: str
+    candidate: str
+    created_at: float
+    key_name: str | None
+    request_class: str | None
+    outcome: ShadowOutcome
+    detail: ShadowDetail
+
+
 class RunDetail(RunSummary, kw_only=True):
     """The whole record of one run (`GET /runs/{id}`): the summary's fields and what a viewer draws from."""
 
@@ -202,6 +242,7 @@ class RunDetail(RunSummary, kw_only=True):
     stages: list[StoredStage] = []
     children: list[RunSummary] = []  # its child runs (stages run by other served models), in the order they started
     feedback: list[Feedback] = []  # its feedback entries, oldest first
+    shadows: list[ShadowRow] = []  # its shadow evaluations (docs/guides/routing.md#shadow-evaluation)
 
 
 class RunPage(msgspec.Struct):

@@ -7,52 +7,14 @@ Choosing per request in the run store (docs/guides/routing.md): an `auto` model'
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 from sqlalchemy import func, insert, select
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from .records import RunsOf
+from .records import RunsOf, ShadowDetail, ShadowRow
 from .schema import feedback, route_policies, runs, shadows
-
-Outcome = Literal["won", "tied", "lost", "failed"]
-
-
-class Side(msgspec.Struct, kw_only=True):
-    """What one side of a shadow evaluation took: its run, tokens, cost (None: no prices) and time."""
-
-    model: str
-    run_id: str | None = None
-    tokens: int = 0
-    cost: float | None = None
-    ms: float | None = None
-
-
-class ShadowDetail(msgspec.Struct, kw_only=True):
-    """A shadow evaluation as stored: both sides, the judge's votes (as shown: live first, then shadow first) and
-    runs, and why it failed when it did."""
-
-    live: Side
-    shadow: Side
-    judge: Side
-    votes: list[str | None] = []  # `live`, `shadow`, `tie`, or None (no verdict), per order
-    judge_runs: list[str] = []
-    currency: str | None = None  # the costs' (None: no prices)
-    error: str | None = None
-
-
-class ShadowRow(msgspec.Struct, kw_only=True):
-    shadow_run_id: str
-    live_run_id: str
-    served_model: str
-    candidate: str
-    created_at: float
-    key_name: str | None
-    request_class: str | None
-    outcome: Outcome
-    detail: ShadowDetail
-
 
 _detail = msgspec.json.Decoder(ShadowDetail)
 
@@ -114,17 +76,17 @@ async def shadow_rows(
         statement = statement.where(column.is_(None) if seen_by.key_name is None else column == seen_by.key_name)
     async with engine.connect() as conn:
         found = (await conn.execute(statement)).mappings().all()
-    return [ShadowRow(**{**row, "detail": _detail.decode(row["detail"])}) for row in found]
+    return [_row(row) for row in found]
 
 
-async def shadow_spend(engine: AsyncEngine, served_model: str, since: float) -> tuple[int, float]:
-    """What `served_model`'s shadows (candidate and judge) spent since `since`: tokens and known cost."""
-    tokens, cost = 0, 0.0
-    for row in await shadow_rows(engine, served_model=served_model, since=since):
-        for side in (row.detail.shadow, row.detail.judge):
-            tokens += side.tokens
-            cost += side.cost or 0.0
-    return tokens, cost
+async def shadows_of(conn: AsyncConnection, live_run_id: str) -> list[ShadowRow]:
+    """The shadow evaluations of one live run, oldest first."""
+    statement = select(shadows).where(shadows.c.live_run_id == live_run_id).order_by(shadows.c.created_at)
+    return [_row(row) for row in (await conn.execute(statement)).mappings().all()]
+
+
+def _row(row: Any) -> ShadowRow:
+    return ShadowRow(**{**row, "detail": _detail.decode(row["detail"])})
 
 
 class Scored(msgspec.Struct, kw_only=True):
