@@ -5,7 +5,8 @@ In-process, tests hand `ScriptedUpstream().app` to `httpx.ASGITransport`. As a r
 `POST /_script` (a JSON list of replies), `GET /_calls`, `POST /_reset`, `GET /_aborted` (the calls whose
 slow reply or stream was cancelled or closed before it finished, or whose caller disconnected during the
 reply's `delay`: the client went away), `GET /_holding` (how many calls their reply's `delay` holds now),
-`POST /_resume` (let go the streams their reply's `stream_pause_after` holds).
+`POST /_resume` (let go the streams their reply's `stream_pause_after` holds, and the calls a reply with
+`until_resumed` holds).
 
 A reply with no script answers `echo <model>: <last user text>` with usage 1/2/3.
 """
@@ -41,6 +42,7 @@ class Reply:
     body: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
+    until_resumed: bool = False  # with `delay`: the hold also ends when the test resumes the upstream (`POST /_resume`)
     model: str | None = None  # only answer calls for this model (None: any)
     match: str | None = None  # only answer calls whose messages' text contains this (None: any)
     # Hold the call until `gather` calls scripted with the same `group` are all being held, then answer them all:
@@ -236,7 +238,7 @@ class ScriptedUpstream:
         reply = self._next(model, _text(body)) or Reply(content=f"echo {model}: {_last_user_text(body)}")
         if reply.gather and not await self._gather(call, reply):
             return JSONResponse({"error": {"message": f"group {reply.group!r} never gathered"}}, status_code=500)
-        if reply.delay and not await self._hold(request, call, reply.delay):
+        if reply.delay and not await self._hold(request, call, reply.delay, reply.until_resumed):
             return Response(status_code=499)  # nobody is left to read it
         if reply.body is not None:
             return Response(reply.body, status_code=reply.status, headers=reply.headers, media_type="application/json")
@@ -353,7 +355,7 @@ class ScriptedUpstream:
             return JSONResponse(model)
         return JSONResponse({"object": "list", "data": [model]})
 
-    async def _hold(self, request: Request, call: Call, seconds: float) -> bool:
+    async def _hold(self, request: Request, call: Call, seconds: float, until_resumed: bool = False) -> bool:
         """Wait `seconds` before answering; False if the caller went away first (the call is aborted then, as
         when the wait is cancelled). Over the network a plain handler is not cancelled when its client leaves,
         so the wait also ends on `http.disconnect`."""
@@ -371,7 +373,12 @@ class ScriptedUpstream:
             self.holding += 1
             self._changed()
             try:
-                await anyio.sleep(seconds)
+                if until_resumed:
+                    self._resumed = self._resumed or anyio.Event()
+                    with anyio.move_on_after(seconds):
+                        await self._resumed.wait()
+                else:
+                    await anyio.sleep(seconds)
                 held = True
             finally:
                 self.holding -= 1

@@ -28,7 +28,16 @@ SUMMARY_FIELDS = {
     "started_at", "finished_at", "duration_ms", "usage", "error", "cost", "parent_run_id", "parent_stage",
     "cached_from", "key_name", "feedback_count",
 }  # fmt: skip
-DETAIL_FIELDS = SUMMARY_FIELDS | {"capture", "request", "intermediate", "answer", "stages", "children", "feedback", "shadows"}
+DETAIL_FIELDS = SUMMARY_FIELDS | {
+    "capture",
+    "request",
+    "intermediate",
+    "answer",
+    "stages",
+    "children",
+    "feedback",
+    "shadows",
+}
 STAGE_FIELDS = {
     "index", "stage", "status", "target_model", "target_host", "started_offset_ms", "elapsed_ms", "attempts",
     "usage", "usage_reported", "messages", "output", "error", "cost", "child_run_id",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -147,3 +148,13 @@ def test_a_keys_usage_is_a_503_when_the_limits_redis_is_down(
         answer = httpx.get(f"{url}/v1/keys/team/usage", headers=headers)
         assert answer.status_code == 503, answer.text
         assert answer.json()["error"]["code"] == "limits_unavailable" and "retry-after" in answer.headers
+
+
+def test_a_keys_usage_counts_each_request_once_whatever_runs_it_nests(upstream_url: str, tmp_path: Path) -> None:
+    RemoteUpstream(upstream_url).reset()
+    with serving(upstream_url, {}, store={"url": f"sqlite:///{tmp_path / 'runs.sqlite3'}"}) as url:
+        answer = client(url).chat.completions.create(model="reviewed-by-local", messages=MESSAGES)
+        assert answer.usage is not None
+        found = httpx.get(f"{url}/v1/keys/team/usage", headers={"authorization": f"Bearer {TEAM}"}).json()
+    # Two child runs (its api and critic stages) are recorded beside it; their tokens are the request's already.
+    assert (found["today"]["requests"], found["today"]["tokens"]) == (1, answer.usage.total_tokens)
