@@ -24,9 +24,11 @@ from ..evals.endpoint import Endpoint, EndpointError
 from ..evals.results import Result, ResultsFile, summarize, write_summary
 from ..evals.runner import EndpointJudge, jobs, run_jobs
 from ..evals.scorers import Judge, Scorer, ScorerError, make_scorer
+from ..evals.weighed import score_for_cost
 from .console import stderr, stdout
 from .errors import CliError, Interrupted
-from .eval_report import Progress, model_table, paired_table
+from .eval_plot import write_plot
+from .eval_report import Progress, model_table, paired_table, weighed_table
 from .options import endpoint_options, open_endpoint, require_file
 
 
@@ -60,6 +62,11 @@ from .options import endpoint_options, open_endpoint, require_file
 @click.option("--limit", type=click.IntRange(1), help="only the first N items")
 @click.option("--resume", is_flag=True, help="keep the results already in --output-dir and run only the rest")
 @click.option(
+    "--effort",
+    type=click.FloatRange(0, 1),
+    help="also weigh each model's score for its cost at this effort, as an auto model's router does",
+)
+@click.option(
     "--cache",
     is_flag=True,
     help="ask to be answered from the cache of served models with cache = true: an answer had before costs nothing",
@@ -77,6 +84,7 @@ def eval_command(
     retries: int,
     limit: int | None,
     resume: bool,
+    effort: float | None,
     cache: bool,
 ) -> None:
     """Run DATASET (JSONL: id, messages or prompt, expected…) through each model, score the answers, and print
@@ -107,7 +115,7 @@ def eval_command(
                 await endpoint.require([*names, *(j for j in judges if j not in names)])
                 scorer_of: Callable[[Item], Scorer] = lambda item: scorers[item.scorer or scorer]  # noqa: E731
                 about = {"dataset": str(path), "endpoint": endpoint.describe, "scorer": scorer}
-                await _evaluate(endpoint, items, names, scorer_of, out, resume, concurrency, about, cache)
+                await _evaluate(endpoint, items, names, scorer_of, out, resume, concurrency, about, cache, effort)
         except EndpointError as exc:
             raise CliError(str(exc)) from None
 
@@ -149,6 +157,7 @@ async def _evaluate(
     concurrency: int,
     about: dict[str, str],
     cache: bool = False,
+    effort: float | None = None,
 ) -> None:
     results = ResultsFile(out, resume=resume)
     todo = jobs(items, models, results.done())
@@ -182,9 +191,14 @@ async def _evaluate(
     summary = {**about, **summarize(results.results, item_ids, models)}
     summary["complete"] = all((i, m) in results.results for i in item_ids for m in models)
     summary["interrupted"] = interrupted
+    if effort is not None:
+        summary["score_for_cost"] = score_for_cost(summary, effort)
+        write_plot(out, summary["score_for_cost"])
     summary_path = write_summary(out, summary)
     console = stdout()
     console.print(model_table(summary))
+    if effort is not None:
+        console.print(weighed_table(summary["score_for_cost"]))
     if len(models) > 1:
         console.print(paired_table(summary))
     console.print(f"results: {results.path}  summary: {summary_path}", soft_wrap=True)

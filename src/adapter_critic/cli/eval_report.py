@@ -134,6 +134,23 @@ def paired_table(summary: dict[str, Any]) -> Table:
     return table
 
 
+def weighed_table(found: dict[str, Any]) -> Table:
+    """Each model's score for its cost (`evals.weighed`)."""
+    unit, effort = found["unit"], found["effort"]
+    table = Table(title=f"score for cost, at effort {effort:g}", title_justify="left")
+    for column in ("model", "score", f"cost/item ({unit})", f"score per 1,000 {unit}", f"weighed at {effort:g}"):
+        table.add_column(column, justify="left" if column == "model" else "right")
+    for model, figures in found["per_model"].items():
+        table.add_row(
+            model,
+            _number(figures["score"]),
+            f"{figures['cost_per_item']:.4g}",
+            "-" if figures["score_per_1000"] is None else f"{figures['score_per_1000']:.3g}",
+            "-" if figures["weighed"] is None else _number(figures["weighed"], 3),
+        )
+    return table
+
+
 def _cost_cells(cost: dict[str, Any] | None, items: int, *, single: bool) -> list[str]:
     """Cost per item and per correct answer; `≥ x` where some item's cost is unknown (the known part's share), `-`
     where there is nothing to divide by, or no cost at all."""

@@ -33,6 +33,7 @@ from starlette.routing import Route
 
 from ..config import Config, ServedModel, Target
 from ..config.models import ModelsConfig
+from ..config.served import served_model
 from ..errorwire import error_envelope
 from ..workflows.prompts import (
     DEFAULT_ADAPTER_SYSTEM_PROMPT,
@@ -99,6 +100,17 @@ class _DemoRequest(msgspec.Struct):
 _request_decoder = msgspec.json.Decoder(_DemoRequest)
 
 
+# An auto model over three techniques on the demo model (docs/guides/routing.md): sums pay for self-consistency,
+# questions about a review for the critic, anything else is answered directly. Until `route fit` stores a policy, the
+# first candidate answers; no exploration, so that the demo answers the same every time.
+DEMO_AUTO = {
+    "mode": "auto",
+    "candidates": [f"direct-{DEMO_MODEL}", f"self_consistency-{DEMO_MODEL}", f"critic-{DEMO_MODEL}"],
+    "classes": [{"name": "review", "pattern": r"(?i)\b(check|review|look)"}],
+    "explore": 0.0,
+}
+
+
 def demo_config() -> Config:
     target = Target(model=DEMO_MODEL, base_url=DEMO_BASE_URL)
     return Config(
@@ -118,6 +130,7 @@ def demo_config() -> Config:
             "demo-re2": ServedModel(mode="re2", api=target),
             "demo-mixture-of-agents": ServedModel(mode="mixture_of_agents", api=target, settings={"layers": LAYERS}),
             "demo-chain-of-verification": ServedModel(mode="chain_of_verification", api=target),
+            "demo-auto": served_model(DEMO_AUTO, "the built-in demo", "served_models.demo-auto"),
         },
         # Every workflow by its prefix, and chains, over the demo model: `critic-demo`, `best_of_n&critic-demo`.
         models=ModelsConfig(technique_prefixes=True, upstream="demo-direct"),

@@ -42,6 +42,12 @@ class Choice(msgspec.Struct, frozen=True):
     measured_class: str | None  # the class whose measurements chose it (None: every class's)
 
 
+def weighed(score: float, cost: float, dearest: float, effort: float) -> float:
+    """A score for its cost at `effort`: `score - (1 - effort) * cost / dearest` (the cost unweighed when `dearest`
+    is 0)."""
+    return score - (1.0 - effort) * cost / (dearest or 1.0)
+
+
 def choose(policy: Policy, request_class: str, effort: float, candidates: Sequence[str]) -> Choice | None:
     """The arm the policy chooses for `request_class` among `candidates` at `effort`; None when it measured none."""
     arms = policy.classes.get(request_class)
@@ -50,12 +56,11 @@ def choose(policy: Policy, request_class: str, effort: float, candidates: Sequen
         arms, measured = policy.overall, None
     best: Arm | None = None
     best_value = 0.0
-    dearest = max((arm.cost for arm in arms), default=0.0) or 1.0
-    weight = 1.0 - effort
+    dearest = max((arm.cost for arm in arms), default=0.0)
     for arm in arms:
         if arm.candidate not in candidates:
             continue
-        value = arm.score - weight * arm.cost / dearest
+        value = weighed(arm.score, arm.cost, dearest, effort)
         if best is None or value > best_value + 1e-12 or (abs(value - best_value) <= 1e-12 and arm.cost < best.cost):
             best, best_value = arm, value
     return None if best is None else Choice(best, measured)
