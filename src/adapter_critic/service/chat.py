@@ -151,15 +151,15 @@ class ChatService:
         to_resolve = check_overrides(self.config, request.overrides, request.overrides_param)
         ticket, policy = None, self.policy
         self.check_reach(request.model, caller.name)
+        # An `auto` model's request gives its settings to the chosen candidate (never a mode or a target: 400).
+        passed = passed_on(request) if request.model in self.routed else None
         plan = self._plan(request, caller.token)
         if request.overrides is not None and policy.any_bounds:
             policy.check_overrides(caller.name, plan, request.overrides_param)
         if to_resolve:
             plan = pinned_plan(plan, await self.host_guard.pin(to_resolve))
-        passed: Overrides | None = None  # an `auto` model's: the request's settings, for the chosen candidate
         if plan.served_id in self.routed:
             assert self.routing is not None
-            passed = passed_on(request)
             engine = None if self.store is None else self.store.database.engine
             plan = await self.routing.route(plan, request, caller.name, caller.route, engine)
         elif request.overrides is not None:
