@@ -203,7 +203,8 @@ def test_a_refit_changes_the_decisions_as_the_measurements_say(tmp_path: Path) -
             if effort is not None:
                 body["x_adapter_critic"] = {"effort": effort}
             note: dict[str, Any] = http.post("/chat/completions", json=body).json()["adapter_critic"]["intermediate"]
-            return note["route"]
+            route: dict[str, Any] = note["route"]
+            return route
 
         sums, greeting = decided("What is 4 + 4?"), decided("Say hello.")
         assert (sums["candidate"], sums["by"], sums["policy"]) == (candidates[1], "policy", 1)

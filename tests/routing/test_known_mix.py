@@ -20,8 +20,9 @@ FIGURE = Path(__file__).parents[2] / "docs" / "images" / "routing-mix.svg"
 
 def test_the_auto_model_beats_every_single_candidate_on_a_known_mix(tmp_path: Path) -> None:
     env = {"ADAPTER_CRITIC_STORE": f"sqlite:///{tmp_path / 'runs.sqlite3'}"}
+    techniques = "direct,self_consistency,critic"
     tuned = invoke("tune", str(EXAMPLES / "eval" / "tune.jsonl"), "--model", "demo-direct", "--techniques",
-                   "direct,self_consistency,critic", "--no-chains", "--output-dir", str(tmp_path / "tuned"), env=env)  # fmt: skip
+                   techniques, "--no-chains", "--output-dir", str(tmp_path / "tuned"), env=env)  # fmt: skip
     assert tuned.exit_code == 0, tuned.output
     fitted = invoke("route", "fit", "demo-auto", "--tune", str(tmp_path / "tuned"), env=env)
     assert fitted.exit_code == 0, fitted.output
