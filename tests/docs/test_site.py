@@ -63,6 +63,7 @@ GUIDES = (
     "cli",
     "evals",
     "tuning",
+    "routing",
     "plugins",
 )
 
