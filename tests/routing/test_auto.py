@@ -237,3 +237,36 @@ def test_route_fit_and_show_say_what_is_missing(tmp_path: Path) -> None:
     assert "has no policy yet" in invoke("route", "show", "auto", "-c", str(path)).stderr
     assert "not a tune output directory" in invoke("route", "fit", "auto", "-c", str(path), "--tune",
                                                    str(tmp_path)).stderr  # fmt: skip
+
+
+def test_route_fit_learns_from_shadow_outcomes_and_feedback_in_the_store(tmp_path: Path) -> None:
+    store = tmp_path / "runs.sqlite3"
+    critic = f"critic-{DEMO_MODEL}"
+    config = {
+        "models": {"technique_prefixes": True, "upstream": "demo-direct"},
+        "served_models": {
+            "demo-direct": {"mode": "direct", "api": DEMO,
+                            "shadow": {"candidate": critic, "judge": "demo-direct", "share": 1.0}},
+            "auto": {"mode": "auto", "candidates": ["demo-direct", critic], "explore": 0.0,
+                     "classes": [{"name": "review", "pattern": "(?i)checked"}]},
+        },
+    }  # fmt: skip
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**config, "store": {"url": f"sqlite:///{store}"}}))
+    with serving(config, store) as url, httpx.Client(base_url=f"{url}/v1") as http:
+        ids = []
+        for question in ("Was it checked?", "Was this checked?", "Say hello."):
+            body = {"model": "demo-direct", "messages": [{"role": "user", "content": question}]}
+            ids.append(http.post("/chat/completions", json=body).json()["id"])
+        outcomes = [run_detail(url, run_id, until="shadows")["shadows"][0]["outcome"] for run_id in ids]
+        assert outcomes == ["won", "won", "won"]  # the demo judge prefers the reviewed answer
+        given = http.post(f"/runs/{ids[2]}/feedback", json={"score": 1})  # the greeting was fine as it was
+        assert given.status_code == 201, given.text
+    fitted = invoke("route", "fit", "auto", "-c", str(path))
+    assert fitted.exit_code == 0, fitted.output
+    assert "(1 from feedback, 6 from shadow; cost in tokens)" in fitted.stdout
+    policy = json.loads(invoke("route", "show", "auto", "-c", str(path), "--json").stdout)
+    review = {arm["candidate"]: arm for arm in policy["classes"]["review"]}
+    assert (review[critic]["score"], review["demo-direct"]["score"], review[critic]["n"]) == (1.0, 0.0, 2)
+    greeting = {arm["candidate"]: arm for arm in policy["classes"]["text-short"]}
+    assert greeting["demo-direct"]["n"] == 2 and greeting["demo-direct"]["score"] == 0.5  # a loss, and the feedback

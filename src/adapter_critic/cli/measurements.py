@@ -12,7 +12,7 @@ would give the dataset item's messages.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -80,29 +80,36 @@ def _labels(candidate: str, upstream: str, config: Config) -> list[str]:
     return labels
 
 
-def from_shadows(rows: Sequence[ShadowRow], candidates: Sequence[str]) -> list[Observation]:
-    """Both sides of every shadow evaluation between two candidates that the judge decided."""
+def from_shadows(rows: Sequence[ShadowRow], route: Route, requests: Mapping[str, str]) -> list[Observation]:
+    """Both sides of every shadow evaluation between two candidates that the judge decided, in the class the auto
+    model gives the live request (from its stored messages; else the class noted when it was shadowed)."""
     found = []
     points = {"won": (0.0, 1.0), "tied": (0.5, 0.5), "lost": (1.0, 0.0)}
     for row in rows:
         live, shadow = row.detail.live, row.detail.shadow
-        if row.outcome not in points or live.model not in candidates or shadow.model not in candidates:
+        if row.outcome not in points or live.model not in route.candidates or shadow.model not in route.candidates:
             continue
-        kind = row.request_class or "unknown"
+        kind = _class_of(requests.get(row.live_run_id), route) or row.request_class or "unknown"
         mine, theirs = points[row.outcome]
         found.append(Observation(live.model, kind, mine, live.tokens, live.cost, "shadow"))
         found.append(Observation(shadow.model, kind, theirs, shadow.tokens, shadow.cost, "shadow"))
     return found
 
 
+def _class_of(stored: str | None, route: Route) -> str | None:
+    request = None if stored is None else _request.decode(stored)
+    if request is None or request.messages is None:
+        return None
+    return request_class(request.messages, "tools" in request.options, route.classes)
+
+
 def from_feedback(scored: Sequence[Scored], route: Route) -> list[Observation]:
     """Every run feedback scored whose request the store kept (capture `full`): its class is known."""
     found = []
     for entry in scored:
-        request = None if entry.request is None else _request.decode(entry.request)
-        if request is None or request.messages is None:
+        kind = _class_of(entry.request, route)
+        if kind is None:
             continue
-        kind = request_class(request.messages, "tools" in request.options, route.classes)
         usage: Any = {} if entry.usage is None else json.loads(entry.usage)
         tokens = int(usage.get("total", {}).get("total_tokens", 0))
         found.append(Observation(entry.served_model, kind, (entry.score + 1) / 2, tokens, entry.cost, "feedback"))

@@ -66,7 +66,9 @@ def fit_command(
 
             engine = store.database.engine
             if not no_store_measurements:
-                observations.extend(from_shadows(await stored.shadow_rows(engine), candidates))
+                rows = await stored.shadow_rows(engine)
+                requests = await stored.requests_of(engine, [row.live_run_id for row in rows])
+                observations.extend(from_shadows(rows, found_route, requests))
                 observations.extend(from_feedback(await stored.scored_runs(engine, candidates), found_route))
             if not observations:
                 raise CliError(

@@ -109,3 +109,14 @@ async def scored_runs(engine: AsyncEngine, models: Sequence[str]) -> list[Scored
     async with engine.connect() as conn:
         found = (await conn.execute(statement)).all()
     return [Scored(served_model=r[0], score=r[1], request=r[2], usage=r[3], cost=r[4]) for r in found]
+
+
+async def requests_of(engine: AsyncEngine, run_ids: Sequence[str]) -> dict[str, str]:
+    """The stored requests (JSON: StoredRequest) of the runs `run_ids` that have one."""
+    if not run_ids:
+        return {}
+    statement = select(runs.c.run_id, runs.c.request).where(
+        runs.c.run_id.in_(list(run_ids)), runs.c.request.is_not(None)
+    )
+    async with engine.connect() as conn:
+        return {row[0]: row[1] for row in (await conn.execute(statement)).all()}
