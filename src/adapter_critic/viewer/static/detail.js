@@ -1,12 +1,15 @@
-// One run: its summary, the stage waterfall, what its workflow did, each stage's target, messages and output,
-// tokens (and, when the server has prices, cost) per stage and in total, and its error envelope. A run still going is re-read until it ends.
+// One run: its summary, an auto model's route, the stage waterfall, what its workflow did, its shadow evaluations,
+// each stage's target, messages and output, tokens (and, when the server has prices, cost) per stage and in total, and
+// its error envelope. A run still going is re-read until it ends.
 
 import { ApiError, get } from "./api.js";
-import { costNote, count, h, jsonBlock, ms, replace, runCost, stageCost, statusBadge, textBlock, when } from "./dom.js";
+import { costNote, count, fact, h, jsonBlock, ms, replace, runCost, stageCost, statusBadge, textBlock, when } from "./dom.js";
 import { feedbackSection, isCritique, stageVerdict } from "./feedback.js";
 import { lessonsSection } from "./lessons.js";
 import { marked } from "./list.js";
 import { contentText, runView } from "./model.js";
+import { routeSection } from "./route.js";
+import { shadowSection } from "./shadow.js";
 import { timeline } from "./timeline.js";
 import { valueBlock, workflowView } from "./workflows.js";
 
@@ -107,6 +110,7 @@ function page(run, navigate, refresh) {
     run.error
       ? h("section", { class: "callout error-box", id: "run-error" }, h("h2", {}, `Error: HTTP ${run.error.status}`), jsonBlock(run.error.body))
       : null,
+    routeSection(run),
     h("section", {}, h("h2", {}, "Timeline"), timeline(run)),
     workflowSection(run),
     h(
@@ -121,6 +125,7 @@ function page(run, navigate, refresh) {
       run.toolCalls ? [h("h4", {}, "Tool calls"), jsonBlock(run.toolCalls)] : null,
     ),
     run.status === "running" ? null : feedbackSection(run, refresh),
+    shadowSection(run),
     lessonsSection(run),
     h("section", { id: "stages" }, h("h2", {}, "Stages"), run.stages.map((stage, index) => stageBox(stage, index, run, refresh))),
     run.children.length ? h("section", { id: "children" }, h("h2", {}, "Child runs"), childTable(run.children)) : null,
@@ -147,10 +152,6 @@ function page(run, navigate, refresh) {
 function workflowSection(run) {
   const parts = workflowView(run);
   return parts.length ? h("section", { id: "workflow" }, h("h2", {}, "What the workflow did"), parts) : null;
-}
-
-function fact(name, ...value) {
-  return h("div", {}, h("dt", {}, name), h("dd", {}, ...value));
 }
 
 // The runs that stages of this one were: another served model's workflow, run in-process, recorded on its own.

@@ -29,6 +29,11 @@ export function replace(node, ...children) {
   return node;
 }
 
+// One fact of a summary (`dl.summary`): its name and its value.
+export function fact(name, ...value) {
+  return h("div", {}, h("dt", {}, name), h("dd", {}, ...value));
+}
+
 // A text block that keeps the text's line breaks and spaces.
 export function textBlock(text, label) {
   if (text === null || text === undefined || text === "") return h("p", { class: "muted" }, "(empty)");

@@ -67,6 +67,56 @@ export function runView(run) {
       tokens: usageOf(child.usage),
       durationMs: child.duration_ms ?? null,
     })),
+    // An auto served model's choice of the candidate that answered (null: not an auto model's run).
+    route: routeView(run.intermediate && run.intermediate.route, run.children || []),
+    // Its shadow evaluations, oldest first.
+    shadows: (run.shadows || []).map(shadowView),
+  };
+}
+
+// The run's `route` note: the candidate (and the child run that was it: the `api` stage's), why, the request's
+// class and features, and the effort; `rule` with by = rule, the policy's expectations with by = policy.
+function routeView(route, children) {
+  if (!route || typeof route !== "object") return null;
+  const child = children.find((found) => found.parent_stage === "api" && found.served_model === route.candidate);
+  return {
+    candidate: route.candidate,
+    by: route.by,
+    rule: route.rule ?? null,
+    requestClass: route.class ?? null,
+    features: route.features || [],
+    effort: route.effort ?? null,
+    expectedScore: route.expected_score ?? null,
+    expectedCost: route.expected_cost ?? null,
+    unit: route.unit ?? null,
+    policy: route.policy ?? null,
+    measuredClass: route.measured_class ?? null,
+    childRunId: child ? child.id : null,
+  };
+}
+
+// One side of a shadow evaluation: its model, its run (the judge's: none, see judgeRuns), tokens, cost and time.
+function sideView(side) {
+  const found = side || {};
+  return { model: found.model || "", runId: found.run_id ?? null, tokens: found.tokens ?? 0, cost: found.cost ?? null, ms: found.ms ?? null };
+}
+
+// A shadow evaluation: `outcome` is the candidate's; `votes` the judge's per order (the live answer shown first,
+// then the candidate's): "live", "shadow", "tie" or null.
+function shadowView(row) {
+  const detail = row.detail || {};
+  return {
+    shadowRunId: row.shadow_run_id,
+    candidate: row.candidate,
+    outcome: row.outcome,
+    requestClass: row.request_class ?? null,
+    live: sideView(detail.live),
+    shadow: sideView(detail.shadow),
+    judge: sideView(detail.judge),
+    votes: detail.votes || [],
+    judgeRuns: detail.judge_runs || [],
+    currency: detail.currency ?? null,
+    error: detail.error ?? null,
   };
 }
 
