@@ -106,6 +106,14 @@ def test_the_live_answer_is_complete_while_its_shadow_is_still_held(
             assert seen.status_code == 404
         others = httpx.get(f"{url}/v1/runs", headers={"authorization": f"Bearer {OTHER}"}).json()["data"]
         assert others == []
+        # The served model's evaluations, as each key may see them: the team's one, none of the other key's.
+        [mine] = httpx.get(f"{url}/v1/shadows/live", headers={"authorization": f"Bearer {TEAM}"}).json()["data"]
+        assert (mine["candidate"], mine["evaluated"], mine["won"], mine["extra_tokens"]) == ("cand", 1, 1, -4)
+        theirs = httpx.get(f"{url}/v1/shadows/live", headers={"authorization": f"Bearer {OTHER}"}).json()
+        assert (theirs["evaluations"], theirs["data"]) == (0, [])
+        for model, status in (("cand", 404), ("nowhere", 404)):
+            found = httpx.get(f"{url}/v1/shadows/{model}", headers={"authorization": f"Bearer {TEAM}"})
+            assert found.status_code == status and found.json()["error"]["message"]
     calls = [c["body"]["model"] for c in remote.calls()]
     assert calls.index("fast") < calls.index("judge")
 

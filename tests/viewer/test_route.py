@@ -89,6 +89,8 @@ def test_a_defaulted_run_shows_its_route_and_its_winning_shadow(served: tuple[st
     [row] = detail["shadows"]
     assert row["outcome"] == "won" and row["detail"]["votes"] == ["shadow", "shadow"]
     [child] = [c for c in detail["children"] if c["parent_stage"] == "api"]
+    [summary] = httpx.get(f"{url}/v1/shadows/auto").json()["data"]
+    assert summary["candidate"] == CRITIC and summary["won"] >= 1 and summary["lost"] == 0
     page.goto(f"{url}/v1/ui#/runs/{run_id}")
 
     expect(page.locator("#route-candidate")).to_have_text(DIRECT)
@@ -116,6 +118,13 @@ def test_a_defaulted_run_shows_its_route_and_its_winning_shadow(served: tuple[st
     for index, judge in enumerate(row["detail"]["judge_runs"]):
         expect(judges.nth(index)).to_have_attribute("href", f"#/runs/{judge}")
     expect(shadow.locator(".shadow-error")).to_have_count(0)
+    # Beside it, every evaluation of the served model this reader sees, per candidate (`GET /v1/shadows/auto`).
+    line = page.locator(f'#shadow-summary li[data-candidate="{CRITIC}"]')
+    expect(line).to_contain_text(
+        f"{summary['evaluated']} judged — won {summary['won']}, tied {summary['tied']}, lost 0"
+    )
+    low, high = summary["win_rate_ci"]
+    expect(line.locator(".shadow-win-rate")).to_have_text(f"{summary['win_rate']:.2f} [{low:.2f}, {high:.2f}]")
     # The generic list of intermediate values shows the route note as the data it is (as `votes` and others).
     intermediate = page.locator('details[data-key="intermediate"]')
     intermediate.locator("summary").click()

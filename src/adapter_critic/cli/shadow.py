@@ -8,17 +8,15 @@ live answer per request: extra tokens, extra cost and extra time; the judge's to
 
 from __future__ import annotations
 
-import math
 import time
-from collections import defaultdict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 import click
 import msgspec
 from rich.table import Table
 
-from ..evals.stats import bootstrap_ci, mean, sign_test
+from ..evals.shadows import summary
 from .console import stdout
 from .errors import CliError
 from .store import reading, store_options
@@ -26,48 +24,10 @@ from .store import reading, store_options
 if TYPE_CHECKING:
     from ..store.records import ShadowRow
 
-_POINTS = {"won": 1.0, "tied": 0.5, "lost": 0.0}
-
 
 @click.group("shadow")
 def shadow() -> None:
     """Shadow evaluations on live traffic: report what they found."""
-
-
-def summary(rows: list[ShadowRow]) -> list[dict[str, Any]]:
-    """Per candidate (in the order first seen): the report's figures."""
-    by_candidate: dict[str, list[ShadowRow]] = defaultdict(list)
-    for row in rows:
-        by_candidate[row.candidate].append(row)
-    found = []
-    for candidate, seen in by_candidate.items():
-        judged = [row for row in seen if row.outcome in _POINTS]
-        points = [_POINTS[row.outcome] for row in judged]
-        wins = sum(1 for row in judged if row.outcome == "won")
-        losses = sum(1 for row in judged if row.outcome == "lost")
-        low, high = bootstrap_ci(points)
-        priced = [row for row in judged if row.detail.live.cost is not None and row.detail.shadow.cost is not None]
-        found.append({
-            "candidate": candidate,
-            "evaluated": len(judged),
-            "failed": len(seen) - len(judged),
-            "won": wins,
-            "tied": len(judged) - wins - losses,
-            "lost": losses,
-            "win_rate": _finite(mean(points)),
-            "win_rate_ci": [_finite(low), _finite(high)],
-            "sign_test_p": sign_test(wins, losses),
-            "extra_tokens": _finite(mean([row.detail.shadow.tokens - row.detail.live.tokens for row in judged])),
-            "extra_cost": _finite(mean([(r.detail.shadow.cost or 0) - (r.detail.live.cost or 0) for r in priced])),
-            "extra_ms": _finite(mean([(r.detail.shadow.ms or 0) - (r.detail.live.ms or 0) for r in judged])),
-            "judge_tokens": _finite(mean([row.detail.judge.tokens for row in judged])),
-            "errors": sorted({row.detail.error for row in seen if row.detail.error})[:5],
-        })  # fmt: skip
-    return found
-
-
-def _finite(value: float) -> float | None:
-    return None if math.isnan(value) else round(value, 6)
 
 
 @shadow.command("report")

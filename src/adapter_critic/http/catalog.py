@@ -26,6 +26,7 @@ from .lessons import lessons_routes
 from .models import model_object
 from .passthrough import Passthrough
 from .runs import runs_routes
+from .shadows import shadows_routes
 from .telemetry import metrics_endpoint
 
 _HEALTH = encode({"status": "ok"})
@@ -88,5 +89,6 @@ def api_routes(service: Service, auth: InboundAuth, prefix: str, passthrough: Pa
         *runs_routes(service, prefix, auth),
         *keys_routes(service, prefix),
         *lessons_routes(service, prefix),
+        *shadows_routes(service, prefix, auth),
         *([Route(metrics_path, ASGIEndpoint(metrics), methods=["GET"])] if metrics is not None else []),
     ]

@@ -3,7 +3,8 @@
 // what each side took (tokens, cost, time) and what the candidate took beyond the live answer, links to the shadow
 // run and the judge's runs, and why the evaluation failed when it did.
 
-import { count, h, money, ms, textBlock } from "./dom.js";
+import { get } from "./api.js";
+import { count, h, money, ms, replace, textBlock } from "./dom.js";
 
 // The judge's vote, as stored ("live", "shadow", "tie"; null: no verdict), and the orders it judged in.
 const VOTES = { live: "the live answer", shadow: "the candidate", tie: "a tie" };
@@ -12,7 +13,43 @@ const ORDERS = ["With the live answer shown first", "With the candidate's answer
 export function shadowSection(run) {
   if (!run.shadows.length) return null;
   const title = run.shadows.length > 1 ? `Shadow evaluations (${run.shadows.length})` : "Shadow evaluation";
-  return h("section", { id: "shadows" }, h("h2", {}, title), run.shadows.map((row) => evaluation(row, run)));
+  const summary = h("div", { id: "shadow-summary" }, h("p", { class: "muted" }, "Loading the served model's evaluations…"));
+  loadSummary(run.servedModel, summary);
+  return h("section", { id: "shadows" }, h("h2", {}, title), run.shadows.map((row) => evaluation(row, run)), summary);
+}
+
+// Every evaluation of the served model this reader may see (`GET /shadows/{model}`), per candidate: wins, ties and
+// losses, the win rate with its 95 % interval and sign test, and what the candidate adds per request.
+async function loadSummary(model, body) {
+  let found;
+  try {
+    found = await get(`/shadows/${encodeURIComponent(model)}`);
+  } catch (error) {
+    replace(body, h("p", { class: "muted" }, `The served model's evaluations cannot be read: ${error.message}`));
+    return;
+  }
+  const rate = (value) => (value === null ? "–" : value.toFixed(2));
+  replace(
+    body,
+    h("h3", {}, `All ${found.evaluations} evaluations of ${model}`),
+    h(
+      "ul",
+      { class: "shadow-summary" },
+      found.data.map((entry) =>
+        h(
+          "li",
+          { "data-candidate": entry.candidate },
+          h("strong", {}, entry.candidate),
+          `: ${entry.evaluated} judged — won ${entry.won}, tied ${entry.tied}, lost ${entry.lost}; win rate `,
+          h("span", { class: "shadow-win-rate" }, `${rate(entry.win_rate)} [${rate(entry.win_rate_ci[0])}, ${rate(entry.win_rate_ci[1])}]`),
+          ` (sign test p = ${entry.sign_test_p.toPrecision(2)}); per request `,
+          h("span", { class: "shadow-extra" }, `${signed(entry.extra_tokens ?? 0, count)} tokens, ${entry.extra_ms === null ? "–" : signed(entry.extra_ms, ms)}`),
+          entry.extra_cost === null ? "" : `, ${signed(entry.extra_cost, money)} cost`,
+          entry.failed ? `; ${entry.failed} failed` : "",
+        ),
+      ),
+    ),
+  );
 }
 
 function evaluation(row, run) {
