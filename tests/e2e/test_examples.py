@@ -36,6 +36,8 @@ ONE_MODE = {
     "smollm2.toml": set(LISTED_FIRST),
     # A critic that learns, on the built-in demo model (docs/guides/learning.md).
     "learning.toml": {"direct", "critic"},
+    # An auto model over three techniques, and a shadow (docs/guides/routing.md).
+    "routing.toml": {"direct", "auto"},
 }
 DEMO_MODEL_CONFIGS = {"learning.toml"}  # they name the demo model, which the standalone server answers in-process
 
@@ -48,7 +50,7 @@ def test_the_examples_folder_has_every_documented_config() -> None:
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
 def test_every_example_config_loads_and_uses_its_modes(path: Path) -> None:
     config = load_config(path)
-    assert {served.mode for served in config.served_models.values()} == ONE_MODE.get(path.name, MODES)
+    assert {served.kind for served in config.served_models.values()} == ONE_MODE.get(path.name, MODES)
     for served in config.served_models.values():
         for target in (served.api, *served.targets.values()):
             # Every example is a sidecar config: absolute URLs only (relative ones need the middleware), but the demo
