@@ -67,6 +67,7 @@ async def test_demo_lists_its_models(demo: httpx.AsyncClient) -> None:
             "demo-re2",
             "demo-mixture-of-agents",
             "demo-chain-of-verification",
+            "demo-auto",
         ]
     )
 
