@@ -48,6 +48,7 @@ GUIDES = (
     "deployment",
     "workflows",
     "overrides",
+    "routing",
     "streaming",
     "protocols",
     "security",
