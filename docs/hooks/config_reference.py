@@ -1,11 +1,12 @@
 """The config reference, generated from the config schema itself (an MkDocs hook, registered in mkdocs.yml).
 
 A page line `<!-- config-schema: all -->` becomes one table per config table: the top level, a served model (with
-every registered workflow's target and settings keys), a target, `[store]`, `[telemetry]`, `[ui]`, each
-registered protocol's `[protocols.<name>]`, and every table found below those (a panel lens). The tables walk
-the msgspec Structs (`msgspec.inspect`): each key's type and constraints, its default, and its doc — the
-attribute docstring written under the field in the source, so a key added in code appears here without anyone
-writing it. `<!-- config-schema: NAME -->` renders one section (`workflow:critic` renders that workflow's keys).
+every registered workflow's target and settings keys), an `auto` served model's own keys, a target, `[store]`,
+`[telemetry]`, `[ui]`, each registered protocol's `[protocols.<name>]`, and every table found below those (a panel
+lens, an `auto` model's rules). The tables walk the msgspec Structs (`msgspec.inspect`): each key's type and
+constraints, its default, and its doc — the attribute docstring written under the field in the source, so a key
+added in code appears here without anyone writing it. `<!-- config-schema: NAME -->` renders one section
+(`workflow:critic` renders that workflow's keys).
 
 A key without a docstring is a warning, which fails `mkdocs build --strict`. The functions below need only
 msgspec and adapter_critic (the snippet tests import this module without MkDocs).
@@ -38,8 +39,12 @@ _TARGET_FALLBACKS = {("panel", "coordinator"): "the `critic` target, else `api`"
 _SERVED_REF = '`{ served = "<id>" }`'
 
 # Internal fields a config file never writes: a served model's other keys stand beside `mode` and are sorted into
-# these two when the config loads.
-_FLATTENED = {"targets", "served", "settings"}
+# these when the config loads (an `auto` model's keys into `route`, documented as a section of their own).
+_FLATTENED = {"targets", "served", "settings", "route"}
+
+# The served-model keys an `auto` model takes besides its own (config/served.py's `_auto_model` checks them).
+_AUTO_ALSO = ("limits", "request_limits", "shadow", "cache", "cache_ttl_seconds")
+_AUTO_LINK = "[auto model](#auto-model)"
 
 
 @dataclass
@@ -240,10 +245,12 @@ def sections() -> list[Section]:
                 titled[f.name] = (f"`[{f.name}]`", f.name)
                 nested.append((f.name, cls))
     settings_structs = {mode: w.Settings for mode, w in workflows.workflows().items()}
+    route = _route()
+    links[route] = _AUTO_LINK
     deeper: list[type[msgspec.Struct]] = []
-    # Tables inside those, inside a served model (`[[auth.keys]]`, `limits`) and inside a workflow's settings (a
-    # panel lens): a section each.
-    for owner in [ServedModel, *(cls for _, cls in nested), *settings_structs.values()]:
+    # Tables inside those, inside a served model (`[[auth.keys]]`, `limits`, `shadow`), inside an `auto` model (its
+    # rules and classes) and inside a workflow's settings (a panel lens): a section each.
+    for owner in [ServedModel, route, *(cls for _, cls in nested), *settings_structs.values()]:
         for f in struct_fields(owner):
             for cls in _structs_in(f.type):
                 if cls not in links:
@@ -258,6 +265,7 @@ def sections() -> list[Section]:
             row.type = "table of " + ", ".join(f"[`[protocols.{n}]`](#protocols-{n})" for n in protocol_settings)
     found.append(top)
     found.append(served_model_section(links, settings_structs))
+    found.append(auto_model_section(links))
     found.append(Section("target", "Target", "target", struct_doc(Target), rows_of(Target, links)))
     for key, cls in nested:
         title, anchor = titled[key]
@@ -295,7 +303,7 @@ def served_model_section(links: dict[type, str], settings: dict[str, type[msgspe
     modes = [f"`{name}`" for name in workflows.names()]
     for row in section.rows:
         if row.key == "mode":
-            row.type = " or ".join(modes) + " (or a plug-in's)"
+            row.type = " or ".join(modes) + f" (or a plug-in's), or `auto` (an {_AUTO_LINK})"
         elif row.key == "api":  # a target table or another served model: one of the two is required
             row.type, row.default = f"{links[_target()]} or {_SERVED_REF}", "required"
     drafting = ", ".join(f"`{name}`" for name, w in workflows.workflows().items() if w.reviews_draft)
@@ -338,6 +346,27 @@ def _target() -> type:
     from adapter_critic.config import Target
 
     return Target
+
+
+def _route() -> type[msgspec.Struct]:
+    """The Struct of an `auto` model's own keys: the type of the served model's `route` field."""
+    from adapter_critic.config import ServedModel
+
+    field = next(f for f in struct_fields(ServedModel) if f.name == "route")
+    return next(iter(_structs_in(field.type)))
+
+
+def auto_model_section(links: dict[type, str]) -> Section:
+    """An `auto` served model (`mode = "auto"`): its own keys, written beside `mode` in its table, and the served-model
+    keys it takes besides."""
+    route = _route()
+    also = ", ".join(f"`{key}`" for key in _AUTO_ALSO)
+    intro = (
+        f"{struct_doc(route)} Its keys stand beside `mode` in its `[served_models.<id>]` table; besides them, an "
+        f"auto model takes only {also} (as a [served model](#served-model) does). It has no `api` or other stage "
+        "target of its own: each candidate runs with its own workflow and targets."
+    )
+    return Section("auto-model", 'Auto model: `mode = "auto"`', "auto-model", intro, rows_of(route, links))
 
 
 def workflow_section(mode: str, kind: type[msgspec.Struct], links: dict[type, str]) -> Section:

@@ -11,8 +11,10 @@ from pathlib import Path
 from types import ModuleType
 
 import msgspec
+import pytest
 import yaml
 
+from adapter_critic import ConfigError
 from adapter_critic.config import Config
 
 from .snippets import DOCS, ROOT, markdown_files
@@ -130,6 +132,23 @@ def test_the_config_reference_has_every_key_with_its_meaning() -> None:
             assert row.doc, f"{section.title}: `{row.key}` has no docstring in its Struct"
     page = reference.replace_markers("# Config\n\n<!-- config-schema: all -->\n")
     assert "| `max_body_bytes` | integer (> 0) | `33554432` (32 MiB) |" in page
+
+
+def test_the_config_reference_says_every_key_an_auto_model_takes() -> None:
+    reference = config_reference()
+    sections = {s.name: s for s in reference.sections()}
+    assert {"auto-model", "shadow", "rule", "requestclass"} <= set(sections)
+    served = {row.key for row in sections["served-model"].rows}
+    assert "shadow" in served and "route" not in served  # `route` is what an auto model's keys are read into
+    auto = sections["auto-model"]
+    direct = {"mode": "direct", "api": {"model": "m", "base_url": "http://h/v1"}}
+    data = {"served_models": {"x": {"mode": "auto", "candidates": ["y"], "unknown": 1}, "y": direct}}
+    with pytest.raises(ConfigError) as raised:
+        Config.from_dict(data, source="config.toml")
+    known = set(str(raised.value).split("known keys here: ")[1].split(", "))  # what the loader accepts
+    assert known == {"mode", *(row.key for row in auto.rows), *reference._AUTO_ALSO}
+    for key in reference._AUTO_ALSO:
+        assert f"`{key}`" in auto.intro
 
 
 def test_a_key_added_to_a_struct_appears_in_the_reference() -> None:

@@ -48,9 +48,9 @@ class RequestClass(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, fro
     features: list[str] = []
     """Features the request must have: `numbers`, `code`, `choices`, `tools`, `other_language`."""
     min_chars: Annotated[int, msgspec.Meta(ge=0)] | None = None
-    """The last user message is at least this long (characters)."""
+    """The last user message's length is at least this (characters)."""
     max_chars: Annotated[int, msgspec.Meta(ge=0)] | None = None
-    """The last user message is at most this long (characters)."""
+    """The last user message's length is at most this (characters)."""
 
     def __post_init__(self) -> None:
         unknown = [f for f in self.features if f not in FEATURES]
@@ -72,11 +72,11 @@ class Route(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tru
     candidates: Annotated[list[Name], msgspec.Meta(min_length=1)]
     """Served models, prefixed names (`self_consistency-<model>`) or chains (`critic&adapter-<model>`)."""
     rules: list[Rule] = []
-    """The operator's rules, in order: the first that holds sends the request to its `use` (`{ use = "<candidate>",
-    header = "review" }`); conditions `key`, `header`, `metadata`, `tools`, `min_chars`, `max_chars`, `class`."""
+    """Rules the operator writes (`[[served_models.<id>.rules]]`), tried in order: the first that holds chooses the
+    candidate, before any policy."""
     classes: list[RequestClass] = []
-    """The request classes the operator names, in order (`{ name = "review", pattern = "(?i)check" }`): the first
-    that holds is a request's class; else its class is made from its features (`numbers-short`…)."""
+    """Classes of requests the operator names, tried in order (else a request's class is made from its features):
+    what rules, the policy and `route show` tell requests apart by."""
     effort: Share = 0.5
     """The cost dial, from 0 to 1: 1 chooses the best score whatever it costs, 0 weighs cost most. A request may
     choose its own (`x_adapter_critic.effort`)."""
@@ -109,6 +109,7 @@ class Shadow(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
     budget_cost: Annotated[float, msgspec.Meta(gt=0)] | None = None
     """The most they cost per window (in the prices' currency; needs `[prices]` for the models they call)."""
     budget_window_seconds: Annotated[float, msgspec.Meta(gt=0)] = 86400.0
-    """The window the budgets are spent over (a day): a new window starts with nothing spent."""
+    """The window `budget_tokens` and `budget_cost` count over (seconds; a day by default); a sampled request once
+    the window's budget is spent is not shadowed (`over_budget`)."""
     concurrency: Annotated[int, msgspec.Meta(ge=1)] = 2
     """The most shadows running at once in this process; a sampled request beyond it is not shadowed (dropped)."""
