@@ -22,6 +22,7 @@ import msgspec
 from adapter_critic import Config
 from adapter_critic.pipeline.resolve import resolve
 from adapter_critic.pipeline.stages import stage_body
+from adapter_critic.protocols.openai.chunks import chunk_decoder
 from adapter_critic.request.decode import decode_request
 from adapter_critic.workflows.edits import review
 
@@ -106,6 +107,10 @@ def run_all(quick: bool = False) -> dict[str, Any]:
         "edit_blocks": reply.count("SEARCH\n"),
         "us": time_per_call(lambda: review_draft(draft, reply), budget=budget, repeats=repeats) * 1e6,
     }
+    chunk = payloads.paced_events(1)[1].removeprefix(b"data: ").strip()  # a paced stream's one-token chunk
+    results["chunk_decode_us"] = (
+        time_per_call(lambda: chunk_decoder.decode(chunk), budget=budget, repeats=repeats) * 1e6
+    )
     return results
 
 
@@ -124,6 +129,9 @@ def format_table(results: dict[str, Any]) -> str:
         f"SEARCH/REPLACE, {r['edit_blocks']} blocks on a {r['draft_chars'] // 1000} KB draft: {r['us']:.0f} µs"
     )
     lines.append(f"resolving a request's plan (not part of the above): {results['resolve_us']:.1f} µs")
+    lines.append(
+        f"decoding a streamed one-token chunk (what the relay reads of it): {results['chunk_decode_us']:.2f} µs"
+    )
     return "\n".join(lines)
 
 
