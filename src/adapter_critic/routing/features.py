@@ -118,8 +118,10 @@ def _not_ascii(head: str) -> tuple[bool, bool]:
     other_digits = len(_NUMBER.findall(other_words)) if other_words else 0
     numbers = other_digits > 0 or any(digit in head for digit in _DIGITS)
     other = len(other_words) - other_digits
+    if not other:  # English with a typographic quote or dash: no letter that is not ASCII
+        return numbers, False
     letters = other + len(head.encode("ascii", "ignore").translate(None, _NOT_ASCII_LETTERS))
-    return numbers, letters > 0 and other * 3 > letters
+    return numbers, other * 3 > letters
 
 
 def class_of(features: Features, text: str, classes: Sequence[RequestClass]) -> str:
