@@ -18,11 +18,11 @@ characters, of prose, and of prose around Python in fences), `long, other langua
 and `40 turns` (a short question after 40 user/assistant exchanges). The prose has a typographic apostrophe and dash,
 as pasted text does: a message that is not plain ASCII has its letters counted for the language feature.
 
-Each case runs 15 rounds (5 with `--quick`) of about 50 ms of calls each (10 with `--quick`):
-the CPU time (`time.process_time`) of a round over its calls is one per-round mean; the table has their median and
-their p99 (with few rounds, about their worst). Then a round of single calls, each timed with
-`time.perf_counter_ns` (wall time, the timer's own cost taken off): their p99 is the per-call tail (collections of
-the garbage collector, the host's preemptions).
+Each case runs 21 rounds (5 with `--quick`) of about 20 ms of calls each (10 with `--quick`), every round timing
+every case once, so the host's drift hits all alike: the CPU time (`time.process_time`) of a round over its calls is
+one per-round mean; the table has their median and their p99 (with few rounds, about their worst). Then a round of
+single calls of each case, each timed with `time.perf_counter_ns` (wall time, the timer's own cost taken off): their
+p50, and their p99, the per-call tail (the garbage collector's collections, the host's preemptions).
 """
 
 from __future__ import annotations
@@ -255,54 +255,62 @@ def p99(values: list[float]) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[98]
 
 
-def measure(case: Case, rounds: int, seconds: float, overhead: float) -> dict[str, Any]:
-    case.batch(200)  # warm up
+def calls_per_round(case: Case, seconds: float) -> int:
+    """How many calls of `case` take about `seconds` of CPU (after a warm-up)."""
+    case.batch(200)
     n = 100
-    while True:  # calls per round: about `seconds` of CPU
+    while True:
         began = time.process_time()
         case.batch(n)
         took = time.process_time() - began
         if took >= seconds / 4:
-            break
+            return max(100, int(n * seconds / took))
         n *= 4
-    n = max(100, int(n * seconds / took))
-    means = []
-    for _ in range(rounds):
-        began = time.process_time()
-        case.batch(n)
-        means.append((time.process_time() - began) / n * 1e6)
-    single = [max(0.0, (ns - overhead) / 1000) for ns in case.samples(max(n, 2000))]
-    median = statistics.median(means)
-    return {
-        "calls_per_round": n,
-        "median_us": median,
-        "p99_us": p99(means),
-        "call_p50_us": statistics.median(single),
-        "call_p99_us": p99(single),
-        "met": median <= TARGET_US,
-    }
+
+
+def cases_of(requests: dict[str, ChatRequest], loop: asyncio.AbstractEventLoop) -> dict[str, Case]:
+    """Every request under every config, named `<config> / <request>`."""
+    cases = {}
+    for name, router in routers().items():
+        for size, request in requests.items():
+            cases[f"{name} / {size}"] = decide_case(router, request)
+    for name in ("service", "service, policy"):
+        config = service_config(classes=name == "service")
+        routing = Routing(config)
+        if name == "service, policy":
+            routing.routers["auto"].policy = policy("auto", PREFIXED)
+        for size, request in requests.items():
+            cases[f"{name} / {size}"] = service_case(config, routing, request, loop)
+    return cases
 
 
 def run_all(quick: bool = False) -> dict[str, Any]:
-    rounds, seconds = (5, 0.01) if quick else (15, 0.05)
+    rounds, seconds = (5, 0.01) if quick else (21, 0.02)
     requests = {size: decode_request(request_bytes(size)) for size in SIZES}
     overhead = timer_cost()
-    cases: dict[str, dict[str, Any]] = {}
-    for name, router in routers().items():
-        for size, request in requests.items():
-            cases[f"{name} / {size}"] = measure(decide_case(router, request), rounds, seconds, overhead)
-            cases[f"{name} / {size}"]["pattern"] = name in PATTERNED
     loop = asyncio.new_event_loop()
     try:
-        for name in ("service", "service, policy"):
-            config = service_config(classes=name == "service")
-            routing = Routing(config)
-            if name == "service, policy":
-                routing.routers["auto"].policy = policy("auto", PREFIXED)
-            for size, request in requests.items():
-                case = service_case(config, routing, request, loop)
-                cases[f"{name} / {size}"] = measure(case, rounds, seconds, overhead)
-                cases[f"{name} / {size}"]["pattern"] = name in PATTERNED
+        cases = cases_of(requests, loop)
+        calls = {name: calls_per_round(case, seconds) for name, case in cases.items()}
+        means: dict[str, list[float]] = {name: [] for name in cases}
+        for _ in range(rounds):  # every round times every case once, so the host's drift hits all alike
+            for name, case in cases.items():
+                began = time.process_time()
+                case.batch(calls[name])
+                means[name].append((time.process_time() - began) / calls[name] * 1e6)
+        figures: dict[str, dict[str, Any]] = {}
+        for name, case in cases.items():
+            single = [max(0.0, (ns - overhead) / 1000) for ns in case.samples(max(calls[name], 2000))]
+            median = statistics.median(means[name])
+            figures[name] = {
+                "calls_per_round": calls[name],
+                "median_us": median,
+                "p99_us": p99(means[name]),
+                "call_p50_us": statistics.median(single),
+                "call_p99_us": p99(single),
+                "met": median <= TARGET_US,
+                "pattern": name.partition(" / ")[0] in PATTERNED,
+            }
     finally:
         loop.close()
     return {
@@ -311,7 +319,7 @@ def run_all(quick: bool = False) -> dict[str, Any]:
         "round_seconds": seconds,
         "timer_ns": overhead,
         "chars": {size: len(last_user_text(request.messages)) for size, request in requests.items()},
-        "cases": cases,
+        "cases": figures,
     }
 
 
