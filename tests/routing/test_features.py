@@ -37,7 +37,7 @@ PIECES = [
     "\n", "\r\n", "\n\n", " ", "  ", "\t", "\x0b", "\x0c", "\u00a0", "\u2028", "\u3000", "x", "word ", "The ", "é",
     "ça ", "Ж", "日本語", "٣", "७", "²", "½", "_", "7", "0", "def ", "class ", "import ", "#include", "function ",
     "public ", "fn ", "```", ";", "{", "}", "A)", "(b)", "c.", "D:", "e)", "- ", "* ", "-", "*", "\u2019", "\u2014",
-    "\ud800",
+    "\u00d7", "ª", "\u0153", "\ud800",
 ]  # fmt: skip
 texts = st.lists(st.sampled_from(PIECES) | st.text(max_size=5), max_size=60).map("".join)
 
@@ -63,6 +63,15 @@ CASES = [
     "Он сказал: привет, мир. 3 раза",
     "المجموع ٣ و ٤",
     "x² and y½ only",
+    "".join(map(chr, range(32, 256))),
+    "ÀÉÎõü \u00d7÷ ª µ º « » ¹ ¼ 7",
+    "Le cœur a ses raisons",
+    "àéè" * 10 + "abc" * 20,
+    "éé ab",
+    "ééé abcd",
+    "²³¹¼½¾ ab",
+    "route 9",
+    "route \u2019 9",
     "lone \ud800 surrogate",
     "a" * (SCANNED - 2) + "\nA) 1\nB) 2",
     "word " * 700 + "\n" + "```" + "x" * 10,

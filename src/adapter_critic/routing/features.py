@@ -8,8 +8,8 @@ in the same characters, at its own cost.
 
 The features take as few passes of the regular expression engine over those characters as they can (the engine tries
 a pattern at every position unless it starts with a literal): a line's start (`^`) is looked for as a newline in the
-text with one put before it, which finds the same matches, and a text in plain ASCII is read with string methods.
-tests/routing/test_features.py holds them to the plain expressions.
+text with one put before it, which finds the same matches, and a text in ASCII or Latin-1 is read with string and
+bytes methods; tests/routing/test_features.py holds them to the plain expressions.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ SCANNED = 4000  # characters of the last user message the features look at
 SHORT, LONG = 200, 2000  # characters: below SHORT a message is short, from LONG on long
 
 _NUMBER = re.compile(r"\d")
-_DIGITS = "0123456789"  # the digits `\d` finds in ASCII
+_LETTER = re.compile(r"[^\W\d_]")
+_DIGITS = "".join(c for c in map(chr, range(256)) if _NUMBER.match(c))  # in Latin-1 (so ASCII): 0-9
 # Code: a fence, a line that starts with a keyword, or a line that ends in ; { or }.
 _FENCE = "```"
 _CODE_LINE = re.compile(r"\n\s*(?:def |class |import |#include|function |public |fn )")
@@ -35,7 +36,9 @@ _CHOICES = re.compile(r"\n\s*(?:\(?[A-Da-d][).:]|[-*] )\s*\S")
 # What is not a word character (`\w`) or is `_` or ASCII: removed, it leaves a text's letters and digits that are not
 # ASCII.
 _NOT_OTHER_WORD = re.compile(r"[\W_\x00-\x7f]+")
-_NOT_ASCII_LETTERS = bytes(c for c in range(128) if not chr(c).isalpha())  # all but A-Z and a-z
+# Bytes of a Latin-1 text that are not its letters that are ASCII (A-Z, a-z), and that are not its other letters.
+_NOT_ASCII_LETTERS = bytes(b for b in range(256) if b >= 128 or not _LETTER.match(chr(b)))
+_NOT_OTHER_LETTERS = bytes(b for b in range(256) if b < 128 or not _LETTER.match(chr(b)))
 
 
 class Features(NamedTuple):
@@ -114,7 +117,18 @@ def _choices(lines: str) -> bool:
 def _not_ascii(head: str) -> tuple[bool, bool]:
     r"""Whether `head`, a text not in plain ASCII, has a digit (`\d`: of any script), and whether most of its letters
     (`[^\W\d_]`) are not ASCII (another script, or a language written with many accents)."""
-    other_words = _NOT_OTHER_WORD.sub("", head)
+    try:
+        latin = head.encode("latin-1")  # most texts with accents, and no digit but 0-9
+    except UnicodeEncodeError:
+        return _not_latin(head)
+    numbers = any(digit in head for digit in _DIGITS)
+    other = len(latin.translate(None, _NOT_OTHER_LETTERS))
+    return numbers, other > 0 and other * 3 > other + len(latin.translate(None, _NOT_ASCII_LETTERS))
+
+
+def _not_latin(head: str) -> tuple[bool, bool]:
+    """`_not_ascii` of a text with characters beyond Latin-1 (a typographic quote or dash, another script)."""
+    other_words = _NOT_OTHER_WORD.sub("", head)  # its letters and digits that are not ASCII
     other_digits = len(_NUMBER.findall(other_words)) if other_words else 0
     numbers = other_digits > 0 or any(digit in head for digit in _DIGITS)
     other = len(other_words) - other_digits
