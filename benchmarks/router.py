@@ -341,12 +341,12 @@ def format_table(results: dict[str, Any]) -> str:
     lines = [
         f"routing a request for an auto model (benchmarks/router.py): CPU µs per request, median and p99 of "
         f"{results['rounds']} rounds' means; per call (wall, timer's {results['timer_ns']:.0f} ns taken off)",
-        f"{'case':<44}{'µs CPU':>8}{'p99':>7}{'call p50':>10}{'call p99':>10}   target ≤ {target:g} µs",
+        f"{'case':<52}{'µs CPU':>8}{'p99':>7}{'call p50':>10}{'call p99':>10}   target ≤ {target:g} µs",
     ]
     for name, row in results["cases"].items():
         mark = "met" if row["met"] else "not met"
         lines.append(
-            f"{name:<44}{row['median_us']:>8.1f}{row['p99_us']:>7.1f}{row['call_p50_us']:>10.1f}"
+            f"{name:<52}{row['median_us']:>8.1f}{row['p99_us']:>7.1f}{row['call_p50_us']:>10.1f}"
             f"{row['call_p99_us']:>10.1f}   {mark}"
         )
     lines += [report.verdict(c) for c in checks(results)]
