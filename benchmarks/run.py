@@ -21,9 +21,10 @@ Figures, each the median over rounds (each round runs every target once, so drif
 - added time to first byte for streaming, at concurrency 1, against the mock's own;
 and every product figure as a ratio to the bare relay measured in the same run. The processes are started and
 measured with `benchmarks/procs.py`; the figures are read out and printed by `benchmarks/report.py`, after the
-micro-benchmarks, the big answers (`benchmarks/sizes.py`) and the paced streams (`benchmarks/paced.py`: CPU and
-system time per streamed token, one chunk per upstream read, 1 ms apart). The table is printed at the end and
-everything is written to `benchmarks/results/<timestamp>.json`.
+micro-benchmarks, an `auto` model's routing per request (`benchmarks/router.py`), the big answers
+(`benchmarks/sizes.py`) and the paced streams (`benchmarks/paced.py`: CPU and system time per streamed token, one
+chunk per upstream read, 1 ms apart). The table is printed at the end and everything is written to
+`benchmarks/results/<timestamp>.json`.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ ROOT = HERE.parent
 if str(ROOT) not in sys.path:  # `python benchmarks/run.py` as well as `python -m benchmarks.run`
     sys.path.insert(0, str(ROOT))
 
-from benchmarks import micro, paced, payloads  # noqa: E402
+from benchmarks import micro, paced, payloads, router  # noqa: E402
 from benchmarks import sizes as big_answers  # noqa: E402
 from benchmarks import targets as targets_module  # noqa: E402
 from benchmarks.procs import (  # noqa: E402
@@ -390,14 +391,23 @@ def main() -> None:
             memory.update(late_requests=product.served, late_kib=rss_kib(product.pid))
     print(f"micro-benchmarks ({time.monotonic() - started:.0f} s)", file=sys.stderr)
     micro_results = run_micro(args.quick, proxy_cpus)
+    print(f"routing ({time.monotonic() - started:.0f} s)", file=sys.stderr)
+    router_results = run_micro(args.quick, proxy_cpus, "router")
     print(f"big answers ({time.monotonic() - started:.0f} s)", file=sys.stderr)
     size_results = run_sizes(args.quick)
     print(f"paced streams ({time.monotonic() - started:.0f} s)", file=sys.stderr)
     paced_results = run_module("paced", args.quick)
     summarise(targets)
-    checks = verdicts(targets, micro_results, memory) + paced.checks(paced_results) + big_answers.checks(size_results)
+    checks = (
+        verdicts(targets, micro_results, memory)
+        + router.checks(router_results)
+        + paced.checks(paced_results)
+        + big_answers.checks(size_results)
+    )
     micro_text = (
         micro.format_table(micro_results)
+        + "\n\n"
+        + router.format_table(router_results)
         + "\n\nbig answers (benchmarks/sizes.py):\n"
         + big_answers.format_table(size_results)
         + "\n\n"
@@ -411,6 +421,7 @@ def main() -> None:
         "targets": {t.name: {"summary": t.summary, "rounds": t.rounds, "calls": t.calls} for t in targets},
         "memory": memory,
         "micro": micro_results,
+        "router": router_results,
         "sizes": size_results,
         "paced": paced_results,
         "checks": checks,
@@ -456,9 +467,10 @@ def run_module(name: str, quick: bool) -> dict[str, Any]:
     return results
 
 
-def run_micro(quick: bool, cpus: list[int] | None) -> dict[str, Any]:
+def run_micro(quick: bool, cpus: list[int] | None, name: str = "micro") -> dict[str, Any]:
+    """An in-process benchmark (`benchmarks/<name>.py --json`) in its own process, pinned where the proxies are."""
     env = {**os.environ, "PYTHONPATH": python_path()}
-    command = [*pin(cpus), sys.executable, "-m", "benchmarks.micro", "--json", *(["--quick"] if quick else [])]
+    command = [*pin(cpus), sys.executable, "-m", f"benchmarks.{name}", "--json", *(["--quick"] if quick else [])]
     done = subprocess.run(command, env=env, capture_output=True, timeout=600, check=True, cwd=ROOT)
     results: dict[str, Any] = json.loads(done.stdout)
     return results
