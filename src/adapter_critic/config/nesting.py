@@ -67,3 +67,21 @@ def _check_models_table(config: ModelTables) -> None:
             "models.technique_prefixes: prefixed models need an upstream to call: set models.upstream to a served "
             "model (its api target's upstream), or configure passthrough"
         )
+
+
+def forwards_caller_key(config: ModelTables, served_id: str) -> bool:
+    """Whether a run of `served_id` (a served model or a prefixed one) may send the caller's own key upstream: a
+    target of it, or of a served model it runs, has `forward_client_authorization`."""
+    seen: set[str] = set()
+    todo = [served_id]
+    while todo:
+        current = todo.pop()
+        served = config.served(current)
+        if current in seen or served is None:
+            continue
+        seen.add(current)
+        primaries = [t for t in (served.api, *served.targets.values()) if t is not None]
+        if any(t.forward_client_authorization for p in primaries for t in (p, *p.fallbacks)):
+            return True
+        todo.extend(child for _, child in served.references())
+    return False

@@ -19,7 +19,7 @@ from .cache import CacheConfig
 from .describe import convert
 from .limits import AuthConfig, LimitsConfig
 from .models import ModelsConfig, composed
-from .nesting import check_nesting
+from .nesting import check_nesting, forwards_caller_key
 from .served import ServedModel, served_model
 from .target import Target
 from .telemetry import TelemetryConfig
@@ -158,6 +158,12 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
                     raise ValueError(
                         f"served_models.{served_id}.shadow.{what}: {name!r} is not a served model of this config "
                         "(nor a prefixed model of [models])"
+                    )
+            for what, name in () if shadow is None else (("candidate", shadow.candidate), ("judge", shadow.judge)):
+                if forwards_caller_key(self, name):
+                    raise ValueError(
+                        f"served_models.{served_id}.shadow.{what}: {name!r} forwards the caller's key upstream "
+                        "(forward_client_authorization); a shadow is the operator's spend, never the caller's"
                     )
             if shadow is not None and shadow.budget_cost is not None and not self.prices:
                 raise ValueError(f"served_models.{served_id}.shadow.budget_cost: a cost budget needs [prices]")

@@ -237,7 +237,9 @@ class ChatService:
 
     def _run_model(self, request_id: str, caller: Caller) -> RunModel:
         """How a shadow runs a model: as a request of the caller's without overrides, recorded under its key name,
-        with no limit or cache (what it spends is the shadow budget's)."""
+        with no limit or cache (what it spends is the shadow budget's) and never with the caller's own key (the
+        config refuses a shadow whose models would forward it)."""
+        caller = Caller(caller.name)
 
         async def run_model(model: str, request: ChatRequest, run_id: str, parent: tuple[str, str]) -> RunRecord:
             plan = self._plan_of(model, caller.token)
