@@ -223,3 +223,27 @@ def test_shadow_report_says_what_no_store_holds(tmp_path: Path) -> None:
         httpx.post(f"{url}/v1/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "Hi"}]})
     found = invoke("shadow", "report", "m", "--store", f"sqlite:///{store}")
     assert found.exit_code == 1 and "no shadow evaluations of 'm'" in found.stderr
+
+
+def test_what_a_failed_shadow_spent_counts_against_the_shadow_budget(
+    remote: RemoteUpstream, upstream_url: str, tmp_path: Path
+) -> None:
+    remote.reset()
+    remote.script(
+        {"model": "fast", "content": "the live answer"},
+        {"model": "slow", "content": "a draft"},  # the candidate's draft: 3 tokens spent
+        {"model": "crit", "status": 500, "body": json.dumps({"error": {"message": "reviewer down"}}), "keep": True},
+    )
+    config = scripted(upstream_url, budget_tokens=3)
+    config["served_models"]["cand"] = {
+        "mode": "critic", "on_review_error": "fail", "api": {"model": "slow", "base_url": f"{upstream_url}/v1"},
+        "critic": {"model": "crit", "base_url": f"{upstream_url}/v1"},
+    }  # fmt: skip
+    with serving(config, tmp_path / "runs.sqlite3") as url:
+        first = ask(url)
+        [shadow] = run_detail(url, first.id, until="shadows", headers={"authorization": f"Bearer {TEAM}"})["shadows"]
+        assert shadow["outcome"] == "failed" and "reviewer down" in shadow["detail"]["error"]
+        assert shadow["detail"]["shadow"]["tokens"] == 3 and shadow["detail"]["judge"]["tokens"] == 0
+        assert metric(url, "adapter_critic_shadow_tokens_total", TEAM, served_model="live") == 3
+        ask(url)  # the window's 3 tokens are spent: not shadowed
+        assert metric(url, SHADOWS, TEAM, served_model="live", candidate="cand", outcome="over_budget") == 1

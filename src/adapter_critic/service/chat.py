@@ -236,17 +236,16 @@ class ChatService:
         return lambda record: shadows.consider(record.served_model, request, record, caller.name, run_model)
 
     def _run_model(self, request_id: str, caller: Caller) -> RunModel:
-        """How a shadow runs a model: as a request of the caller's without overrides, recorded under its key name,
-        with no limit or cache (what it spends is the shadow budget's) and never with the caller's own key (the
-        config refuses a shadow whose models would forward it)."""
+        """How a shadow makes a model's run: as a request of the caller's without overrides, recorded under its key
+        name, with no limit or cache (what it spends is the shadow budget's) and never with the caller's own key
+        (the config refuses a shadow whose models would forward it)."""
         caller = Caller(caller.name)
 
-        async def run_model(model: str, request: ChatRequest, run_id: str, parent: tuple[str, str]) -> RunRecord:
+        def run_model(model: str, request: ChatRequest, run_id: str, parent: tuple[str, str]) -> Run:
             plan = self._plan_of(model, caller.token)
             subscribers = self._subscribers(request_id, request, plan, caller)
             nesting = self._nesting(request_id, caller) if plan.nests else None
-            run = self._run(registry.get(plan.mode), plan, request, run_id, subscribers, nesting, parent=parent)
-            return await run.execute()
+            return self._run(registry.get(plan.mode), plan, request, run_id, subscribers, nesting, parent=parent)
 
         return run_model
 

@@ -17,7 +17,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -34,11 +34,12 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
 
     from ..observe.metrics import Metrics
+    from ..pipeline.run import Run
 
 logger = logging.getLogger("adapter_critic")
 
-# Runs `model` on a request in the background: (model, request, run id, (parent run id, stage)) -> its record.
-RunModel = Callable[[str, ChatRequest, str, tuple[str, str]], Awaitable[RunRecord]]
+# A run of `model` on a request, made for a shadow: (model, request, run id, (parent run id, stage)) -> the run.
+RunModel = Callable[[str, ChatRequest, str, tuple[str, str]], "Run"]
 
 
 @dataclass(slots=True)
@@ -174,8 +175,9 @@ class Shadows:
         detail: ShadowDetail,
     ) -> ShadowOutcome:
         asked = child_request(shadow.candidate, request.messages_json, request.options)
-        record = await run_model(shadow.candidate, asked, shadow_run_id, (live.run_id, "shadow"))
-        detail.shadow = _side(shadow.candidate, record)
+        record = await _spent(
+            run_model(shadow.candidate, asked, shadow_run_id, (live.run_id, "shadow")), detail, "shadow"
+        )
         answer = record.answer.content or ""
         mine = live.answer.content or ""
         votes: list[str | None] = []
@@ -184,9 +186,10 @@ class Shadows:
             messages = pairwise_messages(DEFAULT_PAIRWISE_SYSTEM_PROMPT, request.messages, first, second)
             judge_id = f"{shadow_run_id}.judge{number}"
             asked = child_request(shadow.judge, messages, {})
-            judged = await run_model(shadow.judge, asked, judge_id, (shadow_run_id, "shadow judge"))
-            detail.judge_runs.append(judged.run_id)
-            detail.judge = _added(detail.judge, judged)
+            detail.judge_runs.append(judge_id)
+            judged = await _spent(
+                run_model(shadow.judge, asked, judge_id, (shadow_run_id, "shadow judge")), detail, "judge"
+            )
             vote = parse_vote(judged.answer.content or "")
             votes.append(None if vote is None else "tie" if vote == "tie" else names[0] if vote == "A" else names[1])
         detail.votes = votes
@@ -217,6 +220,18 @@ def then(execute: RunStreamer, after: Callable[[RunRecord], None]) -> RunStreame
         return record
 
     return run
+
+
+async def _spent(run: Run, detail: ShadowDetail, side: str) -> RunRecord:
+    """Run `run` and count what it spent on `detail`'s `side` (`shadow`, or `judge`: added up), whether it answered
+    or failed (a failed call's tokens are spent too)."""
+    try:
+        return await run.execute()
+    finally:
+        if side == "shadow":
+            detail.shadow = _side(detail.shadow.model, run.record)
+        else:
+            detail.judge = _added(detail.judge, run.record)
 
 
 def _side(model: str, record: RunRecord) -> Side:
