@@ -52,7 +52,7 @@ ROOT = HERE.parent
 if str(ROOT) not in sys.path:  # `python benchmarks/run.py` as well as `python -m benchmarks.run`
     sys.path.insert(0, str(ROOT))
 
-from benchmarks import micro, paced, payloads, router  # noqa: E402
+from benchmarks import micro, paced, payloads  # noqa: E402
 from benchmarks import sizes as big_answers  # noqa: E402
 from benchmarks import targets as targets_module  # noqa: E402
 from benchmarks.procs import (  # noqa: E402
@@ -392,6 +392,8 @@ def main() -> None:
     print(f"micro-benchmarks ({time.monotonic() - started:.0f} s)", file=sys.stderr)
     micro_results = run_micro(args.quick, proxy_cpus)
     print(f"routing ({time.monotonic() - started:.0f} s)", file=sys.stderr)
+    from benchmarks import router  # (here: `benchmarks.path --tree` imports this module for an older tree too)
+
     router_results = run_micro(args.quick, proxy_cpus, "router")
     print(f"big answers ({time.monotonic() - started:.0f} s)", file=sys.stderr)
     size_results = run_sizes(args.quick)
