@@ -138,20 +138,28 @@ def test_a_streamed_request_is_routed_and_streamed_from_its_candidate(
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "streamed from c"
 
 
-def test_the_explore_share_is_honoured(remote: RemoteUpstream, upstream_url: str) -> None:
-    remote.reset()
+def test_the_explore_share_is_honoured() -> None:
     share, requests = 0.2, 300
-    with serving(scripted(upstream_url, explore=share), None) as url, httpx.Client(base_url=f"{url}/v1") as http:
+    candidates = [f"{mode}-{DEMO_MODEL}" for mode in ("direct", "re2", "critic")]
+    config = {
+        "models": {"technique_prefixes": True, "upstream": "demo-direct"},
+        "served_models": {
+            "demo-direct": {"mode": "direct", "api": DEMO},
+            "auto": {"mode": "auto", "candidates": candidates, "explore": share},
+        },
+    }
+    with serving(config, None) as url, httpx.Client(base_url=f"{url}/v1") as http:
         decisions = []
         for _ in range(requests):
             body = {"model": "auto", "messages": [{"role": "user", "content": "Hi"}]}
-            answer = http.post("/chat/completions", json=body, headers={"authorization": f"Bearer {TEAM}"})
-            decisions.append(answer.json()["adapter_critic"]["intermediate"]["route"])
+            decisions.append(
+                http.post("/chat/completions", json=body).json()["adapter_critic"]["intermediate"]["route"]
+            )
     explored = [d for d in decisions if d["by"] == "explore"]
-    spread = 4 * math.sqrt(requests * share * (1 - share))
+    spread = 4 * math.sqrt(requests * share * (1 - share))  # four standard deviations of the binomial count
     assert requests * share - spread <= len(explored) <= requests * share + spread
-    assert {d["candidate"] for d in explored} == {"cand-b", "cand-c"}  # another than the one chosen
-    assert {d["candidate"] for d in decisions if d["by"] == "default"} == {"cand-a"}
+    assert {d["candidate"] for d in explored} == set(candidates[1:])  # another than the one chosen
+    assert {d["candidate"] for d in decisions if d["by"] == "default"} == {candidates[0]}
 
 
 def tune_dir(tmp_path: Path, name: str, scores: dict[str, tuple[float, int]]) -> Path:
