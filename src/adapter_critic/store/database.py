@@ -32,6 +32,7 @@ from .querying import RunReads
 from .recorder import Record
 from .schema import cache, feedback, instances, runs, stages, upgrade
 from .sqlitefile import SqliteFile, sqlite_settings
+from .transactions import writing
 from .writes import BatchRows, building, slice_seconds, statements, urgent, write_async
 
 # Each instance beats every `HEARTBEAT_SECONDS` (`store.heartbeat_seconds`); one silent for `STALE_BEATS` beats is
@@ -92,7 +93,7 @@ class Database(RunReads):
         if self.dialect == "sqlite":
             event.listen(self.engine.sync_engine, "connect", _sqlite_connect)
             event.listen(self.engine.sync_engine, "begin", _sqlite_begin)
-        self._writer = self.engine.execution_options(writes=True)  # for transactions that write
+        self._writer = writing(self.engine)  # for transactions that write
         self._statements = statements(self.engine.dialect)
         self._file = None if file is None else SqliteFile(file, self._statements)  # batches of a SQLite file
 

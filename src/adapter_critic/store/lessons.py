@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .records import iso
 from .schema import lessons
+from .transactions import writing
 
 Status = Literal["candidate", "active", "retired", "rejected"]
 MAX_LESSONS = 32
@@ -68,7 +69,7 @@ def bounded(found: list[str], most: int) -> list[str]:
 
 async def add(engine: AsyncEngine, served_model: str, found: list[str], parent: int | None) -> LessonVersion:
     """A new candidate version (the next number) of `served_model`'s lessons."""
-    async with engine.begin() as conn:
+    async with writing(engine).begin() as conn:
         last = (
             await conn.execute(select(func.max(lessons.c.version)).where(lessons.c.served_model == served_model))
         ).scalar()
@@ -106,7 +107,7 @@ async def settle(
 ) -> None:
     """`number`'s status, and what its eval found (None: its note kept): `active` retires the version active
     before."""
-    async with engine.begin() as conn:
+    async with writing(engine).begin() as conn:
         if status == "active":
             await conn.execute(
                 update(lessons)

@@ -15,13 +15,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from .records import RunsOf, ShadowDetail, ShadowRow
 from .schema import feedback, route_policies, runs, shadows
+from .transactions import writing
 
 _detail = msgspec.json.Decoder(ShadowDetail)
 
 
 async def save_policy(engine: AsyncEngine, served_model: str, created_at: float, render: Callable[[int], str]) -> int:
     """Store a policy of `served_model` as its next version, `render`ed (as JSON) with its number; returns that."""
-    async with engine.begin() as conn:
+    async with writing(engine).begin() as conn:
         found = await conn.execute(
             select(func.max(route_policies.c.version)).where(route_policies.c.served_model == served_model)
         )
@@ -48,7 +49,7 @@ async def latest_policy(engine: AsyncEngine, served_model: str, newer_than: int 
 
 
 async def add_shadow(engine: AsyncEngine, row: ShadowRow) -> None:
-    async with engine.begin() as conn:
+    async with writing(engine).begin() as conn:
         values = msgspec.structs.asdict(row)
         values["detail"] = msgspec.json.encode(row.detail).decode()
         await conn.execute(insert(shadows).values(**values))
