@@ -405,11 +405,11 @@ async def test_app_decodes_a_gzip_answer_on_either_path(transport_kind: str) -> 
 # -- through the app ------------------------------------------------------------------------------
 
 
-def config_for(url: str) -> Config:
+def config_for(url: str, timeout: float = TIMEOUT) -> Config:
     return Config.from_dict(
         {
-            "timeout_seconds": TIMEOUT,
-            "connect_timeout_seconds": TIMEOUT,
+            "timeout_seconds": timeout,
+            "connect_timeout_seconds": timeout,
             "retries": 0,
             "served_models": {"m": {"mode": "direct", "api": {"model": "api-model", "base_url": url}}},
         }
@@ -417,9 +417,10 @@ def config_for(url: str) -> Config:
 
 
 @contextlib.asynccontextmanager
-async def app_client(url: str) -> AsyncIterator[httpx.AsyncClient]:
-    """The app with its own upstream client (the transport under test), called in-process."""
-    app = create_app(config_for(url))
+async def app_client(url: str, upstream_timeout: float = TIMEOUT) -> AsyncIterator[httpx.AsyncClient]:
+    """The app with its own upstream client (the transport under test), called in-process; `upstream_timeout` is
+    its upstream timeouts (short: the timeout tests wait them out)."""
+    app = create_app(config_for(url, upstream_timeout))
     async with asgi_client(app) as client:
         yield client
 
@@ -486,7 +487,8 @@ async def test_app_read_timeout_is_504(transport_kind: str) -> None:
 
 @pytest.mark.parametrize("behaviour", [hang_up, garbage, reset_mid_body])
 async def test_app_broken_upstream_is_502(transport_kind: str, behaviour: Behaviour) -> None:
-    async with serve(behaviour) as server, app_client(server.url) as client:
+    # Answered at once: a timeout far above that keeps a loaded machine from turning the 502 into a 504.
+    async with serve(behaviour) as server, app_client(server.url, upstream_timeout=30) as client:
         response = await client.post("/chat/completions", json=chat("m"))
     assert_error(response, 502)
 
