@@ -247,3 +247,18 @@ def test_what_a_failed_shadow_spent_counts_against_the_shadow_budget(
         assert metric(url, "adapter_critic_shadow_tokens_total", TEAM, served_model="live") == 3
         ask(url)  # the window's 3 tokens are spent: not shadowed
         assert metric(url, SHADOWS, TEAM, served_model="live", candidate="cand", outcome="over_budget") == 1
+
+
+def test_the_shadows_api_says_when_the_run_store_is_off() -> None:
+    shadow = {"candidate": f"critic-{DEMO_MODEL}", "judge": "demo-direct", "share": 1.0}
+    config = {
+        "models": {"technique_prefixes": True, "upstream": "demo-direct"},
+        "served_models": {"demo-direct": {"mode": "direct", "api": DEMO, "shadow": shadow}},
+        "store": {"url": "none"},
+    }
+    with serving(config, None) as url:
+        answer = httpx.get(f"{url}/v1/shadows/demo-direct")
+        assert answer.status_code == 503 and answer.json()["error"]["code"] == "store_unavailable"
+        assert "kept in the run store, which is off" in answer.json()["error"]["message"]
+        bad = httpx.get(f"{url}/v1/shadows/demo-direct", params={"since_hours": "soon"})
+        assert bad.status_code == 400 and bad.json()["error"]["param"] == "since_hours"

@@ -7,7 +7,6 @@ unknown model), and the viewer shows them beside the runs that used them."""
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import msgspec
@@ -15,13 +14,12 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from ..errors import APIError, Overloaded, RequestError
+from ..errors import APIError, RequestError
 from ..protocols.openai.render import JSON, error_response
 from ..service.compose import Service
 from .auth import CALLER
 from .fastpath import ASGIEndpoint
-
-logger = logging.getLogger("adapter_critic")
+from .storeread import read_store
 
 
 def lessons_routes(service: Service, prefix: str) -> list[Route]:
@@ -36,18 +34,9 @@ def lessons_routes(service: Service, prefix: str) -> list[Route]:
             chat.check_reach(model, scope.get(CALLER))
             if model not in chat.learning:
                 raise RequestError(f"{model!r} does not learn (it has no `learning` table).", status_code=404)
-            store = chat.store
-            if store is None:
-                raise Overloaded("Lessons are kept in the run store, which is off.", code="store_unavailable")
             from ..store import lessons
 
-            try:
-                found = await lessons.versions(store.database.engine, model)
-            except Exception as exc:  # the database driver's own errors
-                logger.warning("lessons of %r could not be read: %s: %s", model, type(exc).__name__, exc)
-                raise Overloaded(
-                    "The run store cannot be read right now; retry later.", code="store_unavailable"
-                ) from None
+            found = await read_store(chat, "Lessons", lambda engine: lessons.versions(engine, model))
         except APIError as exc:
             await error_response(exc, redact=service.secrets.redact)(scope, receive, send)
             return

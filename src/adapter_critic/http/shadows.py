@@ -8,7 +8,6 @@ beside a shadowed run. `?since_hours=H` keeps the recent ones."""
 
 from __future__ import annotations
 
-import logging
 import time
 
 import msgspec
@@ -16,15 +15,14 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from ..errors import APIError, Overloaded, RequestError
+from ..errors import APIError, RequestError
 from ..evals.shadows import summary
 from ..protocols.openai.render import JSON, error_response
 from ..service.compose import Service
 from .auth import CALLER, InboundAuth
 from .fastpath import ASGIEndpoint
 from .runs import runs_seen_by
-
-logger = logging.getLogger("adapter_critic")
+from .storeread import read_store
 
 
 def shadows_routes(service: Service, prefix: str, auth: InboundAuth) -> list[Route]:
@@ -40,21 +38,14 @@ def shadows_routes(service: Service, prefix: str, auth: InboundAuth) -> list[Rou
             if model not in chat.shadowed:
                 raise RequestError(f"{model!r} has no shadow (no `shadow` table).", status_code=404)
             since = _since(scope)
-            store = chat.store
-            if store is None:
-                raise Overloaded(
-                    "Shadow evaluations are kept in the run store, which is off.", code="store_unavailable"
-                )
             from ..store.routing import shadow_rows
 
             seen_by = runs_seen_by(scope, auth)
-            try:
-                rows = await shadow_rows(store.database.engine, served_model=model, since=since, seen_by=seen_by)
-            except Exception as exc:  # the database driver's own errors
-                logger.warning("shadows of %r could not be read: %s: %s", model, type(exc).__name__, exc)
-                raise Overloaded(
-                    "The run store cannot be read right now; retry later.", code="store_unavailable"
-                ) from None
+            rows = await read_store(
+                chat,
+                "Shadow evaluations",
+                lambda engine: shadow_rows(engine, served_model=model, since=since, seen_by=seen_by),
+            )
         except APIError as exc:
             await error_response(exc, redact=service.secrets.redact)(scope, receive, send)
             return
