@@ -6,7 +6,9 @@ uvicorn with the openai SDK, in-process counters and a real redis-server."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import math
+import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -35,7 +37,9 @@ def _keys(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @contextlib.contextmanager
-def serving(upstream_url: str, team_limits: dict[str, Any], **extra: Any) -> Iterator[str]:
+def serving(
+    upstream_url: str, team_limits: dict[str, Any], clock: Callable[[], float] = time.time, **extra: Any
+) -> Iterator[str]:
     api = {"model": "local-model", "base_url": f"{upstream_url}/v1"}
     given: dict[str, Any] = {
         "retries": 0,
@@ -49,7 +53,7 @@ def serving(upstream_url: str, team_limits: dict[str, Any], **extra: Any) -> Ite
         "prices": {"local-model": {"input": 0, "output": 1_000_000}},
         **extra,
     }
-    with uvicorn_serving(build_app(compose(Config.from_dict(given)), prefix="/v1")) as url:
+    with uvicorn_serving(build_app(compose(Config.from_dict(given), clock=clock), prefix="/v1")) as url:
         yield url
 
 
@@ -68,7 +72,9 @@ def usage(url: str) -> dict[str, Any]:
 )
 def test_a_served_models_limit_counts_every_run_that_uses_it(upstream_url: str, model: str) -> None:
     RemoteUpstream(upstream_url).reset()
-    with serving(upstream_url, {}, local={"limits": {"requests_per_minute": 2}}) as url:
+    # The limits' clock stands still: the requests' minute is one fixed window however long the test takes.
+    minute = 60 * math.floor(time.time() / 60) + 30
+    with serving(upstream_url, {}, clock=lambda: minute, local={"limits": {"requests_per_minute": 2}}) as url:
         team = client(url)
         for _ in range(2):
             assert team.chat.completions.create(model=model, messages=MESSAGES).choices
