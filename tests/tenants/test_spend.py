@@ -57,6 +57,13 @@ def serving(
         yield url
 
 
+def still() -> Callable[[], float]:
+    """A clock for the limits that stands still, in the middle of this minute: the limits count in fixed windows (a
+    minute, a UTC day), and a test whose requests straddled a window's end would see the count start again."""
+    moment = 60 * math.floor(time.time() / 60) + 30
+    return lambda: moment
+
+
 def client(url: str) -> openai.OpenAI:
     return sdk(openai.OpenAI(base_url=f"{url}/v1", api_key=TEAM, max_retries=0))
 
@@ -72,9 +79,7 @@ def usage(url: str) -> dict[str, Any]:
 )
 def test_a_served_models_limit_counts_every_run_that_uses_it(upstream_url: str, model: str) -> None:
     RemoteUpstream(upstream_url).reset()
-    # The limits' clock stands still: the requests' minute is one fixed window however long the test takes.
-    minute = 60 * math.floor(time.time() / 60) + 30
-    with serving(upstream_url, {}, clock=lambda: minute, local={"limits": {"requests_per_minute": 2}}) as url:
+    with serving(upstream_url, {}, clock=still(), local={"limits": {"requests_per_minute": 2}}) as url:
         team = client(url)
         for _ in range(2):
             assert team.chat.completions.create(model=model, messages=MESSAGES).choices
@@ -103,7 +108,7 @@ def test_an_override_to_an_unpriced_model_is_refused_under_a_budget(upstream_url
 def test_what_an_abandoned_stream_cost_is_charged(upstream_url: str) -> None:
     scripted = RemoteUpstream(upstream_url).reset()
     scripted.script({"content": "word " * 96, "stream_pause_after": 21})  # 60 chunks of 8 characters, held at 20
-    with serving(upstream_url, {"cost_per_day": 1000.0, "tokens_per_minute": 100_000}) as url:
+    with serving(upstream_url, {"cost_per_day": 1000.0, "tokens_per_minute": 100_000}, clock=still()) as url:
         stream = client(url).chat.completions.create(model="local", messages=MESSAGES, stream=True)
         received = 0
         for chunk in stream:
@@ -125,7 +130,7 @@ def test_what_an_abandoned_stream_cost_is_charged(upstream_url: str) -> None:
 def test_a_cost_budget_holds_under_concurrent_requests(upstream_url: str) -> None:
     scripted = RemoteUpstream(upstream_url).reset()
     scripted.script({"content": "ok", "delay": 0.2, "keep": True})
-    with serving(upstream_url, {"cost_per_day": 5.0}) as url:
+    with serving(upstream_url, {"cost_per_day": 5.0}, clock=still()) as url:
         team = client(url)
 
         def ask(_: int) -> bool:
