@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 
 import msgspec
+from starlette.datastructures import QueryParams
 from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
@@ -56,15 +57,13 @@ def shadows_routes(service: Service, prefix: str, auth: InboundAuth) -> list[Rou
 
 
 def _since(scope: Scope) -> float | None:
-    query = scope.get("query_string", b"").decode("latin-1")
-    for part in query.split("&"):
-        name, _, value = part.partition("=")
-        if name == "since_hours":
-            try:
-                hours = float(value)
-            except ValueError:
-                hours = -1.0
-            if not hours > 0:
-                raise RequestError("`since_hours` must be a number of hours above 0.", param="since_hours")
-            return time.time() - hours * 3600
-    return None
+    given = QueryParams(scope.get("query_string", b"")).get("since_hours")
+    if given is None:
+        return None
+    try:
+        hours = float(given)
+    except ValueError:
+        hours = -1.0
+    if not hours > 0:
+        raise RequestError("`since_hours` must be a number of hours above 0.", param="since_hours")
+    return time.time() - hours * 3600

@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from .records import RunsOf, ShadowDetail, ShadowRow
 from .schema import feedback, route_policies, runs, shadows
 from .transactions import writing
+from .visibility import owned
 
 _detail = msgspec.json.Decoder(ShadowDetail)
 
@@ -59,22 +60,18 @@ async def shadow_rows(
     engine: AsyncEngine,
     *,
     served_model: str | None = None,
-    live_run_ids: Sequence[str] = (),
     since: float | None = None,
     seen_by: RunsOf | None = None,
 ) -> list[ShadowRow]:
-    """The shadow evaluations of `served_model` (every one when None) or of the live runs `live_run_ids`, oldest
-    first; only those of the live runs `seen_by` may see when given."""
+    """The shadow evaluations of `served_model` (every one when None), oldest first; only those of the live runs
+    `seen_by` may see when given (a shadow's key name is its live run's)."""
     statement: Any = select(shadows).order_by(shadows.c.created_at)
     if served_model is not None:
         statement = statement.where(shadows.c.served_model == served_model)
-    if live_run_ids:
-        statement = statement.where(shadows.c.live_run_id.in_(list(live_run_ids)))
     if since is not None:
         statement = statement.where(shadows.c.created_at >= since)
-    if seen_by is not None and not seen_by.every:
-        column = shadows.c.key_name
-        statement = statement.where(column.is_(None) if seen_by.key_name is None else column == seen_by.key_name)
+    if seen_by is not None:
+        statement = statement.where(*owned(seen_by, shadows.c.key_name))
     async with engine.connect() as conn:
         found = (await conn.execute(statement)).mappings().all()
     return [_row(row) for row in found]

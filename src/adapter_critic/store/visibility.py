@@ -17,11 +17,11 @@ from .records import RunsOf, RunSummary, StoredStage
 from .schema import runs
 
 
-def owned(seen_by: RunsOf) -> list[ColumnElement[bool]]:
-    """The conditions on `runs` for the runs `seen_by` sees (none: every run)."""
+def owned(seen_by: RunsOf, column: Any = runs.c.key_name) -> list[ColumnElement[bool]]:
+    """The conditions on `runs` for the runs `seen_by` sees (none: every run); on another table's key-name
+    `column`, for its rows that belong to those runs."""
     if seen_by.every:
         return []
-    column = runs.c.key_name
     return [column.is_(None) if seen_by.key_name is None else column == seen_by.key_name]
 
 
