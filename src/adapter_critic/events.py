@@ -97,6 +97,19 @@ class AnswerChunks(msgspec.Struct, frozen=True):
     payloads: list[bytes]
     finish: bytes | None = None
     usage: Usage | None = None
+    # Instead of `payloads`, the upstream's read as it came (`upstream.sse.iter_batches(whole=True)`): whole events,
+    # each one `data: {…}` line and a blank one, every one beginning with `leading` (`data: ` and the upstream's id,
+    # object, created and model fields, `pipeline.relay`). A chat-completions client gets it with our fields spliced
+    # in (`protocols.openai.chunks.ChunkWriter.spliced`); any other renderer, its payloads (`every_payload`).
+    raw: bytes | None = None
+    leading: bytes = b""
+
+    def every_payload(self) -> list[bytes]:
+        """The chunks to relay as payloads: `payloads`, or those of `raw`."""
+        raw = self.raw
+        if raw is None:
+            return self.payloads
+        return [line[6:] for line in raw.split(b"\n\n")[:-1]]
 
 
 class RunFinished(msgspec.Struct, frozen=True):

@@ -64,6 +64,8 @@ class StreamResponse:
         # The run's record as it goes, and the renderer's optional `begin` (`protocols.base.StreamRenderer`).
         self.record = record
         self._begin: Callable[[Usage], None] | None = getattr(chunks, "begin", None) if record is not None else None
+        # The renderer's optional `spliced`: a read of whole upstream events passed on as it came (`AnswerChunks.raw`).
+        self._splice: Callable[[bytes, bytes], bytes] | None = getattr(chunks, "spliced", None)
         self.request_id = request_id
         self.keepalive_seconds = keepalive_seconds
         self.redact = redact
@@ -120,12 +122,17 @@ class StreamResponse:
 
     async def _relay(self, chunks: AnswerChunks) -> None:
         self._relayed = True
+        raw = chunks.raw
+        if raw is not None and self._splice is not None:  # a chat-completions client: the read as it came
+            await self._write(self._splice(raw, chunks.leading))
+            return
         if chunks.finish is not None:
             self._finish = chunks.finish
-        if chunks.payloads:
+        payloads = chunks.payloads if raw is None else chunks.every_payload()
+        if payloads:
             if self._begin is not None:  # checked here: this runs for every read of the answer
                 self._beginning(chunks.usage)
-            await self._write(self.chunks.relayed(chunks.payloads))
+            await self._write(self.chunks.relayed(payloads))
 
     def _beginning(self, reported: Usage | None) -> None:
         """Before the answer's first event: tell the renderer the usage known so far — every stage finished, and

@@ -139,6 +139,9 @@ class UpstreamWire:
     """
 
     path: ClassVar[str] = "/chat/completions"  # where a stage call is posted, below the target's `base_url`
+    # Its event stream is OpenAI's own chunks (`chunks` passes them on as they are): the client may then hand the
+    # relay a read of whole events undecoded (`upstream.sse.iter_batches(whole=True)`) instead of its payloads.
+    whole_reads: ClassVar[bool] = False
     probe_path: ClassVar[str] = "/models"  # what deep health `GET`s, with `headers`
 
     def headers(self, api_key: str | None) -> dict[str, str]:

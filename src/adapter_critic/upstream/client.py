@@ -215,9 +215,10 @@ class Upstream:
     @contextlib.asynccontextmanager
     async def stream(
         self, stage: str, target: StageTarget, body: dict[str, Any]
-    ) -> AsyncIterator[AsyncIterator[list[bytes]]]:
+    ) -> AsyncIterator[AsyncIterator[list[bytes] | bytes]]:
         """A streaming chat-completions call: yields the upstream's SSE `data` payloads up to `[DONE]`, in
-        batches (one list per upstream read).
+        batches (one list per upstream read; from an OpenAI upstream, a read of whole events as it came, bytes, where
+        it is one: `UpstreamWire.whole_reads`).
 
         The upstream is asked for its usage (`stream_options.include_usage`). An upstream that ignores `stream`
         and answers one JSON `chat.completion` is read as the chunks it would have streamed. Every failure —
@@ -253,7 +254,12 @@ class Upstream:
                 else:
                     # A failure while the caller iterates is raised in its `async with` block, so it comes back here
                     # and is mapped below: no generator around the reader to pay for at every read.
-                    yield wire.chunks(iter_batches(chunks, self._max_response_bytes))
+                    limit = self._max_response_bytes
+                    yield (
+                        iter_batches(chunks, limit, whole=True)
+                        if wire.whole_reads
+                        else wire.chunks(iter_batches(chunks, limit))
+                    )
         except TRANSPORT_ERRORS as exc:
             raise self._failed(stage, target, exc) from None
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator
+from typing import overload
 
 from ..errors import StreamIncomplete
 from .sizes import ResponseTooLarge
@@ -16,8 +17,18 @@ DONE = b"[DONE]"
 _LINE_END = re.compile(rb"\r\n?|\n")
 
 
-async def iter_batches(chunks: AsyncIterator[bytes], limit: int | None = None) -> AsyncIterator[list[bytes]]:
-    """The `data` payloads of an SSE byte stream, up to `[DONE]` (not included), as one list per read.
+@overload
+def iter_batches(chunks: AsyncIterator[bytes], limit: int | None = None) -> AsyncIterator[list[bytes]]: ...
+@overload
+def iter_batches(
+    chunks: AsyncIterator[bytes], limit: int | None = None, *, whole: bool
+) -> AsyncIterator[list[bytes] | bytes]: ...
+async def iter_batches(
+    chunks: AsyncIterator[bytes], limit: int | None = None, *, whole: bool = False
+) -> AsyncIterator[list[bytes] | bytes]:
+    """The `data` payloads of an SSE byte stream, up to `[DONE]` (not included), as one list per read; with `whole`,
+    a read that is whole events and nothing else, each one `data: {…}` line (`whole_events`), as it came, undecoded:
+    a relay passes it on with its ids spliced, and reads its payloads only if it must.
 
     Payloads that arrived together are handed out together, so a relay can write them out together
     (one write per upstream read, not one per event). Raises `StreamIncomplete` when the stream ends
@@ -47,6 +58,9 @@ async def iter_batches(chunks: AsyncIterator[bytes], limit: int | None = None) -
             size += len(chunk)
             if size > limit:
                 raise ResponseTooLarge(limit)
+        if whole and not (crs or buffer or pending or data) and whole_events(chunk):
+            yield chunk
+            continue
         if (
             not (crs or buffer or pending or data)
             and chunk.endswith(b"\n\n")
@@ -118,3 +132,14 @@ async def iter_batches(chunks: AsyncIterator[bytes], limit: int | None = None) -
     if data and b"\n".join(data).strip() == DONE:  # `[DONE]` without its blank line
         return
     raise StreamIncomplete
+
+
+def whole_events(chunk: bytes) -> bool:
+    """Whether `chunk` is whole SSE events and nothing else, each a single `data: {` line and the blank line after
+    it (no CR anywhere): what a model's server sends for its tokens. A few scans of the bytes, no loop: since each
+    event ends at a `\\n\\n`, `chunk` holds twice as many LFs as events, and every event but the first begins right
+    after one (JSON text holds no raw LF)."""
+    if not (chunk.startswith(b"data: {") and chunk.endswith(b"\n\n")):
+        return False
+    events = chunk.count(b"\n\n")
+    return chunk.count(b"\n") == 2 * events and chunk.count(b"\n\ndata: {") == events - 1 and b"\r" not in chunk

@@ -51,6 +51,7 @@ class OpenAIInbound(Inbound):
 
 class OpenAIWire(UpstreamWire):
     path = "/chat/completions"
+    whole_reads = True
 
     def headers(self, api_key: str | None) -> dict[str, str]:
         return {"authorization": f"Bearer {api_key}"} if api_key else {}

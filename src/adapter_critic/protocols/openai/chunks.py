@@ -63,6 +63,7 @@ class ChunkWriter:
         self._leading = b'{"id":%s,"object":%s,"created":%s,"model":%s,' % ids
         self._upstream_leading: bytes | None = None  # what the upstream's chunks begin with (`_leading`)
         self._learned = False  # the first relayed chunk said what that is (or that it has no such beginning)
+        self._spliced_from, self._splice_to = b"", b""  # `spliced`'s last `leading`, and what replaces it
 
     def relayed(self, payloads: list[bytes]) -> bytes:
         """Upstream chunks with our id, created and model, and without the upstream's usage.
@@ -84,6 +85,14 @@ class ChunkWriter:
             else:
                 events.append(raw_event(_encoder.encode(self._rewrite(payload))))
         return b"".join(events)
+
+    def spliced(self, raw: bytes, leading: bytes) -> bytes:
+        """A read of whole upstream events, every one beginning with `leading` (`data: ` and the upstream's four
+        leading fields: `events.AnswerChunks.raw`), with ours in their place and every other byte as it came: one
+        `replace`, since those bytes cannot occur anywhere else in the read (a JSON string holds no bare `"`)."""
+        if leading is not self._spliced_from:
+            self._spliced_from, self._splice_to = leading, b"data: " + self._leading
+        return raw.replace(leading, self._splice_to)
 
     def answer(self, answer: Answer) -> bytes:
         """A known answer (an adapter's, a degraded draft) as chunks: role, text in pieces, tool calls."""
@@ -127,8 +136,7 @@ class ChunkWriter:
         searched for it per chunk). Read off the chunk's first bytes when they are plain (`_leading_prefix`), so
         one big chunk is not decoded whole for it; else from the decoded chunk."""
         self._learned = True
-        leading = _leading_prefix(payload)
-        self._upstream_leading = leading if leading is not None else _leading(payload, _fields_decoder.decode(payload))
+        self._upstream_leading = upstream_leading(payload)
 
     def _rewrite(self, payload: bytes) -> dict[str, Any]:
         fields: dict[str, Any] = _fields_decoder.decode(payload)
@@ -145,6 +153,19 @@ class ChunkWriter:
             "model": self.served_model,
             "choices": choices,
         }
+
+
+def upstream_leading(payload: bytes) -> bytes | None:
+    """What an upstream chunk begins with, up to its fifth field, when its first four are `id`, `object`, `created`
+    and `model` (`ChunkWriter.relayed`); else None (and for a payload that is not a JSON object). Read off the
+    chunk's first bytes when they are plain (`_leading_prefix`), so one big chunk is not decoded whole for it."""
+    leading = _leading_prefix(payload)
+    if leading is not None:
+        return leading
+    try:
+        return _leading(payload, _fields_decoder.decode(payload))
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+        return None
 
 
 def _leading(payload: bytes, fields: dict[str, msgspec.Raw]) -> bytes | None:

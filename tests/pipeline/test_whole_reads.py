@@ -1,0 +1,126 @@
+"""Reads of whole events passed on undecoded: which reads the SSE reader hands on as they came, which of them the
+relay lets through (and which it decodes), the answer's text read from the kept reads at the end, in order, and the
+chat-completions writer's splice, byte for byte what decoding each chunk would have written."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from adapter_critic.core import StageTarget
+from adapter_critic.errors import UpstreamError
+from adapter_critic.events import AnswerChunks
+from adapter_critic.pipeline.relay import Relay
+from adapter_critic.protocols.openai.chunks import ChunkWriter
+from adapter_critic.redact import Secrets
+from adapter_critic.upstream.sse import iter_batches, whole_events
+
+pytestmark = pytest.mark.anyio
+
+HEAD = b'{"id":"up-1","object":"chat.completion.chunk","created":7,"model":"m",'
+
+
+def event(rest: bytes, head: bytes = HEAD) -> bytes:
+    return b"data: " + head + rest + b"\n\n"
+
+
+def token(text: str) -> bytes:
+    return event(b'"choices":[{"index":0,"delta":{"content":"%s"},"finish_reason":null}]}' % text.encode())
+
+
+ROLE = event(b'"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}')
+FINISH = event(b'"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}')
+USAGE = event(b'"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}')
+
+
+async def batches(reads: list[bytes]) -> list[list[bytes] | bytes]:
+    async def chunks() -> AsyncIterator[bytes]:
+        for read in reads:
+            yield read
+
+    return [batch async for batch in iter_batches(chunks(), whole=True)]
+
+
+async def test_reads_of_whole_events_come_as_they_came_and_the_rest_as_payloads() -> None:
+    two = token("a") + token("b")
+    got = await batches([two, b": keep-alive\n\n", token("c")[:20], token("c")[20:], b"data: [DONE]\n\n"])
+    assert got == [two, [token("c")[6:-2]]]  # the keep-alive read has no payload
+    assert not whole_events(token("a").replace(b"\n\n", b"\r\n\r\n"))  # CRLF: read line by line
+    assert not whole_events(b"data: [DONE]\n\n")
+    assert not whole_events(token("a") + b"event: x\ndata: {}\n\n")  # a second line in an event
+    assert not whole_events(token("a") + b": comment\n\n")
+
+
+async def relayed(reads: list[bytes], *, first: bool = True) -> tuple[Relay, list[AnswerChunks]]:
+    sent: list[AnswerChunks] = []
+
+    async def sink(chunks: AnswerChunks) -> None:
+        sent.append(chunks)
+
+    relay = Relay("final", StageTarget("m", "http://127.0.0.1:9"), first=first, sink=sink, secrets=Secrets(()))
+    for batch in await batches([*reads, b"data: [DONE]\n\n"]):
+        await relay.feed(batch)
+    await relay.close()
+    return relay, sent
+
+
+async def test_token_reads_pass_undecoded_and_the_answer_is_read_from_them_in_order() -> None:
+    reads = [ROLE, token("Hel"), token("lo") + token(", "), token("world"), FINISH + USAGE]
+    relay, sent = await relayed(reads)
+    # The first read is decoded (it says what the chunks begin with); the token reads pass as they came.
+    assert [chunks.raw for chunks in sent] == [None, reads[1], reads[2], reads[3], None]
+    assert all(chunks.leading == b"data: " + HEAD for chunks in sent[1:4])
+    assert sent[-1].finish == FINISH[6:-2]  # the finish chunk is still held back for the tail
+    answer = relay.answer()
+    assert (answer.content, answer.finish_reason) == ("Hello, world", "stop")
+    assert relay.usage is not None and relay.usage.total_tokens == 5
+
+
+@pytest.mark.parametrize(
+    "read",
+    [
+        event(b'"choices":[{"index":0,"delta":{"content":"x"},"finish_reason":"length"}]}'),
+        event(b'"choices":[{"index":0,"delta":{"content":"x"}}],"usage":{"prompt_tokens":1}}'),
+        event(b'"error":{"message":"overloaded"}}'),
+        event(b'"choices":[{"index":0,"delta":{"content":"x"}}]}', head=HEAD.replace(b"up-1", b"up-2")),
+    ],
+    ids=["finish", "usage", "error", "other-id"],
+)
+async def test_a_read_the_relay_must_act_on_is_decoded(read: bytes) -> None:
+    try:
+        _, sent = await relayed([ROLE, token("a"), read])
+    except UpstreamError as exc:
+        assert "overloaded" in exc.message
+        return
+    assert sent[1].raw == token("a") and all(chunks.raw is None for chunks in sent[2:])
+
+
+async def test_text_decoded_and_text_passed_keep_their_order() -> None:
+    usage_midway = event(b'"choices":[{"index":0,"delta":{"content":"2"}}],"usage":{"prompt_tokens":1}}')
+    relay, sent = await relayed([ROLE, token("1"), usage_midway, token("3")])
+    assert [chunks.raw is not None for chunks in sent[:4]] == [False, True, False, True]
+    assert relay.content == "123"
+
+
+async def test_a_later_call_decodes_until_its_answer_starts() -> None:
+    """Not the run's first call: the role chunk waits for content, so reads are decoded until content went out."""
+    _, sent = await relayed([ROLE, token("a"), token("b")], first=False)
+    assert [chunks.raw is not None for chunks in sent[:2]] == [False, True]
+    assert sent[0].payloads == [ROLE[6:-2], token("a")[6:-2]]
+
+
+async def test_a_chunk_that_is_not_json_fails_the_answer_when_it_is_read() -> None:
+    relay, sent = await relayed([ROLE, event(b'"choices":[{"index":0,"delta":{"content":"\xff"}}]}')])
+    assert sent[1].raw is not None  # passed on as it came
+    with pytest.raises(UpstreamError, match="not a chat.completion.chunk"):
+        relay.answer()
+
+
+async def test_the_splice_writes_what_decoding_each_chunk_would() -> None:
+    read = token("Hel") + token('lo \\"q\\"') + token("\\u00e9")
+    spliced = ChunkWriter(completion_id="chatcmpl-ours", served_model="served", include_usage=False)
+    decoded = ChunkWriter(completion_id="chatcmpl-ours", served_model="served", include_usage=False)
+    payloads = AnswerChunks("final", [], raw=read, leading=b"data: " + HEAD).every_payload()
+    assert spliced.spliced(read, b"data: " + HEAD) == decoded.relayed(payloads)
+    assert b"up-1" not in spliced.spliced(read, b"data: " + HEAD)
