@@ -113,7 +113,7 @@ async def test_a_later_call_decodes_until_its_answer_starts() -> None:
 async def test_a_chunk_that_is_not_json_fails_the_answer_when_it_is_read() -> None:
     relay, sent = await relayed([ROLE, event(b'"choices":[{"index":0,"delta":{"content":"\xff"}}]}')])
     assert sent[1].raw is not None  # passed on as it came
-    with pytest.raises(UpstreamError, match="not a chat.completion.chunk"):
+    with pytest.raises(UpstreamError, match=r"not a chat\.completion\.chunk"):
         relay.answer()
 
 
