@@ -98,11 +98,11 @@ class AnswerChunks(msgspec.Struct, frozen=True):
     finish: bytes | None = None
     usage: Usage | None = None
     # Instead of `payloads`, the upstream's read as it came (`upstream.sse.iter_batches(whole=True)`): whole events,
-    # each one `data: {…}` line and a blank one, every one beginning with `leading` (`data: ` and the upstream's id,
-    # object, created and model fields, `pipeline.relay`). A chat-completions client gets it with our fields spliced
-    # in (`protocols.openai.chunks.ChunkWriter.spliced`); any other renderer, its payloads (`every_payload`).
+    # each one token chunk of the upstream's `shape` (`protocols.openai.shape`: head, text, tail). A chat-completions
+    # client gets it with our head and tail (`protocols.openai.chunks.ChunkWriter.spliced`); any other renderer, its
+    # payloads (`every_payload`).
     raw: bytes | None = None
-    leading: bytes = b""
+    shape: tuple[bytes, bytes] = (b"", b"")
 
     def every_payload(self) -> list[bytes]:
         """The chunks to relay as payloads: `payloads`, or those of `raw`."""

@@ -1,9 +1,11 @@
 """Reads of whole events passed on undecoded: which reads the SSE reader hands on as they came, which of them the
-relay lets through (and which it decodes), the answer's text read from the kept reads at the end, in order, and the
-chat-completions writer's splice, byte for byte what decoding each chunk would have written."""
+relay lets through once it knows the shape of the upstream's token chunks (and which it decodes), the answer's text
+read from the kept text at the end, in order, and the chat-completions writer's splice, the same chunks decoding each
+would have written."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 
 import pytest
@@ -11,7 +13,7 @@ import pytest
 from adapter_critic.core import StageTarget
 from adapter_critic.errors import UpstreamError
 from adapter_critic.events import AnswerChunks
-from adapter_critic.pipeline.relay import Relay
+from adapter_critic.pipeline.relay import LEARN_TRIES, Relay
 from adapter_critic.protocols.openai.chunks import ChunkWriter
 from adapter_critic.redact import Secrets
 from adapter_critic.upstream.sse import iter_batches, whole_events
@@ -68,9 +70,12 @@ async def relayed(reads: list[bytes], *, first: bool = True) -> tuple[Relay, lis
 async def test_token_reads_pass_undecoded_and_the_answer_is_read_from_them_in_order() -> None:
     reads = [ROLE, token("Hel"), token("lo") + token(", "), token("world"), FINISH + USAGE]
     relay, sent = await relayed(reads)
-    # The first read is decoded (it says what the chunks begin with); the token reads pass as they came.
-    assert [chunks.raw for chunks in sent] == [None, reads[1], reads[2], reads[3], None]
-    assert all(chunks.leading == b"data: " + HEAD for chunks in sent[1:4])
+    # The role chunk and the first token are decoded (the second says what a token chunk looks like); the token
+    # reads after it pass as they came.
+    assert [chunks.raw for chunks in sent] == [None, None, reads[2], reads[3], None]
+    head, tail = sent[2].shape
+    assert head == b"data: " + HEAD + b'"choices":[{"index":0,"delta":{"content":"'
+    assert tail == b'"},"finish_reason":null}]}\n\n'
     assert sent[-1].finish == FINISH[6:-2]  # the finish chunk is still held back for the tail
     answer = relay.answer()
     assert (answer.content, answer.finish_reason) == ("Hello, world", "stop")
@@ -81,26 +86,29 @@ async def test_token_reads_pass_undecoded_and_the_answer_is_read_from_them_in_or
     "read",
     [
         event(b'"choices":[{"index":0,"delta":{"content":"x"},"finish_reason":"length"}]}'),
-        event(b'"choices":[{"index":0,"delta":{"content":"x"}}],"usage":{"prompt_tokens":1}}'),
+        event(b'"choices":[{"index":0,"delta":{"content":"x"},"finish_reason":null}],"usage":{"prompt_tokens":1}}'),
         event(b'"error":{"message":"overloaded"}}'),
-        event(b'"choices":[{"index":0,"delta":{"content":"x"}}]}', head=HEAD.replace(b"up-1", b"up-2")),
+        token("x").replace(b"up-1", b"up-2"),
+        token('say \\"x\\"'),  # a quote in the text: one string or two cannot be told without reading it
+        token("x") + b": keep-alive\n\n",  # not whole events alone
     ],
-    ids=["finish", "usage", "error", "other-id"],
+    ids=["finish", "usage", "error", "other-id", "quote", "broken"],
 )
 async def test_a_read_the_relay_must_act_on_is_decoded(read: bytes) -> None:
     try:
-        _, sent = await relayed([ROLE, token("a"), read])
+        relay, sent = await relayed([ROLE, token("a"), token("b"), read])
     except UpstreamError as exc:
         assert "overloaded" in exc.message
         return
-    assert sent[1].raw == token("a") and all(chunks.raw is None for chunks in sent[2:])
+    assert sent[2].raw == token("b") and all(chunks.raw is None for chunks in sent[3:])
+    assert relay.content.startswith("ab")
 
 
 async def test_text_decoded_and_text_passed_keep_their_order() -> None:
-    usage_midway = event(b'"choices":[{"index":0,"delta":{"content":"2"}}],"usage":{"prompt_tokens":1}}')
-    relay, sent = await relayed([ROLE, token("1"), usage_midway, token("3")])
-    assert [chunks.raw is not None for chunks in sent[:4]] == [False, True, False, True]
-    assert relay.content == "123"
+    usage_midway = event(b'"choices":[{"index":0,"delta":{"content":"3"}}],"usage":{"prompt_tokens":1}}')
+    relay, sent = await relayed([ROLE, token("1"), token("2"), usage_midway, token("4"), token("\\u00e9")])
+    assert [chunks.raw is not None for chunks in sent[:5]] == [False, False, True, False, True]
+    assert relay.content == "1234\u00e9"
 
 
 async def test_a_later_call_decodes_until_its_answer_starts() -> None:
@@ -110,17 +118,39 @@ async def test_a_later_call_decodes_until_its_answer_starts() -> None:
     assert sent[0].payloads == [ROLE[6:-2], token("a")[6:-2]]
 
 
-async def test_a_chunk_that_is_not_json_fails_the_answer_when_it_is_read() -> None:
-    relay, sent = await relayed([ROLE, event(b'"choices":[{"index":0,"delta":{"content":"\xff"}}]}')])
-    assert sent[1].raw is not None  # passed on as it came
+async def test_a_shape_the_text_cannot_be_found_in_is_not_learnt() -> None:
+    """Text the upstream escapes otherwise than msgspec (`\\u0061` for `a`): no shape, every chunk decoded; after
+    `LEARN_TRIES` such chunks the relay stops looking."""
+    escaped = [token(f"\\u00{code:x}") for code in range(0x61, 0x61 + LEARN_TRIES)]
+    relay, sent = await relayed([ROLE, *escaped, token("y"), token("z")])
+    assert all(chunks.raw is None for chunks in sent)
+    assert relay.content == "abcdyz"
+
+
+async def test_text_that_is_not_json_fails_the_answer_when_it_is_read() -> None:
+    not_utf8 = event(b'"choices":[{"index":0,"delta":{"content":"\xff"},"finish_reason":null}]}')
+    relay, sent = await relayed([ROLE, token("a"), not_utf8])
+    assert sent[2].raw == not_utf8  # passed on as it came
     with pytest.raises(UpstreamError, match=r"not a chat\.completion\.chunk"):
         relay.answer()
 
 
-async def test_the_splice_writes_what_decoding_each_chunk_would() -> None:
-    read = token("Hel") + token('lo \\"q\\"') + token("\\u00e9")
+@pytest.mark.parametrize("spaced", [False, True], ids=["compact", "spaced"])
+async def test_the_splice_writes_the_chunks_decoding_each_would(spaced: bool) -> None:
+    def styled(read: bytes) -> bytes:
+        return read.replace(b'":', b'": ').replace(b'",', b'", ') if spaced else read
+
+    read = styled(token("Hel") + token("lo") + token("\\u00e9"))
+    _, sent = await relayed([styled(ROLE), styled(token("a")), read])
+    passed = [chunks for chunks in sent if chunks.raw is not None]
+    assert [chunks.raw for chunks in passed] == [read]
     spliced = ChunkWriter(completion_id="chatcmpl-ours", served_model="served", include_usage=False)
     decoded = ChunkWriter(completion_id="chatcmpl-ours", served_model="served", include_usage=False)
-    payloads = AnswerChunks("final", [], raw=read, leading=b"data: " + HEAD).every_payload()
-    assert spliced.spliced(read, b"data: " + HEAD) == decoded.relayed(payloads)
-    assert b"up-1" not in spliced.spliced(read, b"data: " + HEAD)
+    raw = passed[0].raw
+    assert raw is not None
+    ours = spliced.spliced(raw, passed[0].shape)
+    theirs = decoded.relayed(passed[0].every_payload())
+    assert [json.loads(line[6:]) for line in ours.split(b"\n\n")[:-1]] == [
+        json.loads(line[6:]) for line in theirs.split(b"\n\n")[:-1]
+    ]
+    assert b"up-1" not in ours and ours.count(b'"chatcmpl-ours"') == 3

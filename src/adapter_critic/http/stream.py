@@ -65,7 +65,7 @@ class StreamResponse:
         self.record = record
         self._begin: Callable[[Usage], None] | None = getattr(chunks, "begin", None) if record is not None else None
         # The renderer's optional `spliced`: a read of whole upstream events passed on as it came (`AnswerChunks.raw`).
-        self._splice: Callable[[bytes, bytes], bytes] | None = getattr(chunks, "spliced", None)
+        self._splice: Callable[[bytes, tuple[bytes, bytes]], bytes] | None = getattr(chunks, "spliced", None)
         self.request_id = request_id
         self.keepalive_seconds = keepalive_seconds
         self.redact = redact
@@ -124,7 +124,16 @@ class StreamResponse:
         self._relayed = True
         raw = chunks.raw
         if raw is not None and self._splice is not None:  # a chat-completions client: the read as it came
-            await self._write(self._splice(raw, chunks.leading))
+            data = self._splice(raw, chunks.shape)
+            if not self._started or self._ticking is not None:
+                await self._write(data)
+                return
+            self._writing = True  # `_write`, inline: this runs for most reads of a token stream
+            try:
+                await self._send({"type": "http.response.body", "body": data, "more_body": True})
+                self._last_write = time.monotonic()
+            finally:
+                self._writing = False
             return
         if chunks.finish is not None:
             self._finish = chunks.finish

@@ -10,13 +10,13 @@
 - Unless this is the run's first call, chunks with no answer content (the role chunk) wait until content
   follows, so a call that fails before any answer went out can still degrade to the draft.
 
-Most chunks are not decoded as they pass. A read of whole events (`upstream.sse.iter_batches(whole=True)`) whose
-every event begins with the bytes the upstream's first chunk began with (`data: ` and its id, object, created and
-model fields: `leading`) and says nothing the relay must act on — no usage but a `null` one, no `finish_reason` but
-`null`, no `"error"` key — once answer content is flowing, goes on as it came (`AnswerChunks.raw`) and is kept; the
-kept reads are decoded together, in one call, when the answer's text is asked for (`answer`, `content`, or before a
-chunk that is decoded, to keep the order). Anything else is decoded chunk by chunk, as the list above says. So a
-chunk that is not JSON may reach the client before the stream ends with the error that says so.
+Most chunks are not decoded as they pass. Once a chunk of answer text that says nothing else has been decoded, its
+shape is known (`protocols.openai.shape`); from then on, while answer content flows, a read of whole events
+(`upstream.sse.iter_batches(whole=True)`) that are all token chunks of that very shape goes on as it came
+(`AnswerChunks.raw`) and only their text is kept, as JSON string bodies, decoded together in one call when the
+answer's text is asked for (`answer`, `content`, or before a chunk that is decoded, to keep the order). Anything
+else is decoded chunk by chunk, as the list above says. So a token whose text is not valid JSON string text reaches
+the client before the stream ends with the error that says so.
 """
 
 from __future__ import annotations
@@ -28,12 +28,13 @@ import msgspec
 
 from ..core import Answer, StageTarget, Usage
 from ..events import AnswerChunks
-from ..protocols.openai.chunks import Chunk, Delta, ToolCallDelta, chunk_decoder, tool_calls, upstream_leading
+from ..protocols.openai import shape
+from ..protocols.openai.chunks import Chunk, Delta, ToolCallDelta, chunk_decoder, tool_calls
 from ..redact import Secrets
 from ..upstream.failures import bad_answer
 from .stages import estimated
 
-_chunks_decoder = msgspec.json.Decoder(list[Chunk])
+LEARN_TRIES = 4  # chunks of text decoded to learn their shape from, at most (a stream whose shape is not learnt)
 
 
 class Relay:
@@ -58,9 +59,9 @@ class Relay:
         self._held: list[bytes] = []
         self._finish: bytes | None = None
         self._answering = False  # answer content went to the client
-        self._leading: bytes | None = None  # `data: ` and the fields the upstream's first chunk began with
-        self._next = b""  # the same after the blank line that ends an event
-        self._kept: list[bytes] = []  # reads passed on undecoded, not yet read for the answer (`_fold`)
+        self._shape: shape.Shape | None = None  # the upstream's token chunks' (`protocols.openai.shape`)
+        self._tries = 0  # chunks its shape was looked for in
+        self._kept: list[bytes] = []  # the text of reads passed on undecoded, not yet read (`_fold`)
 
     @property
     def content(self) -> str:
@@ -82,11 +83,13 @@ class Relay:
     async def feed(self, batch: list[bytes] | bytes) -> None:
         """One upstream read: its payloads, or the read itself when it is whole events (`iter_batches`)."""
         if isinstance(batch, bytes):
-            leading = self._leading
-            if leading is not None and self._passes(batch, leading):
-                self._kept.append(batch)
-                await self._sink(AnswerChunks(self.stage, [], usage=self.usage, raw=batch, leading=leading))
-                return
+            known = self._shape
+            if known is not None and self._finish is None and (self.first or self._answering):
+                bodies = shape.bodies(batch, known)
+                if bodies is not None:
+                    self._kept += bodies
+                    await self._sink(AnswerChunks(self.stage, [], usage=self.usage, raw=batch, shape=known))
+                    return
             batch = [line[6:] for line in batch.split(b"\n\n")[:-1]]
         out: list[bytes] = []
         try:
@@ -96,35 +99,15 @@ class Relay:
             if out:
                 await self._sink(AnswerChunks(self.stage, out, usage=self.usage))
 
-    def _passes(self, read: bytes, leading: bytes) -> bool:
-        """Whether a read of whole events goes on undecoded (see the module): a few scans of its bytes."""
-        if self._finish is not None or not (self.first or self._answering):
-            return False
-        if not read.startswith(leading) or read.count(self._next) != read.count(b"\n\n") - 1:
-            return False
-        usage = read.count(b'"usage"')
-        if usage and usage != read.count(b'"usage":null}\n\n') + read.count(b'"usage": null}\n\n'):
-            return False
-        finish = read.count(b'"finish_reason"')
-        if finish and finish != read.count(b'"finish_reason":null') + read.count(b'"finish_reason": null'):
-            return False
-        return b'"error"' not in read
-
     def _fold(self) -> None:
-        """Read the kept reads for the answer: their chunks decoded in one call, as one JSON array."""
+        """Add the text of the reads passed on undecoded to the answer's: one decode for all of it."""
         if not self._kept:
             return
         kept, self._kept = self._kept, []
-        array = b"".join((b"[", b",".join([read[6:-2] for read in kept]).replace(b"\n\ndata: ", b","), b"]"))
         try:
-            chunks = _chunks_decoder.decode(array)
-        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+            self._parts.append(shape.text(kept))
+        except (msgspec.DecodeError, UnicodeDecodeError):
             raise bad_answer(self.stage, self.target, "sent an event that is not a chat.completion.chunk.") from None
-        for chunk in chunks:
-            if chunk.choices:
-                choice = chunk.choices[0]
-                if choice.index == 0 and choice.delta is not None:
-                    self._add_delta(choice.delta)
 
     async def close(self) -> None:
         """The upstream said `[DONE]`: send what was held (an answer with no content) and the finish chunk."""
@@ -133,10 +116,9 @@ class Relay:
 
     def _take(self, payload: bytes, out: list[bytes]) -> None:
         self._fold()  # the kept reads' text first, to keep the order
-        if self._leading is None:
-            self._leading = b"data: " + (upstream_leading(payload) or b"\x00")  # no such beginning: none passes
-            self._next = b"\n\n" + self._leading
         chunk = self._decode(payload)
+        if self._shape is None and self._tries < LEARN_TRIES:
+            self._learn(payload, chunk)
         if chunk.usage is not None:
             self.usage = chunk.usage
         if not chunk.choices:
@@ -165,6 +147,19 @@ class Relay:
             out.extend(self._held)
             self._held.clear()
         out.append(payload)
+
+    def _learn(self, payload: bytes, chunk: Chunk) -> None:
+        """The shape of the upstream's token chunks, from a chunk of text alone (`protocols.openai.shape`)."""
+        if chunk.usage is not None or chunk.error is not None or len(chunk.choices) != 1:
+            return
+        choice = chunk.choices[0]
+        delta = choice.delta
+        if choice.index or choice.finish_reason is not None or delta is None or not delta.content:
+            return
+        if delta.tool_calls or delta.refusal or delta.reasoning_content or delta.reasoning:
+            return
+        self._tries += 1
+        self._shape = shape.learn(payload, delta.content)
 
     def _add_delta(self, delta: Delta) -> None:
         if delta.content:

@@ -141,5 +141,7 @@ def whole_events(chunk: bytes) -> bool:
     after one (JSON text holds no raw LF)."""
     if not (chunk.startswith(b"data: {") and chunk.endswith(b"\n\n")):
         return False
+    if chunk.find(b"\n") == len(chunk) - 2:  # one event, as a model's tokens arrive: one scan, cut short
+        return b"\r" not in chunk
     events = chunk.count(b"\n\n")
     return chunk.count(b"\n") == 2 * events and chunk.count(b"\n\ndata: {") == events - 1 and b"\r" not in chunk

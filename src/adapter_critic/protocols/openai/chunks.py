@@ -24,6 +24,8 @@ from ...core import Answer, Usage
 from ...errors import Rendered
 from ...errorwire import ErrorObject
 from ...events import RunRecord, extension
+from . import shape
+from .shape import Shape
 
 KEEPALIVE = b": keep-alive\n\n"
 DONE_EVENT = b"data: [DONE]\n\n"
@@ -63,7 +65,8 @@ class ChunkWriter:
         self._leading = b'{"id":%s,"object":%s,"created":%s,"model":%s,' % ids
         self._upstream_leading: bytes | None = None  # what the upstream's chunks begin with (`_leading`)
         self._learned = False  # the first relayed chunk said what that is (or that it has no such beginning)
-        self._spliced_from, self._splice_to = b"", b""  # `spliced`'s last `leading`, and what replaces it
+        self._shape_from: Shape | None = None  # `spliced`'s upstream shape, and ours for it
+        self._shape_to: Shape | None = None
 
     def relayed(self, payloads: list[bytes]) -> bytes:
         """Upstream chunks with our id, created and model, and without the upstream's usage.
@@ -86,13 +89,21 @@ class ChunkWriter:
                 events.append(raw_event(_encoder.encode(self._rewrite(payload))))
         return b"".join(events)
 
-    def spliced(self, raw: bytes, leading: bytes) -> bytes:
-        """A read of whole upstream events, every one beginning with `leading` (`data: ` and the upstream's four
-        leading fields: `events.AnswerChunks.raw`), with ours in their place and every other byte as it came: one
-        `replace`, since those bytes cannot occur anywhere else in the read (a JSON string holds no bare `"`)."""
-        if leading is not self._spliced_from:
-            self._spliced_from, self._splice_to = leading, b"data: " + self._leading
-        return raw.replace(leading, self._splice_to)
+    def spliced(self, raw: bytes, upstream: Shape) -> bytes:
+        """A read of whole upstream token chunks of the `upstream` shape (`events.AnswerChunks.raw`) with our head and
+        tail around each one's text: our id, created and model, and no usage (`_rewrite`), made once per shape."""
+        if upstream is not self._shape_from:
+            self._shape_from = upstream
+            self._shape_to = shape.rewritten(upstream, lambda chunk: _encoder.encode(self._rewrite(chunk)))
+        ours = self._shape_to
+        if ours is None:  # not a shape whose text is in `choices`: rewritten as any other chunk
+            return self.relayed([line[6:] for line in raw.split(b"\n\n")[:-1]])
+        n = len(upstream[0])
+        head, tail = ours
+        parts = raw.split(upstream[1])  # each event's head and text (its tail ends it), and an empty end
+        if len(parts) == 2:
+            return b"".join((head, parts[0][n:], tail))
+        return b"".join([b"".join((head, part[n:], tail)) for part in parts[:-1]])
 
     def answer(self, answer: Answer) -> bytes:
         """A known answer (an adapter's, a degraded draft) as chunks: role, text in pieces, tool calls."""
