@@ -103,6 +103,9 @@ class AnswerChunks(msgspec.Struct, frozen=True):
     # payloads (`every_payload`).
     raw: bytes | None = None
     shape: tuple[bytes, bytes] = (b"", b"")
+    # 0: `raw` is whole events. An event passed on in pieces as it arrives (`upstream.sse.Piece`) comes as 1, its
+    # beginning (with the shape's head), 2, more of its text, and 3, its end (with the shape's tail).
+    part: int = 0
 
     def every_payload(self) -> list[bytes]:
         """The chunks to relay as payloads: `payloads`, or those of `raw`."""

@@ -16,7 +16,7 @@ from adapter_critic.events import AnswerChunks
 from adapter_critic.pipeline.relay import LEARN_TRIES, Relay
 from adapter_critic.protocols.openai.chunks import ChunkWriter
 from adapter_critic.redact import Secrets
-from adapter_critic.upstream.sse import iter_batches, whole_events
+from adapter_critic.upstream.sse import Piece, iter_batches, whole_events
 
 pytestmark = pytest.mark.anyio
 
@@ -47,7 +47,8 @@ async def batches(reads: list[bytes]) -> list[list[bytes] | bytes]:
 async def test_reads_of_whole_events_come_as_they_came_and_the_rest_as_payloads() -> None:
     two = token("a") + token("b")
     got = await batches([two, b": keep-alive\n\n", token("c")[:20], token("c")[20:], b"data: [DONE]\n\n"])
-    assert got == [two, [token("c")[6:-2]]]  # the keep-alive read has no payload
+    # The keep-alive read has no payload; an event a read splits comes in pieces (tests/pipeline/test_pieces.py).
+    assert got == [two, Piece(token("c")[:20], 1), Piece(token("c")[20:-2], 3)]
     assert not whole_events(token("a").replace(b"\n\n", b"\r\n\r\n"))  # CRLF: read line by line
     assert not whole_events(b"data: [DONE]\n\n")
     assert not whole_events(token("a") + b"event: x\ndata: {}\n\n")  # a second line in an event

@@ -65,7 +65,7 @@ class StreamResponse:
         self.record = record
         self._begin: Callable[[Usage], None] | None = getattr(chunks, "begin", None) if record is not None else None
         # The renderer's optional `spliced`: a read of whole upstream events passed on as it came (`AnswerChunks.raw`).
-        self._splice: Callable[[bytes, tuple[bytes, bytes]], bytes] | None = getattr(chunks, "spliced", None)
+        self._splice: Callable[[bytes, tuple[bytes, bytes], int], bytes] | None = getattr(chunks, "spliced", None)
         self.request_id = request_id
         self.keepalive_seconds = keepalive_seconds
         self.redact = redact
@@ -74,6 +74,7 @@ class StreamResponse:
         self.progress = progress
         self.errors = errors
         self.headers = [*_HEADERS, *(headers or [])]
+        self._pieces: list[bytes] = []  # a chunk passed on in pieces, so far (`_relay`)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         self._send = guard_send(send)
@@ -124,7 +125,7 @@ class StreamResponse:
         self._relayed = True
         raw = chunks.raw
         if raw is not None and self._splice is not None:  # a chat-completions client: the read as it came
-            data = self._splice(raw, chunks.shape)
+            data = self._splice(raw, chunks.shape, chunks.part)
             if not self._started or self._ticking is not None:
                 await self._write(data)
                 return
@@ -137,6 +138,12 @@ class StreamResponse:
             return
         if chunks.finish is not None:
             self._finish = chunks.finish
+        if raw is not None and chunks.part:  # another renderer gets a chunk passed on in pieces whole, at its end
+            self._pieces.append(raw)
+            if chunks.part != 3:
+                return
+            raw, self._pieces = b"".join(self._pieces), []
+            chunks = AnswerChunks(chunks.stage, [], usage=chunks.usage, raw=raw)
         payloads = chunks.payloads if raw is None else chunks.every_payload()
         if payloads:
             if self._begin is not None:  # checked here: this runs for every read of the answer

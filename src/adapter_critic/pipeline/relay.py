@@ -22,6 +22,7 @@ the client before the stream ends with the error that says so.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -32,9 +33,27 @@ from ..protocols.openai import shape
 from ..protocols.openai.chunks import Chunk, Delta, ToolCallDelta, chunk_decoder, tool_calls
 from ..redact import Secrets
 from ..upstream.failures import bad_answer
+from ..upstream.sse import Piece
 from .stages import estimated
 
 LEARN_TRIES = 4  # chunks of text decoded to learn their shape from, at most (a stream whose shape is not learnt)
+
+
+@dataclass(slots=True)
+class _Event:
+    """An event arriving in pieces (`Relay._piece`): passed on, with the upstream's `shape` (its beginning up to the
+    text, and `shape.CLOSING`), or held whole (an empty beginning). `held`: when held whole, its pieces; when passed
+    on, what came after the text's closing quote (`closed`). `kept`: where its text begins in the relay's kept text."""
+
+    shape: tuple[bytes, bytes]  # or `_WHOLE`, or `_UNREAD`
+    held: list[bytes]
+    kept: int
+    closed: bool = False
+    slashes: int = 0  # the backslashes the last piece ended with, inside the text
+
+
+_WHOLE = (b"", b"")  # an `_Event` held whole
+_UNREAD = (b"", b"\n")  # an `_Event` whose beginning is not all there yet
 
 
 class Relay:
@@ -62,6 +81,7 @@ class Relay:
         self._shape: shape.Shape | None = None  # the upstream's token chunks' (`protocols.openai.shape`)
         self._tries = 0  # chunks its shape was looked for in
         self._kept: list[bytes] = []  # the text of reads passed on undecoded, not yet read (`_fold`)
+        self._event: _Event | None = None  # an event arriving in pieces
 
     @property
     def content(self) -> str:
@@ -80,9 +100,15 @@ class Relay:
         calls = [self._calls[index] for index in sorted(self._calls)] or None
         return Answer(content, calls, self.finish_reason or "stop")
 
-    async def feed(self, batch: list[bytes] | bytes) -> None:
-        """One upstream read: its payloads, or the read itself when it is whole events (`iter_batches`)."""
-        if isinstance(batch, bytes):
+    async def feed(self, batch: list[bytes] | bytes | Piece) -> None:
+        """One upstream read: its payloads, or the read itself when it is whole events, or a piece of one event
+        (`iter_batches`)."""
+        if isinstance(batch, Piece):
+            payload = await self._piece(batch)
+            if payload is None:
+                return
+            batch = [payload]
+        elif isinstance(batch, bytes):
             known = self._shape
             if known is not None and self._finish is None and (self.first or self._answering):
                 bodies = shape.bodies(batch, known)
@@ -98,6 +124,78 @@ class Relay:
         finally:  # what arrived before a broken chunk still goes out, ahead of the error
             if out:
                 await self._sink(AnswerChunks(self.stage, out, usage=self.usage))
+
+    async def _piece(self, piece: Piece) -> bytes | None:
+        """A piece of an event (`Piece`): passed on, or held until the event is whole and then given back as its
+        payload. An event passes when it begins as a chunk's first choice's content (`shape.opening`) while chunks
+        pass at all: its text goes on as it comes and is kept, what follows the text is held; at its end the client
+        gets the chunk closed after the text (`shape.CLOSING`), and what followed, with an empty text, is read as a
+        chunk of its own (a finish, usage) unless it has nothing to act on."""
+        data, part = piece
+        event = self._event
+        if part == 1:
+            passes = self._finish is None and (self.first or self._answering)
+            event = self._event = _Event(_UNREAD if passes else _WHOLE, [], len(self._kept))
+        elif event is None:  # the reader hands out an event's pieces in order, its beginning first
+            raise AssertionError("a piece of an event that did not begin")
+        start = 0
+        if event.shape is _UNREAD:  # its beginning is not all read yet: where its text begins
+            event.held.append(data)
+            data = b"".join(event.held) if len(event.held) > 1 else data
+            start = shape.opening(data)
+            if start and part != 3:
+                event.shape, event.held, part = (data[:start], shape.CLOSING), [], 1
+            elif part == 3 or len(data) >= shape.LOOK:
+                event.shape, event.held = _WHOLE, []
+            else:
+                return None
+        if event.shape is _WHOLE:
+            event.held.append(data)
+            if part == 3:
+                self._event = None
+                return b"".join(event.held)[6:]
+            return None
+        if event.closed:
+            event.held.append(data)
+            out = b""
+        else:
+            end, event.slashes = shape.string_end(data, start, event.slashes)
+            if end < 0:
+                self._kept.append(data[start:] if start else data)
+                out = data
+            else:
+                event.closed = True
+                self._kept.append(data[start:end])
+                event.held.append(data[end:])
+                out = data[:end]
+        if part == 3:
+            self._event = None
+            await self._ended(event, out)
+        elif out:
+            await self._sink(AnswerChunks(self.stage, [], usage=self.usage, raw=out, shape=event.shape, part=part))
+        return None
+
+    async def _ended(self, event: _Event, out: bytes) -> None:
+        """The end of an event passed on in pieces: the chunk closed after its text, then what followed the text."""
+        if not event.closed:
+            raise bad_answer(self.stage, self.target, "sent an event that is not a chat.completion.chunk.")
+        closing = AnswerChunks(self.stage, [], usage=self.usage, raw=out + shape.CLOSING, shape=event.shape, part=3)
+        await self._sink(closing)
+        rest = b"".join((event.shape[0][6:], *event.held))  # the chunk with an empty text
+        chunk = self._decode(rest)
+        choice = chunk.choices[0] if chunk.choices else None
+        if choice is None or choice.index:
+            del self._kept[event.kept :]  # not the first choice's text: not the answer's
+        delta = None if choice is None else choice.delta
+        if (
+            chunk.usage is None
+            and len(chunk.choices) == 1
+            and choice is not None
+            and choice.finish_reason is None
+            and (delta is None or not (delta.tool_calls or delta.refusal or delta.reasoning_content or delta.reasoning))
+        ):
+            return  # nothing else in it
+        await self.feed([rest])
 
     def _fold(self) -> None:
         """Add the text of the reads passed on undecoded to the answer's: one decode for all of it."""

@@ -38,7 +38,7 @@ from .inprocess import asgi_stream
 from .pinning import pinned_client
 from .posting import Opened, posted, read_some
 from .sizes import ResponseTooLarge, read_body
-from .sse import iter_batches
+from .sse import Piece, iter_batches
 from .synthesized import completion_as_chunks
 from .transport import AiohttpTransport, network_client
 
@@ -215,10 +215,10 @@ class Upstream:
     @contextlib.asynccontextmanager
     async def stream(
         self, stage: str, target: StageTarget, body: dict[str, Any]
-    ) -> AsyncIterator[AsyncIterator[list[bytes] | bytes]]:
+    ) -> AsyncIterator[AsyncIterator[list[bytes] | bytes | Piece]]:
         """A streaming chat-completions call: yields the upstream's SSE `data` payloads up to `[DONE]`, in
         batches (one list per upstream read; from an OpenAI upstream, a read of whole events as it came, bytes, where
-        it is one: `UpstreamWire.whole_reads`).
+        it is one, and an event whose line a read did not end in pieces: `UpstreamWire.whole_reads`).
 
         The upstream is asked for its usage (`stream_options.include_usage`). An upstream that ignores `stream`
         and answers one JSON `chat.completion` is read as the chunks it would have streamed. Every failure —

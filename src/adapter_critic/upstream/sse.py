@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator
-from typing import overload
+from typing import NamedTuple, overload
 
 from ..errors import StreamIncomplete
 from .sizes import ResponseTooLarge
@@ -22,13 +22,14 @@ def iter_batches(chunks: AsyncIterator[bytes], limit: int | None = None) -> Asyn
 @overload
 def iter_batches(
     chunks: AsyncIterator[bytes], limit: int | None = None, *, whole: bool
-) -> AsyncIterator[list[bytes] | bytes]: ...
+) -> AsyncIterator[list[bytes] | bytes | Piece]: ...
 async def iter_batches(
     chunks: AsyncIterator[bytes], limit: int | None = None, *, whole: bool = False
-) -> AsyncIterator[list[bytes] | bytes]:
+) -> AsyncIterator[list[bytes] | bytes | Piece]:
     """The `data` payloads of an SSE byte stream, up to `[DONE]` (not included), as one list per read; with `whole`,
     a read that is whole events and nothing else, each one `data: {…}` line (`whole_events`), as it came, undecoded:
-    a relay passes it on with its ids spliced, and reads its payloads only if it must.
+    a relay passes it on with its ids spliced, and reads its payloads only if it must; and an event whose line has
+    not ended in its read, in pieces as they come (`Piece`), so that a big one is passed on as it arrives.
 
     Payloads that arrived together are handed out together, so a relay can write them out together
     (one write per upstream read, not one per event). Raises `StreamIncomplete` when the stream ends
@@ -53,14 +54,29 @@ async def iter_batches(
     crs = False
     size = 0
     pending: list[bytes] = []  # reads with no line end in them, not yet in `buffer`
+    piece = False  # `whole`: an event's line is being handed out in pieces
     async for chunk in chunks:
         if limit is not None:
             size += len(chunk)
             if size > limit:
                 raise ResponseTooLarge(limit)
-        if whole and not (crs or buffer or pending or data) and whole_events(chunk):
-            yield chunk
-            continue
+        if piece:
+            found = _LINE_END.search(chunk)
+            if found is None:
+                yield Piece(chunk, 2)
+                continue
+            end = found.start()
+            yield Piece(chunk[:end], 3)
+            piece = False
+            chunk = chunk[end:]  # its line end (a blank line to the lines below: the event is over) and what follows
+        elif whole and not (crs or buffer or pending or data):
+            if whole_events(chunk):
+                yield chunk
+                continue
+            if chunk.startswith(b"data: {") and b"\n" not in chunk and b"\r" not in chunk:
+                piece = True
+                yield Piece(chunk, 1)
+                continue
         if (
             not (crs or buffer or pending or data)
             and chunk.endswith(b"\n\n")
@@ -125,6 +141,11 @@ async def iter_batches(
         scan -= start
         if batch:
             yield batch
+        if whole and not data and buffer.startswith(b"data: {") and b"\r" not in buffer:
+            piece = True  # an event begun after others in this read: its line so far is its first piece
+            yield Piece(bytes(buffer), 1)
+            buffer.clear()
+            scan = 0
     buffer += b"".join(pending)
     if buffer.endswith(b"\r") and buffer.startswith(b"data:"):  # a last line ended by a lone CR at the very end
         value = bytes(buffer[5:-1])
@@ -132,6 +153,15 @@ async def iter_batches(
     if data and b"\n".join(data).strip() == DONE:  # `[DONE]` without its blank line
         return
     raise StreamIncomplete
+
+
+class Piece(NamedTuple):
+    """`iter_batches(whole=True)`: part of an event's one `data: {…` line, which has not ended in the read that began
+    it. `part` 1 is its beginning (`data: ` and on), 2 a piece of its middle, 3 its end (without the line end). The
+    event ends where its line does: a second `data:` line after it would begin an event of its own."""
+
+    data: bytes
+    part: int
 
 
 def whole_events(chunk: bytes) -> bool:

@@ -89,13 +89,16 @@ class ChunkWriter:
                 events.append(raw_event(_encoder.encode(self._rewrite(payload))))
         return b"".join(events)
 
-    def spliced(self, raw: bytes, upstream: Shape) -> bytes:
-        """A read of whole upstream token chunks of the `upstream` shape (`events.AnswerChunks.raw`) with our head and
-        tail around each one's text: our id, created and model, and no usage (`_rewrite`), made once per shape."""
+    def spliced(self, raw: bytes, upstream: Shape, part: int = 0) -> bytes:
+        """A read of whole upstream token chunks of the `upstream` shape (`events.AnswerChunks.raw`), or a `part` of
+        one big chunk, with our head and tail around the text: our id, created and model, and no usage
+        (`_rewrite`), made once per shape."""
         if upstream is not self._shape_from:
             self._shape_from = upstream
             self._shape_to = shape.rewritten(upstream, lambda chunk: _encoder.encode(self._rewrite(chunk)))
         ours = self._shape_to
+        if part:
+            return _piece(raw, upstream, ours, part)
         if ours is None:  # not a shape whose text is in `choices`: rewritten as any other chunk
             return self.relayed([line[6:] for line in raw.split(b"\n\n")[:-1]])
         n = len(upstream[0])
@@ -164,6 +167,16 @@ class ChunkWriter:
             "model": self.served_model,
             "choices": choices,
         }
+
+
+def _piece(raw: bytes, upstream: Shape, ours: Shape | None, part: int) -> bytes:
+    """A piece of one big chunk (`ChunkWriter.spliced`): its beginning with our head, its end with our tail, and its
+    middle as it came. Pieces are framed by what is in `choices` (`shape.opening`), so `ours` is always known."""
+    if ours is None or part == 2:
+        return raw
+    if part == 1:
+        return b"".join((ours[0], memoryview(raw)[len(upstream[0]) :]))
+    return b"".join((memoryview(raw)[: len(raw) - len(upstream[1])], ours[1]))
 
 
 def upstream_leading(payload: bytes) -> bytes | None:

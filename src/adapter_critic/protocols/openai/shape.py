@@ -14,6 +14,7 @@ created) are made once per stream from the upstream's (`rewritten`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -84,3 +85,47 @@ def rewritten(shape: Shape, rewrite: Callable[[bytes], bytes]) -> Shape | None:
         return None
     at += split - start
     return b"data: " + ours[:at], ours[at:] + b"\n\n"
+
+
+# -- one big chunk, in pieces -----------------------------------------------------------------------------------
+# The beginning of a chunk's first choice's content, its opening quote last: the choice's index (0) may come first and
+# the role with the content. The nesting it opens is what `CLOSING` closes.
+_OPENING = re.compile(
+    rb'"choices": ?\[ ?\{ ?(?:"index": ?0, ?)?"delta": ?\{ ?(?:"role": ?"assistant", ?)?"content": ?"'
+)
+CLOSING = b'"}}]}\n\n'  # the content string, its delta, its choice, the choices and the chunk closed
+LOOK = 4096  # how far into a chunk its content may begin
+
+
+def opening(data: bytes) -> int:
+    """Where the content string's text begins in `data`, the first piece of an event (`data: {` and on); 0 when it
+    does not begin in the first `LOOK` bytes as a chunk's first choice's content, as `data` up to there with
+    `CLOSING` decoded says."""
+    found = _OPENING.search(data, 0, LOOK)
+    if found is None:
+        return 0
+    try:
+        fields: Any = _any.decode(data[6 : found.end()] + CLOSING[:-2])
+        if fields["choices"][0]["delta"]["content"] != "":
+            return 0
+    except (msgspec.DecodeError, TypeError, KeyError, IndexError):
+        return 0
+    return found.end()
+
+
+def string_end(data: bytes, at: int, slashes: int) -> tuple[int, int]:
+    """The first quote from `at` on that ends a JSON string (one not escaped by a backslash before it), and -1 when
+    none does; with the backslashes `data` ends with then (`slashes` before `data`, when `at` is 0, are counted too)."""
+    carry = slashes if at == 0 else 0
+    while True:
+        quote = data.find(b'"', at)
+        stop = len(data) if quote < 0 else quote
+        i = stop
+        while i > at and data[i - 1] == 0x5C:
+            i -= 1
+        run = stop - i + (carry if i == 0 else 0)
+        if quote < 0:
+            return -1, run
+        if run % 2 == 0:
+            return quote, 0
+        at = quote + 1
