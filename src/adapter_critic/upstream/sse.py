@@ -61,11 +61,10 @@ async def iter_batches(
             if size > limit:
                 raise ResponseTooLarge(limit)
         if piece:
-            found = _LINE_END.search(chunk)
-            if found is None:
+            end = _line_end(chunk)
+            if end < 0:
                 yield Piece(chunk, 2)
                 continue
-            end = found.start()
             yield Piece(chunk[:end], 3)
             piece = False
             chunk = chunk[end:]  # its line end (a blank line to the lines below: the event is over) and what follows
@@ -153,6 +152,13 @@ async def iter_batches(
     if data and b"\n".join(data).strip() == DONE:  # `[DONE]` without its blank line
         return
     raise StreamIncomplete
+
+
+def _line_end(chunk: bytes) -> int:
+    """Where the first line end (LF or CR) in `chunk` is, or -1: two `find`s, each the C library's byte search (a
+    regular expression without a literal to look for steps through the bytes one by one: 5 ms per MiB)."""
+    lf, cr = chunk.find(b"\n"), chunk.find(b"\r")
+    return lf if cr < 0 else cr if lf < 0 else min(lf, cr)
 
 
 class Piece(NamedTuple):

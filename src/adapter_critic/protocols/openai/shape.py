@@ -64,8 +64,14 @@ def bodies(read: bytes, shape: Shape) -> list[bytes] | None:
 
 
 def text(kept: list[bytes]) -> str:
-    """The text of string bodies in a row; `msgspec.DecodeError` when they are not JSON string text."""
-    return _text.decode(b"".join((b'"', *kept, b'"')))
+    """The text of string bodies in a row; `msgspec.DecodeError` (or `UnicodeDecodeError`) when they are not JSON
+    string text. Bodies without a backslash (no escape) are their text as UTF-8, decoded by Python's own codec,
+    several times faster than a JSON decoder on a long text (which also refuses control characters in it: here they
+    are taken as text)."""
+    joined = b"".join(kept)
+    if b"\\" not in joined:
+        return joined.decode()
+    return _text.decode(b"".join((b'"', joined, b'"')))
 
 
 def rewritten(shape: Shape, rewrite: Callable[[bytes], bytes]) -> Shape | None:
