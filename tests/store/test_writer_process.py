@@ -303,11 +303,11 @@ def test_a_frame_is_one_write_of_many_records() -> None:
     record_run(store, "one")
     record_run(store, "two")
     encoded = [wire.encode(record) for record in records]
-    frame = wire.frame(1, "instance", ["s"], 0.5, encoded)
+    frame = wire.frame(1, "instance", ["s"], encoded)
     head_length, body_length = wire.HEAD.unpack(frame[: wire.HEAD.size])
     head = wire.head_decoder.decode(frame[wire.HEAD.size : wire.HEAD.size + head_length])
     body = wire.body_decoder.decode(frame[wire.HEAD.size + head_length :])
-    assert (head.seq, head.instance, head.secrets, head.backlog) == (1, "instance", ["s"], 0.5)
+    assert (head.seq, head.instance, head.secrets) == (1, "instance", ["s"])
     assert len(body) == 6 and len(frame) == wire.HEAD.size + head_length + body_length
     rebuilt = writer.records(body)
     assert [type(r).__name__ for r in rebuilt] == [type(r).__name__ for r in records]

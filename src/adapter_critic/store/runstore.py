@@ -5,7 +5,11 @@
 Recording: `enqueue` (called by each run's `RunRecorder` on the request's task) appends a record to a bounded
 in-memory queue and never blocks or fails. A background task lets records gather (`GATHER_SECONDS`, unless
 `batch_size` are queued or a flush is waited for), then writes them in one transaction; what is queued meanwhile
-gathers for the next batch. When the queue is full a record is dropped — and so are the
+gathers for the next batch. With `writer="process"` (a server's store, `settings.StoreConfig.writer`) a started
+store's batches are written by a writer process (`writerprocess`): each record is encoded as it is queued
+(`wire.encode`), a batch is one frame down its pipe, and the rows are made and written there, off this
+interpreter; an in-memory SQLite store, one not started (opened to read: `open_store`) and `writer="inline"` make
+the rows on the event loop in slices and write them here (`Database.write`). When the queue is full a record is dropped — and so are the
 later records of a run whose start was dropped — counted in `dropped` and logged at most once a minute. `aclose`
 drains the queue before closing. Another task beats for this process in the `instances` table every
 `heartbeat_seconds`, marks runs of processes that are gone `interrupted` (at start-up too: see
@@ -278,7 +282,7 @@ class RunStore:
         try:
             if batch:
                 backlog = len(self._queue) / self.queue_size  # what waits behind this batch
-                if self.process is not None and await self._sent(batch, encoded, backlog):
+                if self.process is not None and await self._sent(batch, encoded):
                     return
                 await self.database.write(batch, self.instance, Cleaner(self.secrets()), backlog=backlog)
         except WriterDied:  # logged by `WriterProcess`
@@ -293,12 +297,12 @@ class RunStore:
             written, self._written = self._written, asyncio.Event()
             written.set()
 
-    async def _sent(self, batch: Sequence[Record], encoded: list[bytes], backlog: float) -> bool:
+    async def _sent(self, batch: Sequence[Record], encoded: list[bytes]) -> bool:
         """Write a batch through the writer process; False when there is none to be had (the batch is written here,
         and so are the next ones). A batch the writer could not write raises as a write here does."""
         assert self.process is not None
         self._seq += 1
-        frame = wire.frame(self._seq, self.instance, self.secrets(), backlog, encoded)
+        frame = wire.frame(self._seq, self.instance, self.secrets(), encoded)
         try:
             error = await self.process.write(frame, self._seq, len(batch))
         except WriterUnavailable:

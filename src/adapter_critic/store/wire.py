@@ -12,7 +12,7 @@ error as the client got it (`rows.error_fields`). Values that may hold JSON kept
 `intermediate`, a cached answer) go as JSON text, which msgpack cannot mistake for its own.
 
 A frame is its header's length and its body's (`HEAD`), the header (`Head`: its sequence number, the store's
-instance, the batch's secrets — keys may rotate — and how full the queue is behind it) and the body: a msgpack
+instance and the batch's secrets — keys may rotate) and the body: a msgpack
 array of the encoded records. The writer answers each frame with an `Ack`.
 """
 
@@ -41,7 +41,6 @@ class Head(msgspec.Struct, array_like=True):
     seq: int
     instance: str
     secrets: list[str]
-    backlog: float
 
 
 class Ack(msgspec.Struct, array_like=True):
@@ -168,7 +167,10 @@ def encode(record: Record) -> bytes:
     if kind is StageDone:
         done = cast(StageDone, record)
         finished: Any = done.finished
-        if finished.error is not None or any(a.error is not None for a in finished.attempts):
+        failed = finished.error is not None
+        for attempt in finished.attempts:
+            failed = failed or attempt.error is not None
+        if failed:
             finished = _finished(finished)
         messages = None if done.messages is None else _json.encode(done.messages)
         wire = WireStage(
@@ -275,9 +277,9 @@ def _finished(finished: StageFinished) -> WireFinished:
     )
 
 
-def frame(seq: int, instance: str, secrets: Sequence[str], backlog: float, records: Sequence[bytes]) -> bytes:
+def frame(seq: int, instance: str, secrets: Sequence[str], records: Sequence[bytes]) -> bytes:
     """One batch's frame: its header and its records (each `encode`d) as one msgpack array."""
-    head = _encoder.encode(Head(seq, instance, list(secrets), backlog))
+    head = _encoder.encode(Head(seq, instance, list(secrets)))
     count = len(records)
     if count < 16:
         array = bytes((0x90 | count,))
@@ -285,8 +287,8 @@ def frame(seq: int, instance: str, secrets: Sequence[str], backlog: float, recor
         array = b"\xdc" + count.to_bytes(2, "big")
     else:
         array = b"\xdd" + count.to_bytes(4, "big")
-    body = array + b"".join(records)
-    return HEAD.pack(len(head), len(body)) + head + body
+    body_length = len(array) + sum(map(len, records))
+    return b"".join((HEAD.pack(len(head), body_length), head, array, *records))  # one copy of the records
 
 
 def url_frame(url: str) -> bytes:

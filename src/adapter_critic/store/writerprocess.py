@@ -19,6 +19,7 @@ in its own process from then on (`WriterUnavailable`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -32,6 +33,8 @@ from .wire import HEAD, Ack, ack_decoder, url_frame
 logger = logging.getLogger("adapter_critic")
 
 STARTS = 3  # writers in a row that die before their first answer before the store writes in its own process
+PIPE_BYTES = 1 << 20  # the pipe's size asked for (Linux's default upper bound for it), and the most written at once
+_F_SETPIPE_SZ = 1031
 CLOSE_SECONDS = 30.0  # how long a closing store waits for its writer to finish before killing it
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the directory `adapter_critic` is imported from
 
@@ -88,6 +91,12 @@ class WriterProcess:
             env=env,
         )
         assert process.stdin is not None
+        pipe = process.stdin.transport.get_extra_info("pipe")
+        if sys.platform == "linux" and pipe is not None:
+            import fcntl
+
+            with contextlib.suppress(OSError):  # more than the 64 KiB of a pipe: a batch in a write or a few
+                fcntl.fcntl(pipe.fileno(), _F_SETPIPE_SZ, PIPE_BYTES)
         process.stdin.write(url_frame(self.url))
         self._process, self.pid, self._answered = process, process.pid, False
         return process
@@ -111,7 +120,13 @@ class WriterProcess:
                 raise WriterUnavailable
             process = await self._start()
         assert process.stdin is not None and process.stdout is not None
-        process.stdin.write(frame)
+        view = memoryview(frame)
+        try:
+            for start in range(0, len(frame), PIPE_BYTES):  # a pipe's worth at a time: never a big buffer to shift
+                process.stdin.write(view[start : start + PIPE_BYTES])
+                await process.stdin.drain()
+        except ConnectionError:
+            pass  # it died: its answer will not come
         while True:
             try:
                 length, _ = HEAD.unpack(await process.stdout.readexactly(HEAD.size))
