@@ -9,9 +9,11 @@ gathers for the next batch. With `writer="process"` (a server's store, `settings
 store's batches are written by a writer process (`writerprocess`): each record is encoded as it is queued
 (`wire.encode`), a batch is one frame down its pipe, and the rows are made and written there, off this
 interpreter; an in-memory SQLite store, one not started (opened to read: `open_store`) and `writer="inline"` make
-the rows on the event loop in slices and write them here (`Database.write`). When the queue is full a record is dropped — and so are the
-later records of a run whose start was dropped — counted in `dropped` and logged at most once a minute. `aclose`
-drains the queue before closing. Another task beats for this process in the `instances` table every
+the rows on the event loop in slices and write them here (`Database.write`).
+
+When the queue is full a record is dropped — and so are the later records of a run whose start was dropped —
+counted in `dropped` and logged at most once a minute. `aclose` drains the queue before closing (through the writer
+process, which then exits). Another task beats for this process in the `instances` table every
 `heartbeat_seconds`, marks runs of processes that are gone `interrupted` (at start-up too: see
 `Database.mark_interrupted`) and prunes by age and count (`max_age_days`, `max_runs`).
 
