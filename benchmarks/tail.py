@@ -12,8 +12,8 @@ worker, pinned as in `run.py`) with the run store off, and on (SQLite, capture `
 `inline` (the whole store). Each variant is its own server, loaded alone with 2,000 requests of warm-up and then
 the batch, one request at a time (`loadgen.py`, the 1.5 KB direct request) or `--concurrency` at once; rounds
 alternate the variants. The figures are the medians over rounds of p50 and p99, and p99 over store off's of the
-same round. `nice 0` is the whole store with its SQLite writer thread at the server's own priority
-(`store.sqlitefile.WRITER_NICE`), `nice 10` with it at nice 10, each for a comparison in one run.
+same round. `nice 0` is the whole store with its writer process at the server's own priority, `nice 10` at nice 10
+(`store.sqlitefile.WRITER_NICE`: 19), each for a comparison in one run.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ if str(HERE.parent) not in sys.path:
 from benchmarks import payloads, procs, run  # noqa: E402
 
 VARIANTS = {"store off": None, "sent": "sent", "written": "", "inline": ""}  # name -> STORE_PART
-INLINE = ("queued", "rows", "inline", "nice 0", "nice 10")  # variants of the store written in the server's process
+INLINE = ("queued", "rows", "inline")  # variants of the store written in the server's process
 # Also measured when named with --variants: the whole store with its writer thread at the server's own priority, and
 # at nice 10 instead of `store.sqlitefile.WRITER_NICE` (`store_parts.py` reads it).
 MORE_ENV = {"nice 0": {"WRITER_NICE": "0"}, "nice 10": {"WRITER_NICE": "10"}}  # name -> environment (store whole)

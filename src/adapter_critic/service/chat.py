@@ -274,6 +274,7 @@ class ChatService:
             self.config.store.capture,
             _token(plan, caller.token),
             caller.name,
+            self.store.sink,
         )
         return (*subscribers, recorder)
 

@@ -9,8 +9,9 @@ standard output (`wire.Ack`) once it is written or has failed.
 It exits when its input ends — the server closed the store, or is gone — after the batch it has, so it never
 outlives the server. It ignores SIGINT and SIGTERM, which a terminal or a service manager sends to every process
 of the server's group at once: the server closes the store (which drains the queue into this process) first.
-When the server is pinned to some of the machine's cores (`taskset`, a cpuset), this process runs on the others
-(`off_the_servers_cores`): the rows and the write do not take the server's core.
+It runs at the lowest priority (`sqlitefile.WRITER_NICE`, which the server sends it), and when the server is pinned
+to some of the machine's cores (`taskset`, a cpuset), on the others (`off_the_servers_cores`): the rows and the
+write do not take the server's core, nor the time of what else runs on the others while it has work.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from .wire import (
     ack_frame,
     body_decoder,
     head_decoder,
+    one_decoder,
 )
 
 
@@ -57,6 +59,11 @@ def off_the_servers_cores() -> None:
     if others:
         with contextlib.suppress(OSError):
             os.sched_setaffinity(0, others)
+
+
+def rebuilt(data: bytes) -> Record:
+    """One record `wire.encode` (or `wire.Encoding`) made, rebuilt: for a store whose writer process was given up."""
+    return _record(one_decoder.decode(data))
 
 
 def records(wires: Sequence[Wire]) -> list[Record]:
@@ -186,10 +193,13 @@ async def serve(out: BinaryIO) -> None:
     reader = asyncio.StreamReader(limit=2**20)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(0, "rb", buffering=0))
     try:
-        url_length, _ = HEAD.unpack(await reader.readexactly(HEAD.size))
+        url_length, nice = HEAD.unpack(await reader.readexactly(HEAD.size))
         url = (await reader.readexactly(url_length)).decode("utf-8")
     except asyncio.IncompleteReadError:
         return
+    if nice:
+        with contextlib.suppress(OSError):
+            os.nice(nice)
     database = Database(url)
     try:
         while True:

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import anyio
 
+from . import sqlitefile
 from .wire import HEAD, Ack, ack_decoder, url_frame
 
 logger = logging.getLogger("adapter_critic")
@@ -95,9 +96,11 @@ class WriterProcess:
         if sys.platform == "linux" and pipe is not None:
             import fcntl
 
-            with contextlib.suppress(OSError):  # more than the 64 KiB of a pipe: a batch in a write or a few
+            with contextlib.suppress(
+                OSError, ValueError
+            ):  # more than the 64 KiB of a pipe: a batch in a write or a few
                 fcntl.fcntl(pipe.fileno(), _F_SETPIPE_SZ, PIPE_BYTES)
-        process.stdin.write(url_frame(self.url))
+        process.stdin.write(url_frame(self.url, sqlitefile.WRITER_NICE))
         self._process, self.pid, self._answered = process, process.pid, False
         return process
 
