@@ -15,7 +15,7 @@ from adapter_critic.errors import APIError, UpstreamError
 from adapter_critic.events import Attempt, Noted, RunFinished, RunRecord, RunStarted, StageFinished, StageStarted
 from adapter_critic.pricing import CallCost
 from adapter_critic.request.decode import decode_request
-from adapter_critic.store.recorder import RunOpened, RunRecorder, Sink
+from adapter_critic.store.recorder import RunOpened, RunRecorder
 from adapter_critic.store.runstore import RunStore
 
 from ..conftest import asgi_client, make_config
@@ -61,18 +61,17 @@ def record_run(
     stage_error: UpstreamError | None = None,
     started_at: float | None = None,
     costs: tuple[float | None, ...] | None = None,
-    sink: Sink | None = None,
 ) -> Callable[[], None]:
     """Publish a run's events to a recorder on `store` (stages answering `answer`, or failing with `stage_error`);
     `finish=False` leaves it running, and the function returned ends it. `costs`: each stage's cost in EUR (None:
-    unknown), as a server with prices reports them. `sink`: the recorder's (`RunStore.sink`: records sent encoded)."""
+    unknown), as a server with prices reports them."""
 
     def enqueue(record: Any) -> None:
         if started_at is not None and isinstance(record, RunOpened):
             record.started_at = started_at
         store.enqueue(record)
 
-    recorder = RunRecorder(enqueue, request_id or run_id, request(content), capture, sink=sink)  # type: ignore[arg-type]
+    recorder = RunRecorder(enqueue, request_id or run_id, request(content), capture)  # type: ignore[arg-type]
     record = RunRecord(run_id, served_model, mode)
     if costs is not None:
         record.currency = "EUR"

@@ -22,7 +22,6 @@ from adapter_critic.core import Answer, Usage
 from adapter_critic.errors import APIError, UpstreamError
 from adapter_critic.events import Attempt, Cost, StageFinished
 from adapter_critic.redact import Secrets
-from adapter_critic.store import recorder, wire, writer
 from adapter_critic.store.database import Database, engine_url
 from adapter_critic.store.recorder import CachePut, FeedbackGiven, Record, RunClosed, RunOpened, StageDone
 from adapter_critic.store.runstore import RunStore
@@ -60,11 +59,10 @@ def _every_kind(store: RunStore) -> None:
     failure = UpstreamError(
         stage="critic", target=TARGET, kind="status", detail=f"answered 401: {SECRET}", upstream_status=401
     )
-    sink = store.sink
-    record_run(store, "plain", content=f"key {SECRET}", answer=f"said {SECRET}", costs=(0.5,), sink=sink)
-    record_run(store, "failed", stages=("api", "critic"), stage_error=failure, status="error", error=failure, sink=sink)
-    record_run(store, "meta", capture="metadata", content=f"private {SECRET}", sink=sink)
-    end = record_run(store, "later", stages=("api", "critic"), finish=False, sink=sink)
+    record_run(store, "plain", content=f"key {SECRET}", answer=f"said {SECRET}", costs=(0.5,))
+    record_run(store, "failed", stages=("api", "critic"), stage_error=failure, status="error", error=failure)
+    record_run(store, "meta", capture="metadata", content=f"private {SECRET}")
+    end = record_run(store, "later", stages=("api", "critic"), finish=False)
     ask = request("streamed", stream=True, temperature=0.5)
     store.enqueue(RunOpened("tools", "rq", "m", "direct", True, 1.0, "full", ask, "caller-token-123", "k"))
     finished = StageFinished("api", TARGET, (Attempt(TARGET),), Usage(1, 2, 3), 4.0, "out", None, True, "tool_calls")
@@ -87,14 +85,18 @@ async def test_the_writer_process_writes_the_rows_the_server_would_have(
     store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("UPSTREAM_KEY", SECRET)
-    monkeypatch.setattr(recorder, "time", _StillClock)  # both stores' records at the same times
     secrets = Secrets(["UPSTREAM_KEY"]).values
     inline_url = f"sqlite:///{tmp_path / 'inline.sqlite3'}"
-    for url, kind in ((store_url, "process"), (inline_url, "inline")):
-        store = RunStore(Database(url), secrets=secrets, writer=kind)  # type: ignore[arg-type]
+    made = RunStore(Database("sqlite:///:memory:"))
+    records: list[Record] = []
+    made.enqueue = records.append  # type: ignore[method-assign]
+    _every_kind(made)  # the same records (and times) for both
+    for url, writer in ((store_url, "process"), (inline_url, "inline")):
+        store = RunStore(Database(url), secrets=secrets, writer=writer)  # type: ignore[arg-type]
         await store.start()
-        assert (store.sink is not None) == (store.process is not None) == (kind == "process")
-        _every_kind(store)  # through the recorders' sink (encoded as they go) with the writer process
+        assert (store.process is not None) == (writer == "process")
+        for record in records:
+            store.enqueue(record)
         await store.flush()
         assert store.failed == 0
         await store.aclose()
@@ -103,34 +105,6 @@ async def test_the_writer_process_writes_the_rows_the_server_would_have(
     text = repr(written)
     assert SECRET not in text and "caller-token-123" not in text and "***" in text
     assert len([row for row in written if row[0] == "runs"]) == 5
-
-
-class _StillClock:
-    @staticmethod
-    def time() -> float:
-        return 1_780_000_000.0
-
-    @staticmethod
-    def perf_counter() -> float:
-        return 100.0
-
-
-async def test_records_rebuilt_from_the_wire_and_written_here_are_written_as_the_writer_does(tmp_path: Path) -> None:
-    urls = [f"sqlite:///{tmp_path / name}" for name in ("sent.sqlite3", "here.sqlite3")]
-    made = RunStore(Database("sqlite:///:memory:"))
-    records: list[Record] = []
-    made.enqueue = records.append  # type: ignore[method-assign]
-    _every_kind(made)
-    for url, kind in zip(urls, ("process", "inline"), strict=True):
-        store = RunStore(Database(url), writer=kind)  # type: ignore[arg-type]
-        await store.start()
-        for record in records:
-            store.enqueue(record)
-        await store.flush()
-        await store.aclose()
-        # What a store whose writer process was given up writes itself: the queue's encoded records, rebuilt.
-        records = [writer.rebuilt(wire.encode(record)) for record in records]
-    assert await _rows(urls[0]) == await _rows(urls[1])
 
 
 async def test_a_clean_shutdown_writes_every_record_queued_before_it(store_url: str) -> None:
@@ -321,6 +295,8 @@ async def test_a_writer_that_cannot_start_leaves_the_writing_to_the_server(
 
 
 def test_a_frame_is_one_write_of_many_records() -> None:
+    from adapter_critic.store import wire, writer
+
     records: list[Record] = []
     store = RunStore(Database("sqlite:///:memory:"))
     store.enqueue = records.append  # type: ignore[method-assign]

@@ -274,7 +274,6 @@ class ChatService:
             self.config.store.capture,
             _token(plan, caller.token),
             caller.name,
-            self.store.sink,
         )
         return (*subscribers, recorder)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from ..core import Answer, ChatRequest, Usage
 from ..errors import APIError
@@ -100,15 +100,6 @@ class FeedbackGiven:
 Record = RunOpened | StageDone | RunClosed | CachePut | FeedbackGiven
 
 
-class Sink(Protocol):
-    """Where a recorder sends a run's records instead of making them (`wire.Encoding`: encoded for the store's
-    writer process): each method takes the fields of the record it is named after, in their order."""
-
-    def opened(self, run_id: str, *fields: Any) -> None: ...
-    def stage(self, run_id: str, *fields: Any) -> None: ...
-    def closed(self, run_id: str, *fields: Any) -> None: ...
-
-
 @dataclass(slots=True)
 class RunRecorder:
     """Records one run: call it with each of the run's events (it is an `events.Subscriber`)."""
@@ -119,7 +110,6 @@ class RunRecorder:
     capture: Capture = "full"
     secret: str | None = None
     key_name: str | None = None
-    sink: Sink | None = None  # the store's, when it sends records to its writer process (`RunStore.sink`)
     _run_id: str = ""
     _began: float = 0.0
     _index: int = 0
@@ -133,55 +123,50 @@ class RunRecorder:
             self._open[event.stage] = (time.perf_counter(), event.messages)
         elif kind is StageFinished:
             assert isinstance(event, StageFinished)
-            found = self._open.pop(event.stage, None)
-            began, messages = found if found is not None else (time.perf_counter() - event.elapsed_ms / 1000, None)
+            began, messages = self._open.pop(event.stage, (time.perf_counter() - event.elapsed_ms / 1000, None))
             offset = round((began - self._began) * 1000, 3)
             own = messages is self.request.messages_json  # a first stage sends the request's messages object itself
-            fields = (self._index, event, offset, None if own else messages, self.capture, self.secret, own)
+            done = StageDone(
+                self._run_id, self._index, event, offset, None if own else messages, self.capture, self.secret, own
+            )
             self._index += 1
-            if self.sink is not None:
-                self.sink.stage(self._run_id, *fields)
-            else:
-                self.enqueue(StageDone(self._run_id, *fields))
+            self.enqueue(done)
         elif kind is RunStarted:
             assert isinstance(event, RunStarted)
             self._run_id = event.run_id
             self._began = time.perf_counter()
-            opened = (
-                self.request_id,
-                event.served_model,
-                event.mode,
-                event.stream,
-                time.time(),
-                self.capture,
-                self.request,
-                self.secret,
-                self.key_name,
-                event.parent,
-                event.parent_stage,
-                event.cached_from,
+            self.enqueue(
+                RunOpened(
+                    event.run_id,
+                    self.request_id,
+                    event.served_model,
+                    event.mode,
+                    event.stream,
+                    time.time(),
+                    self.capture,
+                    self.request,
+                    self.secret,
+                    self.key_name,
+                    event.parent,
+                    event.parent_stage,
+                    event.cached_from,
+                )
             )
-            if self.sink is not None:
-                self.sink.opened(event.run_id, *opened)
-            else:
-                self.enqueue(RunOpened(event.run_id, *opened))
         elif kind is RunFinished:
             assert isinstance(event, RunFinished)
             record = event.record
-            sink = self.sink
-            closed = (
-                event.status,
-                time.time(),
-                round((time.perf_counter() - self._began) * 1000, 3),
-                record.total_usage(),
-                event.error,
-                record.intermediate if sink is not None else dict(record.intermediate),  # encoded at once, or kept
-                record.answer,
-                self.capture,
-                self.secret,
-                record.cost(),
+            self.enqueue(
+                RunClosed(
+                    self._run_id,
+                    event.status,
+                    time.time(),
+                    round((time.perf_counter() - self._began) * 1000, 3),
+                    record.total_usage(),
+                    event.error,
+                    dict(record.intermediate),
+                    record.answer,
+                    self.capture,
+                    self.secret,
+                    record.cost(),
+                )
             )
-            if sink is not None:
-                sink.closed(self._run_id, *closed)
-            else:
-                self.enqueue(RunClosed(self._run_id, *closed))

@@ -39,7 +39,6 @@ from .database import HEARTBEAT_SECONDS, Database
 from .feedback import FeedbackNotKept
 from .recorder import FeedbackGiven, Record, RunClosed, RunOpened
 from .records import EVERY_RUN, Feedback, RunDetail, RunPage, RunQuery, RunsOf, RunSummary, StoredStage
-from .writer import rebuilt
 from .writerprocess import WriterDied, WriterProcess, WriterUnavailable
 
 logger = logging.getLogger("adapter_critic")
@@ -78,13 +77,11 @@ class RunStore:
         self.required = True  # a server stops its start-up when this store cannot be opened (else goes on without)
         self.dropped = 0  # records dropped because the queue was full (a metric reads it)
         self.failed = 0  # records lost because writing their batch failed
-        # The records waiting; with a writer process, None for one a recorder sent encoded (`enqueue_encoded`).
-        self._queue: collections.deque[Record | None] = collections.deque()
+        self._queue: collections.deque[Record] = collections.deque()
         # `writer="process"`: where the batches are written once the store has started (None: in this process).
         self.writer: Writer = writer
         self.process: WriterProcess | None = None
         self._encoded: collections.deque[bytes] = collections.deque()  # the queue's records, `wire.encode`d
-        self._sink = wire.Encoding(self.enqueue_encoded)
         self._seq = 0
         self._lost_runs: set[str] = set()  # runs whose start was dropped: their later records are dropped too
         self._enqueued = 0
@@ -194,33 +191,6 @@ class RunStore:
         if not self._wake.is_set():
             self._wake.set()
 
-    @property
-    def sink(self) -> wire.Encoding | None:
-        """Where a run's recorder sends its records, encoded, while a writer process writes them (None: it makes
-        `recorder`'s records and `enqueue`s them)."""
-        return self._sink if self.process is not None else None
-
-    def enqueue_encoded(self, run_id: str, kind: int, data: bytes) -> None:
-        """`enqueue` for a record a recorder sent already encoded (`sink`): `kind` is its `wire` tag."""
-        if self.process is None:  # the writer process was given up after the recorder started
-            self.enqueue(rebuilt(data))
-            return
-        if self._lost_runs and run_id in self._lost_runs:
-            if kind == wire.CLOSED:
-                self._lost_runs.discard(run_id)
-            self._drop()
-            return
-        if len(self._queue) >= self.queue_size:
-            if kind == wire.OPENED:
-                self._lost_runs.add(run_id)
-            self._drop()
-            return
-        self._queue.append(None)
-        self._encoded.append(data)
-        self._enqueued += 1
-        if not self._wake.is_set():
-            self._wake.set()
-
     def _drop(self) -> None:
         self.dropped += 1
         now = time.monotonic()
@@ -244,7 +214,7 @@ class RunStore:
         await self.prune()
         if self.writer == "process" and self.database.shareable:
             self.process = WriterProcess(self.database.url.render_as_string(hide_password=False))
-            self._encoded.extend(wire.encode(record) for record in self._queue if record is not None)  # queued before
+            self._encoded.extend(wire.encode(record) for record in self._queue)  # queued before the start
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._writer()), loop.create_task(self._upkeep())]
 
@@ -309,41 +279,36 @@ class RunStore:
 
     async def _write_batch(self) -> None:
         take = min(self.batch_size, len(self._queue))
-        taken = [self._queue.popleft() for _ in range(take)]
-        encoded = [self._encoded.popleft() for _ in range(take)] if self._encoded else []
-        batch = [record for record in taken if record is not None]  # what `on_written` is told of
+        batch = [self._queue.popleft() for _ in range(take)]
+        encoded = [self._encoded.popleft() for _ in range(take)] if self.process is not None else []
         try:
-            if taken:
+            if batch:
                 backlog = len(self._queue) / self.queue_size  # what waits behind this batch
-                if self.process is not None and await self._sent(encoded):
+                if self.process is not None and await self._sent(batch, encoded):
                     return
-                if encoded:  # the writer process was given up: these records are written here
-                    batch = [rebuilt(data) for data in encoded]
                 await self.database.write(batch, self.instance, Cleaner(self.secrets()), backlog=backlog)
         except WriterDied:  # logged by `WriterProcess`
-            self.failed += len(taken)
+            self.failed += len(batch)
         except Exception as exc:  # the database is down or full: the records are lost, the server goes on
-            self.failed += len(taken)
-            logger.warning("run store: writing %d record(s) failed: %s", len(taken), _reason(exc))
+            self.failed += len(batch)
+            logger.warning("run store: writing %d record(s) failed: %s", len(batch), _reason(exc))
         finally:
-            self._handled += len(taken)
+            self._handled += len(batch)
             if self.on_written is not None and batch:
                 self.on_written(batch)
             written, self._written = self._written, asyncio.Event()
             written.set()
 
-    async def _sent(self, encoded: list[bytes]) -> bool:
+    async def _sent(self, batch: Sequence[Record], encoded: list[bytes]) -> bool:
         """Write a batch through the writer process; False when there is none to be had (the batch is written here,
         and so are the next ones). A batch the writer could not write raises as a write here does."""
         assert self.process is not None
         self._seq += 1
         frame = wire.frame(self._seq, self.instance, self.secrets(), encoded)
         try:
-            error = await self.process.write(frame, self._seq, len(encoded))
+            error = await self.process.write(frame, self._seq, len(batch))
         except WriterUnavailable:
             self.process = None
-            queued = zip(self._queue, self._encoded, strict=True)
-            self._queue = collections.deque(rebuilt(data) if r is None else r for r, data in queued)
             self._encoded.clear()
             return False
         except WriterDied as died:

@@ -19,12 +19,12 @@ array of the encoded records. The writer answers each frame with an `Ack`.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, cast
 
 import msgspec
 
-from ..core import Answer, ChatRequest, Usage
+from ..core import Usage
 from ..errors import APIError, UpstreamError
 from ..events import Cost, StageFinished
 from ..pricing import CallCost
@@ -154,7 +154,6 @@ class WireFeedback(msgspec.Struct, array_like=True, tag=5):
 Wire = WireOpened | WireStage | WireClosed | WireCachePut | WireFeedback
 head_decoder = msgspec.msgpack.Decoder(Head)
 body_decoder = msgspec.msgpack.Decoder(list[Wire])
-one_decoder = msgspec.msgpack.Decoder(Wire)
 ack_decoder = msgspec.msgpack.Decoder(Ack)
 
 
@@ -166,17 +165,67 @@ def encode(record: Record) -> bytes:
     kind = type(record)
     wire: Any
     if kind is StageDone:
-        d = cast(StageDone, record)
-        wire = stage(d.run_id, d.index, d.finished, d.started_offset_ms, d.messages, d.capture, d.secret,
-                     d.request_messages)  # fmt: skip
+        done = cast(StageDone, record)
+        finished: Any = done.finished
+        failed = finished.error is not None
+        for attempt in finished.attempts:
+            failed = failed or attempt.error is not None
+        if failed:
+            finished = _finished(finished)
+        messages = None if done.messages is None else _json.encode(done.messages)
+        wire = WireStage(
+            done.run_id,
+            done.index,
+            finished,
+            done.started_offset_ms,
+            messages,
+            done.capture,
+            done.secret,
+            done.request_messages,
+        )
     elif kind is RunOpened:
-        o = cast(RunOpened, record)
-        wire = opened(o.run_id, o.request_id, o.served_model, o.mode, o.stream, o.started_at, o.capture, o.request,
-                      o.secret, o.key_name, o.parent_run_id, o.parent_stage, o.cached_from)  # fmt: skip
+        opened = cast(RunOpened, record)
+        request = opened.request
+        options: dict[str, Any] = dict(request.options)
+        if request.stream:
+            options["stream"] = True
+        if request.overrides is not None:
+            options[request.overrides_param] = request.overrides.given
+        full = opened.capture == "full"
+        wire = WireOpened(
+            opened.run_id,
+            opened.request_id,
+            opened.served_model,
+            opened.mode,
+            opened.stream,
+            opened.started_at,
+            opened.capture,
+            _json.encode(options),
+            bytes(request.messages_json) if full else None,
+            opened.secret,
+            opened.key_name,
+            opened.parent_run_id,
+            opened.parent_stage,
+            opened.cached_from,
+        )
     elif kind is RunClosed:
-        c = cast(RunClosed, record)
-        wire = closed(c.run_id, c.status, c.finished_at, c.duration_ms, c.usage, c.error, c.intermediate, c.answer,
-                      c.capture, c.secret, c.cost)  # fmt: skip
+        closed = cast(RunClosed, record)
+        answer = closed.answer
+        wire = WireClosed(
+            closed.run_id,
+            closed.status,
+            closed.finished_at,
+            closed.duration_ms,
+            closed.usage,
+            _error_fields(closed.error),
+            _json.encode(closed.intermediate) if closed.intermediate else None,
+            answer.content,
+            None if answer.tool_calls is None else _json.encode(answer.tool_calls),
+            answer.finish_reason,
+            closed.capture,
+            closed.secret,
+            closed.cost,
+        )
     elif kind is CachePut:
         put = cast(CachePut, record)
         entry = _json.encode(put.entry)
@@ -199,103 +248,6 @@ def encode(record: Record) -> bytes:
             given.secret,
         )
     return _encoder.encode(wire)
-
-
-def opened(
-    run_id: str,
-    request_id: str,
-    served_model: str,
-    mode: str,
-    stream: bool,
-    started_at: float,
-    capture: Capture,
-    request: ChatRequest,
-    secret: str | None,
-    key_name: str | None,
-    parent_run_id: str | None,
-    parent_stage: str | None,
-    cached_from: str | None,
-) -> WireOpened:
-    """A `RunOpened` (its fields) as sent: the request's options as stored, and its messages, as JSON."""
-    options: dict[str, Any] = dict(request.options)
-    if request.stream:
-        options["stream"] = True
-    if request.overrides is not None:
-        options[request.overrides_param] = request.overrides.given
-    messages = bytes(request.messages_json) if capture == "full" else None
-    return WireOpened(run_id, request_id, served_model, mode, stream, started_at, capture, _json.encode(options),
-                      messages, secret, key_name, parent_run_id, parent_stage, cached_from)  # fmt: skip
-
-
-def stage(
-    run_id: str,
-    index: int,
-    finished: StageFinished,
-    started_offset_ms: float,
-    messages: Any,
-    capture: Capture,
-    secret: str | None,
-    request_messages: bool,
-) -> WireStage:
-    """A `StageDone` (its fields) as sent: the `StageFinished` itself unless an error is in it."""
-    failed = finished.error is not None
-    for attempt in finished.attempts:
-        failed = failed or attempt.error is not None
-    sent: Any = _finished(finished) if failed else finished
-    sent_messages = None if messages is None else _json.encode(messages)
-    return WireStage(run_id, index, sent, started_offset_ms, sent_messages, capture, secret, request_messages)
-
-
-def closed(
-    run_id: str,
-    status: str,
-    finished_at: float,
-    duration_ms: float,
-    usage: Usage,
-    error: APIError | StoredError | None,
-    intermediate: dict[str, Any],
-    answer: Answer,
-    capture: Capture,
-    secret: str | None,
-    cost: Cost | None,
-) -> WireClosed:
-    """A `RunClosed` (its fields) as sent: the error as the client got it, JSON for what may hold raw JSON."""
-    return WireClosed(
-        run_id,
-        status,
-        finished_at,
-        duration_ms,
-        usage,
-        _error_fields(error),
-        _json.encode(intermediate) if intermediate else None,
-        answer.content,
-        None if answer.tool_calls is None else _json.encode(answer.tool_calls),
-        answer.finish_reason,
-        capture,
-        secret,
-        cost,
-    )
-
-
-class Encoding:
-    """A `recorder.RunRecorder`'s sink that sends a run's records as it goes, encoded, to `enqueue` (the store's
-    `enqueue_encoded`: the run id, the record's kind — `WireOpened.tag` and the others — and its bytes), without
-    making `recorder`'s records first."""
-
-    def __init__(self, enqueue: Callable[[str, int, bytes], None]) -> None:
-        self.enqueue = enqueue
-
-    def opened(self, run_id: str, *fields: Any) -> None:
-        self.enqueue(run_id, OPENED, _encoder.encode(opened(run_id, *fields)))
-
-    def stage(self, run_id: str, *fields: Any) -> None:
-        self.enqueue(run_id, STAGE, _encoder.encode(stage(run_id, *fields)))
-
-    def closed(self, run_id: str, *fields: Any) -> None:
-        self.enqueue(run_id, CLOSED, _encoder.encode(closed(run_id, *fields)))
-
-
-OPENED, STAGE, CLOSED = 1, 2, 3  # the tags of `WireOpened`, `WireStage`, `WireClosed`
 
 
 def _error_fields(error: APIError | StoredError | None) -> StoredError | None:

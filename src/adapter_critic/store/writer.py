@@ -45,7 +45,6 @@ from .wire import (
     ack_frame,
     body_decoder,
     head_decoder,
-    one_decoder,
 )
 
 
@@ -59,11 +58,6 @@ def off_the_servers_cores() -> None:
     if others:
         with contextlib.suppress(OSError):
             os.sched_setaffinity(0, others)
-
-
-def rebuilt(data: bytes) -> Record:
-    """One record `wire.encode` (or `wire.Encoding`) made, rebuilt: for a store whose writer process was given up."""
-    return _record(one_decoder.decode(data))
 
 
 def records(wires: Sequence[Wire]) -> list[Record]:
