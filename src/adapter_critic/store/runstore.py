@@ -40,6 +40,7 @@ from .feedback import FeedbackNotKept
 from .recorder import FeedbackGiven, Record, RunClosed, RunOpened
 from .records import EVERY_RUN, Feedback, RunDetail, RunPage, RunQuery, RunsOf, RunSummary, StoredStage
 from .writerprocess import WriterDied, WriterProcess, WriterUnavailable
+from .writes import urgent
 
 logger = logging.getLogger("adapter_critic")
 
@@ -284,7 +285,7 @@ class RunStore:
         try:
             if batch:
                 backlog = len(self._queue) / self.queue_size  # what waits behind this batch
-                if self.process is not None and await self._sent(batch, encoded):
+                if self.process is not None and await self._sent(batch, encoded, urgent(len(batch), backlog)):
                     return
                 await self.database.write(batch, self.instance, Cleaner(self.secrets()), backlog=backlog)
         except WriterDied:  # logged by `WriterProcess`
@@ -299,12 +300,12 @@ class RunStore:
             written, self._written = self._written, asyncio.Event()
             written.set()
 
-    async def _sent(self, batch: Sequence[Record], encoded: list[bytes]) -> bool:
+    async def _sent(self, batch: Sequence[Record], encoded: list[bytes], hurry: bool) -> bool:
         """Write a batch through the writer process; False when there is none to be had (the batch is written here,
         and so are the next ones). A batch the writer could not write raises as a write here does."""
         assert self.process is not None
         self._seq += 1
-        frame = wire.frame(self._seq, self.instance, self.secrets(), encoded)
+        frame = wire.frame(self._seq, self.instance, self.secrets(), encoded, hurry)
         try:
             error = await self.process.write(frame, self._seq, len(batch))
         except WriterUnavailable:

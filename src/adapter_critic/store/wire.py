@@ -12,7 +12,7 @@ error as the client got it (`rows.error_fields`). Values that may hold JSON kept
 `intermediate`, a cached answer) go as JSON text, which msgpack cannot mistake for its own.
 
 A frame is its header's length and its body's (`HEAD`), the header (`Head`: its sequence number, the store's
-instance and the batch's secrets — keys may rotate) and the body: a msgpack
+instance, the batch's secrets — keys may rotate — and whether the queue backs up behind it) and the body: a msgpack
 array of the encoded records. The writer answers each frame with an `Ack`.
 """
 
@@ -41,6 +41,7 @@ class Head(msgspec.Struct, array_like=True):
     seq: int
     instance: str
     secrets: list[str]
+    urgent: bool = False  # the store's queue is backing up (`writes.urgent`): the writer takes every core it may
 
 
 class Ack(msgspec.Struct, array_like=True):
@@ -277,9 +278,9 @@ def _finished(finished: StageFinished) -> WireFinished:
     )
 
 
-def frame(seq: int, instance: str, secrets: Sequence[str], records: Sequence[bytes]) -> bytes:
+def frame(seq: int, instance: str, secrets: Sequence[str], records: Sequence[bytes], urgent: bool = False) -> bytes:
     """One batch's frame: its header and its records (each `encode`d) as one msgpack array."""
-    head = _encoder.encode(Head(seq, instance, list(secrets)))
+    head = _encoder.encode(Head(seq, instance, list(secrets), urgent))
     count = len(records)
     if count < 16:
         array = bytes((0x90 | count,))

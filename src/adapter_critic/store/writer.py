@@ -9,9 +9,9 @@ standard output (`wire.Ack`) once it is written or has failed.
 It exits when its input ends — the server closed the store, or is gone — after the batch it has, so it never
 outlives the server. It ignores SIGINT and SIGTERM, which a terminal or a service manager sends to every process
 of the server's group at once: the server closes the store (which drains the queue into this process) first.
-It runs at the lowest priority (`sqlitefile.WRITER_NICE`, which the server sends it), and when the server is pinned
-to some of the machine's cores (`taskset`, a cpuset), on the others (`off_the_servers_cores`): the rows and the
-write do not take the server's core, nor the time of what else runs on the others while it has work.
+It runs at the lowest priority (`sqlitefile.WRITER_NICE`, which the server sends it) on the server's cores, and on
+every core while the server's queue backs up (`Placement`): the rows and the write take neither the server's
+interpreter nor its core's time while the server has work.
 """
 
 from __future__ import annotations
@@ -48,16 +48,23 @@ from .wire import (
 )
 
 
-def off_the_servers_cores() -> None:
-    """Run on the cores the server (this process's parent, whose affinity it inherited) is not pinned to, when it
-    is pinned to some; else where it is. Where that is not allowed (a cpuset), nothing changes."""
-    if not hasattr(os, "sched_getaffinity"):
-        return
-    own = os.sched_getaffinity(0)
-    others = set(range(os.cpu_count() or 1)) - own
-    if others:
-        with contextlib.suppress(OSError):
-            os.sched_setaffinity(0, others)
+class Placement:
+    """Where the writer runs: on the server's own cores (inherited), at the lowest priority, where the server takes
+    the core back whenever it has work; and, while the server's queue backs up (`wire.Head.urgent`), on every core
+    it may use, where it takes what the other cores leave too. A core the server keeps busy leaves the writer too
+    little to keep up; a core of its own would take time from whatever else runs there (on a benchmark's machine,
+    the model server and the clients of the requests)."""
+
+    def __init__(self) -> None:
+        self.home = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
+        self.wide = False
+
+    def urgent(self, wide: bool) -> None:
+        if wide == self.wide or not self.home:
+            return
+        self.wide = wide
+        with contextlib.suppress(OSError):  # a core outside this process's cpuset
+            os.sched_setaffinity(0, set(range(os.cpu_count() or 1)) if wide else self.home)
 
 
 def records(wires: Sequence[Wire]) -> list[Record]:
@@ -195,6 +202,7 @@ async def serve(out: BinaryIO) -> None:
         with contextlib.suppress(OSError):
             os.nice(nice)
     database = Database(url)
+    placement = Placement()
     try:
         while True:
             try:
@@ -203,6 +211,7 @@ async def serve(out: BinaryIO) -> None:
                 body = await reader.readexactly(body_length)
             except asyncio.IncompleteReadError:
                 return  # the server closed the store, or is gone
+            placement.urgent(head.urgent)
             error = None
             try:
                 batch = records(body_decoder.decode(body))
@@ -217,7 +226,6 @@ async def serve(out: BinaryIO) -> None:
 def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    off_the_servers_cores()
     # Acks go to the pipe the server reads; anything else printed goes to the server's standard error.
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
