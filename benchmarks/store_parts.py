@@ -4,8 +4,8 @@ to see where recording's cost goes in a server under load (`python -m benchmarks
 - `recorder`: each run's recorder makes its records, and the store drops them at its queue;
 - `queued`: the records are queued and taken in batches by the writer, then dropped: no rows, no SQLite;
 - `rows`: each batch is turned into rows (encoded, every secret masked), and not written;
-- `sent`: each record is encoded as it is queued and each batch's frame made (`store.wire`), and neither sent to the
-  writer process nor written (the store's `writer = "process"`; the two above cut the inline writer).
+- `sent`: each record is encoded as it is queued and each batch's frame head made (`store.wire`), and neither sent
+  to the writer process nor written (the store's `writer = "process"`; the two above cut the inline writer).
 
 The store is otherwise the server's own (started, its upkeep running); each cut is the one method that does that
 part, replaced in this process only. Without `STORE_PART` this is plain uvicorn. `SWITCH_INTERVAL` (seconds) sets
@@ -54,7 +54,7 @@ async def _rows_only(self: SqliteFile, rows: BatchRows, *, urgent: bool = False)
     return None
 
 
-async def _not_sent(self: WriterProcess, frame: bytes, seq: int, records: int) -> str | None:  # frame made, not sent
+async def _not_sent(self: WriterProcess, head: bytes, records: Sequence[bytes], seq: int) -> str | None:  # not sent
     return None
 
 

@@ -22,6 +22,7 @@ from adapter_critic.core import Answer, Usage
 from adapter_critic.errors import APIError, UpstreamError
 from adapter_critic.events import Attempt, Cost, StageFinished
 from adapter_critic.redact import Secrets
+from adapter_critic.store import writer
 from adapter_critic.store.database import Database, engine_url
 from adapter_critic.store.recorder import CachePut, FeedbackGiven, Record, RunClosed, RunOpened, StageDone
 from adapter_critic.store.runstore import RunStore
@@ -91,10 +92,10 @@ async def test_the_writer_process_writes_the_rows_the_server_would_have(
     records: list[Record] = []
     made.enqueue = records.append  # type: ignore[method-assign]
     _every_kind(made)  # the same records (and times) for both
-    for url, writer in ((store_url, "process"), (inline_url, "inline")):
-        store = RunStore(Database(url), secrets=secrets, writer=writer)  # type: ignore[arg-type]
+    for url, kind in ((store_url, "process"), (inline_url, "inline")):
+        store = RunStore(Database(url), secrets=secrets, writer=kind)  # type: ignore[arg-type]
         await store.start()
-        assert (store.process is not None) == (writer == "process")
+        assert (store.process is not None) == (kind == "process")
         for record in records:
             store.enqueue(record)
         await store.flush()
@@ -295,7 +296,7 @@ async def test_a_writer_that_cannot_start_leaves_the_writing_to_the_server(
 
 
 def test_a_frame_is_one_write_of_many_records() -> None:
-    from adapter_critic.store import wire, writer
+    from adapter_critic.store import wire
 
     records: list[Record] = []
     store = RunStore(Database("sqlite:///:memory:"))
@@ -311,3 +312,20 @@ def test_a_frame_is_one_write_of_many_records() -> None:
     assert len(body) == 6 and len(frame) == wire.HEAD.size + head_length + body_length
     rebuilt = writer.records(body)
     assert [type(r).__name__ for r in rebuilt] == [type(r).__name__ for r in records]
+
+
+def test_the_writer_leaves_the_servers_cores_only_while_the_queue_backs_up() -> None:
+    own = os.sched_getaffinity(0)
+    if len(own) < 2:
+        pytest.skip("one core: nowhere else to go")
+    try:
+        os.sched_setaffinity(0, {min(own)})  # as a server pinned to one core, whose affinity the writer inherits
+        placement = writer.Placement()
+        placement.begin(True)
+        assert os.sched_getaffinity(0) >= own  # every core it may use
+        placement.end()
+        placement.begin(False)
+        assert os.sched_getaffinity(0) == {min(own)}
+        placement.end()
+    finally:
+        os.sched_setaffinity(0, own)

@@ -305,9 +305,9 @@ class RunStore:
         and so are the next ones). A batch the writer could not write raises as a write here does."""
         assert self.process is not None
         self._seq += 1
-        frame = wire.frame(self._seq, self.instance, self.secrets(), encoded, hurry)
+        head = wire.frame_head(self._seq, self.instance, self.secrets(), encoded, hurry)
         try:
-            error = await self.process.write(frame, self._seq, len(batch))
+            error = await self.process.write(head, encoded, self._seq)
         except WriterUnavailable:
             self.process = None
             self._encoded.clear()

@@ -278,8 +278,11 @@ def _finished(finished: StageFinished) -> WireFinished:
     )
 
 
-def frame(seq: int, instance: str, secrets: Sequence[str], records: Sequence[bytes], urgent: bool = False) -> bytes:
-    """One batch's frame: its header and its records (each `encode`d) as one msgpack array."""
+def frame_head(
+    seq: int, instance: str, secrets: Sequence[str], records: Sequence[bytes], urgent: bool = False
+) -> bytes:
+    """What a batch's frame begins with: the lengths (`HEAD`), its header, and the msgpack array header of its
+    records (each `encode`d), which follow it as they are."""
     head = _encoder.encode(Head(seq, instance, list(secrets), urgent))
     count = len(records)
     if count < 16:
@@ -288,8 +291,12 @@ def frame(seq: int, instance: str, secrets: Sequence[str], records: Sequence[byt
         array = b"\xdc" + count.to_bytes(2, "big")
     else:
         array = b"\xdd" + count.to_bytes(4, "big")
-    body_length = len(array) + sum(map(len, records))
-    return b"".join((HEAD.pack(len(head), body_length), head, array, *records))  # one copy of the records
+    return HEAD.pack(len(head), len(array) + sum(map(len, records))) + head + array
+
+
+def frame(seq: int, instance: str, secrets: Sequence[str], records: Sequence[bytes], urgent: bool = False) -> bytes:
+    """One batch's frame, whole: `frame_head` and its records."""
+    return frame_head(seq, instance, secrets, records, urgent) + b"".join(records)
 
 
 def url_frame(url: str, nice: int) -> bytes:

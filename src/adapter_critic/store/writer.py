@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import threading
 from collections.abc import Sequence
 from typing import Any, BinaryIO, cast
 
@@ -47,24 +48,54 @@ from .wire import (
     head_decoder,
 )
 
+STUCK_SECONDS = 0.05  # a batch written at home this long moves to every core (`Placement`)
+
 
 class Placement:
     """Where the writer runs: on the server's own cores (inherited), at the lowest priority, where the server takes
-    the core back whenever it has work; and, while the server's queue backs up (`wire.Head.urgent`), on every core
-    it may use, where it takes what the other cores leave too. A core the server keeps busy leaves the writer too
-    little to keep up; a core of its own would take time from whatever else runs there (on a benchmark's machine,
-    the model server and the clients of the requests)."""
+    the core back whenever it has work; and on every core it may use while the server's queue backs up
+    (`wire.Head.urgent`), or once a batch has taken `STUCK_SECONDS` at home — a core the server keeps busy leaves
+    the writer next to nothing — until the next batch that is not urgent. A core of its own would take time from
+    whatever else runs there: on a benchmark's machine, the model server and the clients, on every request's path.
+
+    A thread of its own, free to run on any core, watches the batches written at home (`begin`, `end`)."""
 
     def __init__(self) -> None:
         self.home = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
+        self.every = set(range(os.cpu_count() or 1))
         self.wide = False
+        self._thread = threading.get_native_id()  # the writing thread's (this one's)
+        self._lock = threading.Lock()
+        self._begun, self._ended = threading.Event(), threading.Event()
+        if self.home and self.home != self.every:
+            threading.Thread(target=self._watch, name="adapter-critic-store-watch", daemon=True).start()
 
-    def urgent(self, wide: bool) -> None:
-        if wide == self.wide or not self.home:
-            return
-        self.wide = wide
-        with contextlib.suppress(OSError):  # a core outside this process's cpuset
-            os.sched_setaffinity(0, set(range(os.cpu_count() or 1)) if wide else self.home)
+    def begin(self, urgent: bool) -> None:
+        """A batch begins: `urgent`, it is written on every core; else at home, watched."""
+        self._place(urgent)
+        if not urgent:
+            self._ended.clear()
+            self._begun.set()
+
+    def end(self) -> None:
+        self._ended.set()
+
+    def _watch(self) -> None:
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(0, self.every)  # this thread: never stuck behind the server itself
+        while True:
+            self._begun.wait()
+            self._begun.clear()
+            if not self._ended.wait(STUCK_SECONDS):
+                self._place(True)
+
+    def _place(self, wide: bool) -> None:
+        with self._lock:
+            if wide == self.wide or not self.home:
+                return
+            self.wide = wide
+            with contextlib.suppress(OSError):  # a core outside this process's cpuset
+                os.sched_setaffinity(self._thread, self.every if wide else self.home)
 
 
 def records(wires: Sequence[Wire]) -> list[Record]:
@@ -211,13 +242,15 @@ async def serve(out: BinaryIO) -> None:
                 body = await reader.readexactly(body_length)
             except asyncio.IncompleteReadError:
                 return  # the server closed the store, or is gone
-            placement.urgent(head.urgent)
+            placement.begin(head.urgent)
             error = None
             try:
                 batch = records(body_decoder.decode(body))
                 await database.write_now(batch, head.instance, Cleaner(head.secrets))
             except Exception as exc:  # the server counts the batch as failed and logs why
                 error = _reason(exc)
+            finally:
+                placement.end()
             _answer(out, Ack(head.seq, error))
     finally:
         await database.aclose()
