@@ -54,7 +54,7 @@ async def _rows_only(self: SqliteFile, rows: BatchRows, *, urgent: bool = False)
     return None
 
 
-async def _not_sent(self: WriterProcess, head: bytes, records: Sequence[bytes], seq: int) -> str | None:  # not sent
+async def _not_sent(self: WriterProcess, head: bytes, records: Sequence[bytes], seq: int, hurry: bool = False) -> None:
     return None
 
 

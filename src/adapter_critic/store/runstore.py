@@ -307,7 +307,7 @@ class RunStore:
         self._seq += 1
         head = wire.frame_head(self._seq, self.instance, self.secrets(), encoded, hurry)
         try:
-            error = await self.process.write(head, encoded, self._seq)
+            error = await self.process.write(head, encoded, self._seq, hurry)
         except WriterUnavailable:
             self.process = None
             self._encoded.clear()

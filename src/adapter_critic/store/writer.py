@@ -10,7 +10,7 @@ It exits when its input ends — the server closed the store, or is gone — aft
 outlives the server. It ignores SIGINT and SIGTERM, which a terminal or a service manager sends to every process
 of the server's group at once: the server closes the store (which drains the queue into this process) first.
 It runs at the lowest priority (`sqlitefile.WRITER_NICE`, which the server sends it) on the server's cores, and on
-every core while the server's queue backs up (`Placement`): the rows and the write take neither the server's
+the others while the server's queue backs up (`Placement`): the rows and the write take neither the server's
 interpreter nor its core's time while the server has work.
 """
 
@@ -53,21 +53,24 @@ STUCK_SECONDS = 0.05  # a batch written at home this long moves to every core (`
 
 class Placement:
     """Where the writer runs: on the server's own cores (inherited), at the lowest priority, where the server takes
-    the core back whenever it has work; and on every core it may use while the server's queue backs up
+    the core back whenever it has work; and on the other cores while the server's queue backs up
     (`wire.Head.urgent`), or once a batch has taken `STUCK_SECONDS` at home — a core the server keeps busy leaves
-    the writer next to nothing — until the next batch that is not urgent. A core of its own would take time from
+    the writer next to nothing — until the next batch that is not urgent. Always there, it would take time from
     whatever else runs there: on a benchmark's machine, the model server and the clients, on every request's path.
 
     A thread of its own, free to run on any core, watches the batches written at home (`begin`, `end`)."""
 
     def __init__(self) -> None:
         self.home = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
-        self.every = set(range(os.cpu_count() or 1))
+        every = set(range(os.cpu_count() or 1))
+        # Where it goes when it must: the other cores, where there are (on the server's own, at this priority, the
+        # scheduler may leave it next to nothing of a core the server keeps busy).
+        self.away = every - self.home or every
         self.wide = False
         self._thread = threading.get_native_id()  # the writing thread's (this one's)
         self._lock = threading.Lock()
         self._begun, self._ended = threading.Event(), threading.Event()
-        if self.home and self.home != self.every:
+        if self.home and self.home != self.away:
             threading.Thread(target=self._watch, name="adapter-critic-store-watch", daemon=True).start()
 
     def begin(self, urgent: bool) -> None:
@@ -82,7 +85,7 @@ class Placement:
 
     def _watch(self) -> None:
         with contextlib.suppress(OSError):
-            os.sched_setaffinity(0, self.every)  # this thread: never stuck behind the server itself
+            os.sched_setaffinity(0, self.away)  # this thread: never stuck behind the server itself
         while True:
             self._begun.wait()
             self._begun.clear()
@@ -95,7 +98,7 @@ class Placement:
                 return
             self.wide = wide
             with contextlib.suppress(OSError):  # a core outside this process's cpuset
-                os.sched_setaffinity(self._thread, self.every if wide else self.home)
+                os.sched_setaffinity(self._thread, self.away if wide else self.home)
 
 
 def records(wires: Sequence[Wire]) -> list[Record]:

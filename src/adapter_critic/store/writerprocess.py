@@ -106,17 +106,18 @@ class WriterProcess:
         self._process, self.pid, self._answered = process, process.pid, False
         return process
 
-    async def write(self, head: bytes, records: Sequence[bytes], seq: int) -> str | None:
+    async def write(self, head: bytes, records: Sequence[bytes], seq: int, hurry: bool = False) -> str | None:
         """Send a batch's frame (`wire.frame_head`, then its encoded records) and wait for its answer: None when it is
         written, why not when the writer could not write it. `WriterDied` when the writer died with it,
         `WriterUnavailable` when none can be started. Once sent, a batch is waited for even if the caller is
-        cancelled (the next one waits behind it)."""
+        cancelled (the next one waits behind it). `hurry`: the queue backs up (`writes.urgent`), so the frame is
+        written in one go, not in pieces between which a busy event loop's turn would make every piece wait."""
         async with self._one:
             with anyio.CancelScope(shield=True):
-                error = await self._write(head, records, seq)
+                error = await self._write(head, records, seq, hurry)
         return error
 
-    async def _write(self, head: bytes, records: Sequence[bytes], seq: int) -> str | None:
+    async def _write(self, head: bytes, records: Sequence[bytes], seq: int, hurry: bool) -> str | None:
         process = self._process
         if process is not None and (process.returncode is not None or _at_eof(process)):
             await self._gone(process, 0)  # it died between batches: nothing of this batch is lost
@@ -127,7 +128,7 @@ class WriterProcess:
             process = await self._start()
         assert process.stdin is not None and process.stdout is not None
         with contextlib.suppress(ConnectionError):  # it died: its answer will not come
-            await _send(process.stdin, head, records)
+            await _send(process.stdin, head, records, PIPE_BYTES if hurry else PIECE_BYTES)
         while True:
             try:
                 length, _ = HEAD.unpack(await process.stdout.readexactly(HEAD.size))
@@ -184,8 +185,8 @@ class WriterProcess:
                 await process.wait()
 
 
-async def _send(pipe: asyncio.StreamWriter, head: bytes, records: Sequence[bytes]) -> None:
-    """A frame written a piece at a time (`PIECE_BYTES` of records, joined), the event loop free to serve requests
+async def _send(pipe: asyncio.StreamWriter, head: bytes, records: Sequence[bytes], piece: int) -> None:
+    """A frame written a piece at a time (`piece` bytes of records, joined), the event loop free to serve requests
     between two pieces: a batch of a busy second, written and copied in one go, held the loop for a fraction of a
     millisecond, a tail for every request ready meanwhile."""
     part = [head]
@@ -193,7 +194,7 @@ async def _send(pipe: asyncio.StreamWriter, head: bytes, records: Sequence[bytes
     for record in records:
         part.append(record)
         size += len(record)
-        if size >= PIECE_BYTES:
+        if size >= piece:
             pipe.write(b"".join(part))
             part, size = [], 0
             await pipe.drain()  # waits while the pipe is full
