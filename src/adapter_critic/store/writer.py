@@ -48,7 +48,7 @@ from .wire import (
     head_decoder,
 )
 
-STUCK_SECONDS = 0.05  # a batch written at home this long moves to every core (`Placement`)
+STUCK_SECONDS = 0.05  # a batch written at home this long moves to the other cores (`Placement`)
 
 
 class Placement:
@@ -58,7 +58,7 @@ class Placement:
     the writer next to nothing — until the next batch that is not urgent. Always there, it would take time from
     whatever else runs there: on a benchmark's machine, the model server and the clients, on every request's path.
 
-    A thread of its own, free to run on any core, watches the batches written at home (`begin`, `end`)."""
+    A thread of its own, on the other cores, watches the batches written at home (`begin`, `end`)."""
 
     def __init__(self) -> None:
         self.home = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
@@ -74,7 +74,7 @@ class Placement:
             threading.Thread(target=self._watch, name="adapter-critic-store-watch", daemon=True).start()
 
     def begin(self, urgent: bool) -> None:
-        """A batch begins: `urgent`, it is written on every core; else at home, watched."""
+        """A batch begins: `urgent`, it is written on the other cores; else at home, watched."""
         self._place(urgent)
         if not urgent:
             self._ended.clear()
