@@ -60,8 +60,11 @@ def _exit_reason(code: int | None) -> str:
     if code is None:
         return "closed its pipe"
     if code < 0:
-        with_name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
-        return f"was killed by {with_name}"
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"was killed by {name}"
     return f"exited with status {code}"
 
 
@@ -98,9 +101,8 @@ class WriterProcess:
         if sys.platform == "linux" and pipe is not None:
             import fcntl
 
-            with contextlib.suppress(
-                OSError, ValueError
-            ):  # more than the 64 KiB of a pipe: a batch in a write or a few
+            # More than a pipe's 64 KiB: a batch in a write or a few (a pipe already closed: the writer died).
+            with contextlib.suppress(OSError, ValueError):
                 fcntl.fcntl(pipe.fileno(), _F_SETPIPE_SZ, PIPE_BYTES)
         process.stdin.write(url_frame(self.url, sqlitefile.WRITER_NICE))
         self._process, self.pid, self._answered = process, process.pid, False
