@@ -314,18 +314,13 @@ def test_a_frame_is_one_write_of_many_records() -> None:
     assert [type(r).__name__ for r in rebuilt] == [type(r).__name__ for r in records]
 
 
-def test_the_writer_leaves_the_servers_cores_only_while_the_queue_backs_up() -> None:
+def test_the_writer_runs_on_the_cores_the_server_is_not_pinned_to() -> None:
     own = os.sched_getaffinity(0)
     if len(own) < 2:
         pytest.skip("one core: nowhere else to go")
     try:
         os.sched_setaffinity(0, {min(own)})  # as a server pinned to one core, whose affinity the writer inherits
-        placement = writer.Placement()
-        placement.begin(True)
-        assert os.sched_getaffinity(0) == own - {min(own)}  # the others
-        placement.end()
-        placement.begin(False)
-        assert os.sched_getaffinity(0) == {min(own)}
-        placement.end()
+        writer.off_the_servers_cores()
+        assert os.sched_getaffinity(0) == own - {min(own)}
     finally:
         os.sched_setaffinity(0, own)

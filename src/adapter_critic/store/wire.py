@@ -41,7 +41,7 @@ class Head(msgspec.Struct, array_like=True):
     seq: int
     instance: str
     secrets: list[str]
-    urgent: bool = False  # the store's queue is backing up (`writes.urgent`): the writer moves to other cores
+    urgent: bool = False  # the store's queue is backing up (`writes.urgent`): the frame was written in one go
 
 
 class Ack(msgspec.Struct, array_like=True):

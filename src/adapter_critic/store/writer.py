@@ -9,9 +9,10 @@ standard output (`wire.Ack`) once it is written or has failed.
 It exits when its input ends — the server closed the store, or is gone — after the batch it has, so it never
 outlives the server. It ignores SIGINT and SIGTERM, which a terminal or a service manager sends to every process
 of the server's group at once: the server closes the store (which drains the queue into this process) first.
-It runs at the lowest priority (`sqlitefile.WRITER_NICE`, which the server sends it) on the server's cores, and on
-the others while the server's queue backs up (`Placement`): the rows and the write take neither the server's
-interpreter nor its core's time while the server has work.
+It runs at the lowest priority (`sqlitefile.WRITER_NICE`, which the server sends it), and when the server is pinned
+to some of the machine's cores (`taskset`, a cpuset), on the others (`off_the_servers_cores`): the rows and the
+write take neither the server's interpreter nor its core. (At home on the server's cores, moved to the others only
+when the queue backed up, it kept a saturated server's queue from draining: `benchmarks/README.md`.)
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import threading
 from collections.abc import Sequence
 from typing import Any, BinaryIO, cast
 
@@ -48,57 +48,17 @@ from .wire import (
     head_decoder,
 )
 
-STUCK_SECONDS = 0.05  # a batch written at home this long moves to the other cores (`Placement`)
 
-
-class Placement:
-    """Where the writer runs: on the server's own cores (inherited), at the lowest priority, where the server takes
-    the core back whenever it has work; and on the other cores while the server's queue backs up
-    (`wire.Head.urgent`), or once a batch has taken `STUCK_SECONDS` at home — a core the server keeps busy leaves
-    the writer next to nothing — until the next batch that is not urgent. Always there, it would take time from
-    whatever else runs there: on a benchmark's machine, the model server and the clients, on every request's path.
-
-    A thread of its own, on the other cores, watches the batches written at home (`begin`, `end`)."""
-
-    def __init__(self) -> None:
-        self.home = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
-        every = set(range(os.cpu_count() or 1))
-        # Where it goes when it must: the other cores, where there are (on the server's own, at this priority, the
-        # scheduler may leave it next to nothing of a core the server keeps busy).
-        self.away = every - self.home or every
-        self.wide = False
-        self._thread = threading.get_native_id()  # the writing thread's (this one's)
-        self._lock = threading.Lock()
-        self._begun, self._ended = threading.Event(), threading.Event()
-        if self.home and self.home != self.away:
-            threading.Thread(target=self._watch, name="adapter-critic-store-watch", daemon=True).start()
-
-    def begin(self, urgent: bool) -> None:
-        """A batch begins: `urgent`, it is written on the other cores; else at home, watched."""
-        self._place(urgent)
-        if not urgent:
-            self._ended.clear()
-            self._begun.set()
-
-    def end(self) -> None:
-        self._ended.set()
-
-    def _watch(self) -> None:
+def off_the_servers_cores() -> None:
+    """Run on the cores the server (this process's parent, whose affinity it inherited) is not pinned to, when it is
+    pinned to some; else where it is. Where that is not allowed (a cpuset), nothing changes."""
+    if not hasattr(os, "sched_getaffinity"):
+        return
+    own = os.sched_getaffinity(0)
+    others = set(range(os.cpu_count() or 1)) - own
+    if others:
         with contextlib.suppress(OSError):
-            os.sched_setaffinity(0, self.away)  # this thread: never stuck behind the server itself
-        while True:
-            self._begun.wait()
-            self._begun.clear()
-            if not self._ended.wait(STUCK_SECONDS):
-                self._place(True)
-
-    def _place(self, wide: bool) -> None:
-        with self._lock:
-            if wide == self.wide or not self.home:
-                return
-            self.wide = wide
-            with contextlib.suppress(OSError):  # a core outside this process's cpuset
-                os.sched_setaffinity(self._thread, self.away if wide else self.home)
+            os.sched_setaffinity(0, others)
 
 
 def records(wires: Sequence[Wire]) -> list[Record]:
@@ -236,7 +196,6 @@ async def serve(out: BinaryIO) -> None:
         with contextlib.suppress(OSError):
             os.nice(nice)
     database = Database(url)
-    placement = Placement()
     try:
         while True:
             try:
@@ -245,15 +204,12 @@ async def serve(out: BinaryIO) -> None:
                 body = await reader.readexactly(body_length)
             except asyncio.IncompleteReadError:
                 return  # the server closed the store, or is gone
-            placement.begin(head.urgent)
             error = None
             try:
                 batch = records(body_decoder.decode(body))
                 await database.write_now(batch, head.instance, Cleaner(head.secrets))
             except Exception as exc:  # the server counts the batch as failed and logs why
                 error = _reason(exc)
-            finally:
-                placement.end()
             _answer(out, Ack(head.seq, error))
     finally:
         await database.aclose()
@@ -262,6 +218,7 @@ async def serve(out: BinaryIO) -> None:
 def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    off_the_servers_cores()
     # Acks go to the pipe the server reads; anything else printed goes to the server's standard error.
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
