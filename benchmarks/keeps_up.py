@@ -5,7 +5,8 @@ server, SQLite store at capture `full`, metrics on, pinned as in `run.py`) given
 in one go (60,000 by default: half a minute with the core saturated, far more than the store's queue of 10,000
 records holds). Prints how many requests were answered, how many runs the store holds once the server has stopped
 (its queue drained), and `adapter_critic_store_dropped_records_total`: a store that keeps up drops none.
-`--writer-nice N` sets the writer thread's priority for the comparison (`store.sqlitefile.WRITER_NICE`).
+The store writes through its writer process (`store.writer`, the default); `--writer inline` writes in the
+server's process instead, and `--writer-nice N` sets that writer thread's priority (`store.sqlitefile.WRITER_NICE`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ DROPPED = "adapter_critic_store_dropped_records_total"
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=60_000)
+    parser.add_argument("--writer", choices=("process", "inline"), default="process", help="the store's `writer`")
     parser.add_argument("--writer-nice", type=int, help="the SQLite writer thread's nice value over the server's")
     args = parser.parse_args()
     proxy, other = procs.cpu_layout()
@@ -51,7 +53,7 @@ def main() -> None:
         database = workdir / "runs.sqlite3"
         config = workdir / "config.json"
         product = run.product_config(f"http://127.0.0.1:{mock.port}/v1")
-        store = {"url": f"sqlite:///{database}"}
+        store = {"url": f"sqlite:///{database}", "writer": args.writer}
         config.write_text(json.dumps({**product, "store": store, "telemetry": {"metrics": True}}))
         env = {"ADAPTER_CRITIC_CONFIG": str(config), "ADAPTER_CRITIC_STORE": ""}
         if args.writer_nice is not None:
@@ -73,7 +75,7 @@ def main() -> None:
         with contextlib.closing(sqlite3.connect(database)) as conn:
             stored = conn.execute("SELECT count(*) FROM runs").fetchone()[0]
     print(f"{done['requests']:.0f} requests at concurrency 16 in {seconds:.1f} s; runs stored: {stored}; "
-          f"records dropped: {dropped:.0f}")  # fmt: skip
+          f"records dropped: {dropped:.0f} (writer: {args.writer})")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -83,6 +83,13 @@ def cpu_seconds(pid: int) -> float:
     return total
 
 
+def own_cpu_seconds(pid: int) -> float:
+    """utime + stime of the process alone (all its threads, not its child processes: a store's writer process)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
 def cpu_split(pid: int) -> tuple[float, float]:
     """(utime, stime) of the whole process (all threads) and of its live child processes, in seconds: the time its
     own code ran and the time the kernel ran for it (its syscalls: reads, writes, polls)."""

@@ -9,7 +9,10 @@ that grows to 30,000 runs (3,000 with `--quick`):
 - `rows + write`: that and the batch written (`Database.write`: the standard library's `sqlite3` on a worker
   thread for a file; its CPU is counted);
 - `rows + write, async engine`: the same rows through SQLAlchemy's async engine over aiosqlite, as PostgreSQL and
-  an in-memory SQLite store write theirs.
+  an in-memory SQLite store write theirs;
+- `encoded (server)`: what a server whose store has a writer process does with a batch's records: each encoded
+  (`store.wire.encode`, as it is queued) and the batch's frame made;
+- `rebuilt (writer)`: what the writer process does before the rows: the frame's records decoded and rebuilt.
 Each figure is CPU µs per run (process time, every thread), the median and the best over the batches after the
 first tenth (the file growing meanwhile); and the file's size at the end, in bytes per run. No server and no
 network: the figures are what a run costs the store itself; `benchmarks/store.py` measures it in a server under
@@ -31,6 +34,7 @@ from adapter_critic.core import Answer, Usage
 from adapter_critic.events import Attempt, RunFinished, RunRecord, RunStarted, StageFinished, StageStarted
 from adapter_critic.ids import new_id
 from adapter_critic.request.decode import decode_request
+from adapter_critic.store import wire, writer
 from adapter_critic.store.cleaning import Cleaner
 from adapter_critic.store.database import Database
 from adapter_critic.store.recorder import Record, RunRecorder
@@ -78,7 +82,10 @@ def _per_run(started: float) -> float:
 
 
 async def measure(runs: int) -> dict[str, Any]:
-    figures: dict[str, list[float]] = {"recorder": [], "rows": [], "rows + write": [], "rows + write, async engine": []}
+    figures: dict[str, list[float]] = {
+        "recorder": [], "rows": [], "rows + write": [], "rows + write, async engine": [],
+        "encoded (server)": [], "rebuilt (writer)": [],
+    }  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="adapter-critic-recording-") as tmp:
         databases = {name: Database(f"sqlite:///{Path(tmp) / f'{name}.sqlite3'}") for name in ("file", "engine")}
         for database in databases.values():
@@ -102,6 +109,14 @@ async def measure(runs: int) -> dict[str, Any]:
                 async with engine.execution_options(writes=True).begin() as conn:
                     await write_async(conn, rows, statements(engine.dialect))
                 figures["rows + write, async engine"].append(_per_run(started))
+                started = time.process_time()
+                encoded = [wire.encode(record) for record in batches[1]]
+                frame = wire.frame(1, "bench", [], encoded)
+                figures["encoded (server)"].append(_per_run(started))
+                started = time.process_time()
+                head_length, _ = wire.HEAD.unpack(frame[: wire.HEAD.size])
+                writer.records(wire.body_decoder.decode(frame[wire.HEAD.size + head_length :]))
+                figures["rebuilt (writer)"].append(_per_run(started))
         finally:
             for database in databases.values():
                 await database.aclose()

@@ -60,6 +60,7 @@ from benchmarks.procs import (  # noqa: E402
     cpu_layout,
     cpu_seconds,
     cpu_seconds_precise,
+    own_cpu_seconds,
     pin,
     post,
     python_path,
@@ -160,13 +161,14 @@ class Load:
 
 def measure(target: Target, load: Load, sizes: Sizes) -> dict[str, float]:
     server = target.server
-    cpu0, precise0 = cpu_seconds(server.pid), cpu_seconds_precise(server.pid)
+    cpu0, precise0, own0 = cpu_seconds(server.pid), cpu_seconds_precise(server.pid), own_cpu_seconds(server.pid)
     busy = load.batch(server.port, target.body, sizes.batch, 16)
     time.sleep(0.05)  # let it finish the requests wrk abandoned at the end of the batch
-    cpu1, precise1 = cpu_seconds(server.pid), cpu_seconds_precise(server.pid)
+    cpu1, precise1, own1 = cpu_seconds(server.pid), cpu_seconds_precise(server.pid), own_cpu_seconds(server.pid)
     served = busy["requests"]
     row = {
-        "cpu_us": (cpu1 - cpu0) / served * 1e6,
+        "cpu_us": (cpu1 - cpu0) / served * 1e6,  # its child processes' (a store's writer process) included
+        "cpu_own_us": (own1 - own0) / served * 1e6,  # the server's process alone
         "cpu_us_schedstat": (precise1 - precise0) / served * 1e6,
         "rps": served / busy["seconds"],
         "p99_c16_us": busy["p99_us"],

@@ -3,7 +3,9 @@ to see where recording's cost goes in a server under load (`python -m benchmarks
 
 - `recorder`: each run's recorder makes its records, and the store drops them at its queue;
 - `queued`: the records are queued and taken in batches by the writer, then dropped: no rows, no SQLite;
-- `rows`: each batch is turned into rows (encoded, every secret masked), and not written.
+- `rows`: each batch is turned into rows (encoded, every secret masked), and not written;
+- `sent`: each record is encoded as it is queued and each batch's frame head made (`store.wire`), and neither sent
+  to the writer process nor written (the store's `writer = "process"`; the two above cut the inline writer).
 
 The store is otherwise the server's own (started, its upkeep running); each cut is the one method that does that
 part, replaced in this process only. Without `STORE_PART` this is plain uvicorn. `SWITCH_INTERVAL` (seconds) sets
@@ -34,6 +36,7 @@ from adapter_critic.store.database import Database
 from adapter_critic.store.recorder import Record
 from adapter_critic.store.runstore import RunStore
 from adapter_critic.store.sqlitefile import SqliteFile
+from adapter_critic.store.writerprocess import WriterProcess
 from adapter_critic.store.writes import BatchRows
 
 
@@ -51,11 +54,16 @@ async def _rows_only(self: SqliteFile, rows: BatchRows, *, urgent: bool = False)
     return None
 
 
+async def _not_sent(self: WriterProcess, head: bytes, records: Sequence[bytes], seq: int, hurry: bool = False) -> None:
+    return None
+
+
 # Per part: the class and method that do the next part, and what replaces it.
 CUTS: dict[str, tuple[Any, str, Any]] = {
     "recorder": (RunStore, "enqueue", _dropped),
     "queued": (Database, "write", _not_written),
     "rows": (SqliteFile, "write", _rows_only),
+    "sent": (WriterProcess, "write", _not_sent),
 }
 PARTS = tuple(CUTS)
 

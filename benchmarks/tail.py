@@ -6,12 +6,14 @@
 
 The mock upstream and the product (`python -m benchmarks.store_parts adapter_critic.asgi:app`, metrics on, one
 worker, pinned as in `run.py`) with the run store off, and on (SQLite, capture `full`) cut short where
-`store_parts.py` says: `queued` (records taken in batches, then dropped), `rows` (rows made, not written) and
-`written` (the whole store). Each variant is its own server, loaded alone with 2,000 requests of warm-up and then
+`store_parts.py` says: `sent` (records encoded for the writer process, each batch's frame made, not sent),
+`written` (the whole store, written by its writer process), and with the store writing in the server's process
+(`store.writer = "inline"`): `queued` (records taken in batches, then dropped), `rows` (rows made, not written) and
+`inline` (the whole store). Each variant is its own server, loaded alone with 2,000 requests of warm-up and then
 the batch, one request at a time (`loadgen.py`, the 1.5 KB direct request) or `--concurrency` at once; rounds
 alternate the variants. The figures are the medians over rounds of p50 and p99, and p99 over store off's of the
-same round. `nice 0` is the whole store with its SQLite writer thread at the server's own priority
-(`store.sqlitefile.WRITER_NICE`), `nice 10` with it at nice 10, each for a comparison in one run.
+same round. `nice 0` is the whole store with its writer process at the server's own priority, `nice 10` at nice 10
+(`store.sqlitefile.WRITER_NICE`: 19), each for a comparison in one run.
 """
 
 from __future__ import annotations
@@ -29,10 +31,12 @@ if str(HERE.parent) not in sys.path:
 
 from benchmarks import payloads, procs, run  # noqa: E402
 
-VARIANTS = {"store off": None, "queued": "queued", "rows": "rows", "written": ""}  # name -> STORE_PART
+VARIANTS = {"store off": None, "sent": "sent", "written": "", "inline": ""}  # name -> STORE_PART
+INLINE = ("queued", "rows", "inline")  # variants of the store written in the server's process
 # Also measured when named with --variants: the whole store with its writer thread at the server's own priority, and
 # at nice 10 instead of `store.sqlitefile.WRITER_NICE` (`store_parts.py` reads it).
 MORE_ENV = {"nice 0": {"WRITER_NICE": "0"}, "nice 10": {"WRITER_NICE": "10"}}  # name -> environment (store whole)
+MORE_PARTS = {"queued": "queued", "rows": "rows"}  # also measured when named: the inline store cut short
 WARM_UP = 2000
 
 
@@ -41,7 +45,11 @@ def _latencies(
 ) -> dict[str, float]:
     """p50 and p99 (µs) of `requests` at `concurrency` through a fresh server of the variant."""
     config = run.product_config(f"http://127.0.0.1:{mock.port}/v1")
-    store = {"url": "none"} if part is None else {"url": f"sqlite:///{workdir / (name + '.sqlite3')}"}
+    store: dict[str, str] = {"url": "none"}
+    if part is not None:
+        store = {"url": f"sqlite:///{workdir / (name.replace(' ', '_') + '.sqlite3')}"}
+        if name in INLINE:
+            store["writer"] = "inline"
     path = workdir / f"{name.replace(' ', '_')}.json"
     path.write_text(json.dumps({**config, "store": store, "telemetry": {"metrics": True}}))
     env = {"ADAPTER_CRITIC_CONFIG": str(path), "ADAPTER_CRITIC_STORE": "", "STORE_PART": part or ""}
@@ -65,11 +73,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--requests", type=int, default=10_000)
     parser.add_argument("--concurrency", type=int, default=1)
-    names = ", ".join([*VARIANTS, *MORE_ENV])
+    names = ", ".join([*VARIANTS, *MORE_PARTS, *MORE_ENV])
     parser.add_argument("--variants", help=f"comma-separated, of: {names} (default: the first four)")
     args = parser.parse_args()
     rounds, requests = (1, 1000) if args.quick else (args.rounds, args.requests)
-    every = {**VARIANTS, **dict.fromkeys(MORE_ENV, "")}
+    every = {**VARIANTS, **MORE_PARTS, **dict.fromkeys(MORE_ENV, "")}
     chosen = {name: every[name] for name in args.variants.split(",")} if args.variants else dict(VARIANTS)
     chosen = {"store off": None, **chosen}  # every figure is read against store off's
     figures: dict[str, list[dict[str, float]]] = {name: [] for name in chosen}

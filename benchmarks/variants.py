@@ -3,7 +3,7 @@
 Each variant is its own server (the caller's `servers` starts them, the mock first, every variant pinned to the
 same core); every round loads every variant with direct requests, plain and streamed, in a fixed batch at
 concurrency 16, and the figure is the server's utime+stime per request — work on its own threads and background
-tasks included.
+tasks included, and its child processes' (a store's writer process); `own` is the server's process alone.
 
 By default a round loads each variant together with the first one (the baseline), in pairs: the two share the
 core, each with its own load generator, so the two batches run under the same conditions and the baseline is
@@ -131,6 +131,8 @@ def measure(
     figures: Figures = {(v, b): [] for v in variants for b in BODIES}
     ratios: Figures = {(v, b): [] for v in variants for b in BODIES}
     threads: Figures = {(v, b): [] for v in variants for b in BODIES}
+    own: Figures = {(v, b): [] for v in variants for b in BODIES}
+    own_ratios: Figures = {(v, b): [] for v in variants for b in BODIES}
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         workdir = Path(tmp)
         files = {}
@@ -150,21 +152,24 @@ def measure(
                     groups = [[name] for name in variants] if args.apart else _pairs(variants)
                     if number % 2:  # every other round in reverse: no variant always comes first, or last
                         groups.reverse()
-                    measured: dict[str, float] = {}
+                    measured: dict[str, tuple[float, float, float]] = {}
                     for group in groups:
                         servers_ = {name: started[name] for name in group}
                         found = _batch(load, servers_, body, batch, settle_seconds)
-                        for name, (figure, off_loop) in found.items():
-                            measured[name] = figure
+                        for name, (figure, off_loop, alone) in found.items():
+                            measured[name] = (figure, off_loop, alone)
                             figures[(name, body)].append(figure)
                             threads[(name, body)].append(off_loop)
+                            own[(name, body)].append(alone)
                             if not args.apart:
                                 ratios[(name, body)].append(figure / found[variants[0]][0])
+                                own_ratios[(name, body)].append(alone / found[variants[0]][2])
                     if args.apart:
-                        for name, figure in measured.items():
-                            ratios[(name, body)].append(figure / measured[variants[0]])
+                        for name, (figure, _, alone) in measured.items():
+                            ratios[(name, body)].append(figure / measured[variants[0]][0])
+                            own_ratios[(name, body)].append(alone / measured[variants[0]][2])
     loader = "wrk" if use_wrk else "benchmarks/loadgen.py"
-    return Measured(figures, ratios, threads, rounds, batch, loader, args.apart)
+    return Measured(figures, ratios, threads, rounds, batch, loader, args.apart, own, own_ratios)
 
 
 @dataclasses.dataclass
@@ -176,14 +181,17 @@ class Measured:
     batch: int
     loader: str
     apart: bool = False  # loaded one at a time (`--apart`), not in pairs
+    own: Figures = dataclasses.field(default_factory=dict)  # CPU µs per request of the server's process alone
+    own_ratios: Figures = dataclasses.field(default_factory=dict)  # `own` over the baseline's
 
     def medians(self, part: Figures) -> dict[tuple[str, str], float]:
-        """The median of each of `part`'s lists (`figures`, `ratios` or `threads`)."""
+        """The median of each of `part`'s lists (`figures`, `ratios`, `threads`, `own` or `own_ratios`)."""
         return {key: statistics.median(values) for key, values in part.items()}
 
-    def quartiles(self, key: tuple[str, str]) -> str:
-        """The spread of one variant's ratios over its batches: `first quartile-third quartile (n batches)`."""
-        values = self.ratios[key]
+    def quartiles(self, key: tuple[str, str], part: Figures | None = None) -> str:
+        """The spread of one variant's ratios (or of `part`: `own_ratios`) over its batches: `first quartile-third
+        quartile (n batches)`."""
+        values = (self.ratios if part is None else part)[key]
         if len(values) < 2:
             return f"{values[0]:.2f} (1 batch)" if values else "no batch"
         low, _, high = statistics.quantiles(values, n=4)
@@ -197,11 +205,13 @@ def _pairs(variants: Sequence[str]) -> list[list[str]]:
 
 def _batch(
     load: run.Load, servers: dict[str, procs.Server], body: str, requests: int, settle_seconds: float
-) -> dict[str, tuple[float, float]]:
-    """One batch of `requests` against each of `servers` at once; each server's CPU µs per request, and of it the
-    part of its other threads than the event loop's (the main thread's)."""
+) -> dict[str, tuple[float, float, float]]:
+    """One batch of `requests` against each of `servers` at once; each server's CPU µs per request (its child
+    processes' included), of it the part of its other threads and processes than the event loop's (the main
+    thread's), and its own process's alone."""
     before = {
-        name: (procs.cpu_seconds(server.pid), _main_thread_seconds(server.pid)) for name, server in servers.items()
+        name: (procs.cpu_seconds(server.pid), _main_thread_seconds(server.pid), procs.own_cpu_seconds(server.pid))
+        for name, server in servers.items()
     }
     with concurrent.futures.ThreadPoolExecutor(len(servers)) as pool:
         batches = {name: pool.submit(load.batch, server.port, body, requests, 16) for name, server in servers.items()}
@@ -211,7 +221,9 @@ def _batch(
     for name, server in servers.items():
         total = procs.cpu_seconds(server.pid) - before[name][0]
         main = _main_thread_seconds(server.pid) - before[name][1]
-        found[name] = (total / done[name]["requests"] * 1e6, max(0.0, total - main) / done[name]["requests"] * 1e6)
+        alone = procs.own_cpu_seconds(server.pid) - before[name][2]
+        served = done[name]["requests"]
+        found[name] = (total / served * 1e6, max(0.0, total - main) / served * 1e6, alone / served * 1e6)
     return found
 
 

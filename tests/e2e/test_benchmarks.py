@@ -185,7 +185,9 @@ async def test_the_recording_benchmark_records_what_a_server_would(tmp_path: Pat
 
 def test_the_recording_benchmark_reports_the_files_bytes_per_run() -> None:
     results = recording.run_all(quick=True)
-    assert set(results["cpu_us"]) == {"recorder", "rows", "rows + write", "rows + write, async engine"}
+    assert set(results["cpu_us"]) == {
+        "recorder", "rows", "rows + write", "rows + write, async engine", "encoded (server)", "rebuilt (writer)",
+    }  # fmt: skip
     # The answer kept once: about 2.9 KB per direct run (3.5 KB when it was kept three times, 4.9 with 4 KiB pages).
     assert 2000 < results["file_bytes_per_run"] < 3200
     assert "bytes per run" in recording.table(results)
@@ -206,7 +208,8 @@ async def test_each_store_part_cuts_the_store_short_where_it_says(
     monkeypatch.setattr(database, "building", counted)  # the store's own rows, counted
     if part is not None:
         monkeypatch.setattr(*store_parts.CUTS[part])
-    store = RunStore(Database(f"sqlite:///{tmp_path / 'runs.sqlite3'}"))
+    writer = "process" if part == "sent" else "inline"  # `sent` cuts the writer process's store short
+    store = RunStore(Database(f"sqlite:///{tmp_path / 'runs.sqlite3'}"), writer=writer)
     await store.start()
     try:
         for record in recording.recorded([recording.run_events() for _ in range(3)]):
@@ -216,9 +219,16 @@ async def test_each_store_part_cuts_the_store_short_where_it_says(
         stored = await store.database.count()
     finally:
         await store.aclose()
-    # recorder: nothing reaches the queue; queued: batches are taken, no row is made; rows: made, none written.
-    expected = {"recorder": (0, [], 0), "queued": (9, [], 0), "rows": (9, [3], 0), None: (9, [3], 3)}[part]
-    assert (queued, made, stored) == expected
+    # recorder: nothing reaches the queue; queued: batches are taken, no row is made; rows: made, none written;
+    # sent: encoded and framed for the writer process, neither sent nor made into rows.
+    expected = {
+        "recorder": (0, [], 0),
+        "queued": (9, [], 0),
+        "rows": (9, [3], 0),
+        "sent": (9, [], 0),
+        None: (9, [3], 3),
+    }
+    assert (queued, made, stored) == expected[part]
 
 
 def test_the_big_upstream_answers_the_size_asked_plain_and_as_one_event() -> None:

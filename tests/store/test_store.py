@@ -397,7 +397,8 @@ async def test_runs_of_a_killed_server_are_marked_interrupted(store_url: str) ->
     try:
         record_run(alive, "still-going", finish=False)
         await alive.flush()
-        env = {**os.environ, "PYTHONPATH": str(TESTS.parent)}
+        path = os.pathsep.join(filter(None, [str(TESTS.parent), os.environ.get("PYTHONPATH")]))
+        env = {**os.environ, "PYTHONPATH": path}
         command = [sys.executable, "-m", "tests.store.crashing_writer", store_url]
         async with await anyio.open_process(command, env=env, stdout=subprocess.PIPE) as proc:
             assert proc.stdout is not None

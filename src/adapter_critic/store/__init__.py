@@ -54,7 +54,8 @@ StoredStage: `index`, `stage`, `status` (`ok | error | cancelled`), `target_mode
 configured).
 
 Writing is the server's: a `RunRecorder` (a run-event subscriber per run) queues records into a bounded in-memory
-queue that a background task flushes in batches (`RunStore.start` / `RunStore.aclose`, which drains it). Secrets
+queue that a background task flushes in batches (`RunStore.start` / `RunStore.aclose`, which drains it), through
+the store's writer process (`store.writer`, docs/guides/store.md#the-writer-process) or in the server's process. Secrets
 are redacted before anything is written, whatever the capture level. A server's store is `service.store` (None when
 not recording); `store.queue_depth` (records waiting) and `store.dropped` (records dropped because the queue was
 full, a running count) are plain attributes for metrics.

@@ -33,7 +33,7 @@ from .recorder import Record
 from .schema import cache, feedback, instances, runs, stages, upgrade
 from .sqlitefile import SqliteFile, sqlite_settings
 from .transactions import writing
-from .writes import BatchRows, building, slice_seconds, statements, urgent, write_async
+from .writes import BatchRows, batch_rows, building, slice_seconds, statements, urgent, write_async
 
 # Each instance beats every `HEARTBEAT_SECONDS` (`store.heartbeat_seconds`); one silent for `STALE_BEATS` beats is
 # gone, wherever it ran.
@@ -144,6 +144,21 @@ class Database(RunReads):
             await anyio.lowlevel.checkpoint()
         if self._file is not None:
             await self._file.write(rows, urgent=urgent(len(batch), backlog))
+            return
+        async with self._writer.begin() as conn:
+            await write_async(conn, rows, self._statements)
+
+    @property
+    def shareable(self) -> bool:
+        """Whether another process can write to this store (not an in-memory SQLite database)."""
+        return self.dialect != "sqlite" or self._file is not None
+
+    async def write_now(self, batch: Sequence[Record], instance: str, clean: Cleaner) -> None:
+        """Write a batch in one transaction, its rows made at once: the store's writer process (`writer`) does, where
+        no request waits for it. A SQLite file's batch is written on the caller's thread."""
+        rows = batch_rows(batch, instance, clean)
+        if self._file is not None:
+            self._file.write_here(rows)
             return
         async with self._writer.begin() as conn:
             await write_async(conn, rows, self._statements)

@@ -18,7 +18,7 @@ from typing import Any
 from ..core import Answer, ChatRequest, Usage
 from ..errors import APIError
 from ..events import Cost, Event, RunFinished, RunStarted, StageFinished, StageStarted
-from .records import Capture
+from .records import Capture, StoredError
 
 
 @dataclass(slots=True)
@@ -57,7 +57,7 @@ class RunClosed:
     finished_at: float
     duration_ms: float
     usage: Usage
-    error: APIError | None
+    error: APIError | StoredError | None  # a writer process gets the error as the client got it (`wire`)
     intermediate: dict[str, Any]
     answer: Answer
     capture: Capture

@@ -16,7 +16,7 @@ written with it: a few texts to encode and mask, not a dozen, and for a run that
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import msgspec
 
@@ -39,15 +39,22 @@ class _Envelope(msgspec.Struct):
     code: str | int | None = None
 
 
-def stored_error(error: APIError, clean: Cleaner) -> StoredError:
-    """The error the client got (its OpenAI envelope), as stored."""
+def error_fields(error: APIError) -> StoredError:
+    """The error the client got (its OpenAI envelope), its message not masked yet."""
     rendered = render_error(error)
     try:
         inner = msgspec.json.decode(rendered.body, type=dict[str, _Envelope])["error"]
     except (msgspec.DecodeError, KeyError):
         inner = _Envelope(message=error.message, type=error.error_type)
     code = None if inner.code is None else str(inner.code)
-    return StoredError(rendered.status, inner.type, clean.text(inner.message) or "", inner.param, code)
+    return StoredError(rendered.status, inner.type, inner.message, inner.param, code)
+
+
+def stored_error(error: APIError | StoredError, clean: Cleaner) -> StoredError:
+    """The error the client got, as stored: its message masked (`error_fields` of an `APIError`; a writer process
+    gets those fields)."""
+    fields = error if type(error) is StoredError else error_fields(cast(APIError, error))
+    return msgspec.structs.replace(fields, message=clean.text(fields.message) or "")
 
 
 # -- records -> rows ------------------------------------------------------------------------------------------------

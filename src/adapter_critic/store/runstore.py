@@ -5,9 +5,15 @@
 Recording: `enqueue` (called by each run's `RunRecorder` on the request's task) appends a record to a bounded
 in-memory queue and never blocks or fails. A background task lets records gather (`GATHER_SECONDS`, unless
 `batch_size` are queued or a flush is waited for), then writes them in one transaction; what is queued meanwhile
-gathers for the next batch. When the queue is full a record is dropped — and so are the
-later records of a run whose start was dropped — counted in `dropped` and logged at most once a minute. `aclose`
-drains the queue before closing. Another task beats for this process in the `instances` table every
+gathers for the next batch. With `writer="process"` (a server's store, `settings.StoreConfig.writer`) a started
+store's batches are written by a writer process (`writerprocess`): each record is encoded as it is queued
+(`wire.encode`), a batch is one frame down its pipe, and the rows are made and written there, off this
+interpreter; an in-memory SQLite store, one not started (opened to read: `open_store`) and `writer="inline"` make
+the rows on the event loop in slices and write them here (`Database.write`).
+
+When the queue is full a record is dropped — and so are the later records of a run whose start was dropped —
+counted in `dropped` and logged at most once a minute. `aclose` drains the queue before closing (through the writer
+process, which then exits). Another task beats for this process in the `instances` table every
 `heartbeat_seconds`, marks runs of processes that are gone `interrupted` (at start-up too: see
 `Database.mark_interrupted`) and prunes by age and count (`max_age_days`, `max_runs`).
 
@@ -25,11 +31,16 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Literal
 
+import msgspec
+
+from . import wire
 from .cleaning import Cleaner
 from .database import HEARTBEAT_SECONDS, Database
 from .feedback import FeedbackNotKept
 from .recorder import FeedbackGiven, Record, RunClosed, RunOpened
 from .records import EVERY_RUN, Feedback, RunDetail, RunPage, RunQuery, RunsOf, RunSummary, StoredStage
+from .writerprocess import WriterDied, WriterProcess, WriterUnavailable
+from .writes import urgent
 
 logger = logging.getLogger("adapter_critic")
 
@@ -38,6 +49,7 @@ GATHER_SECONDS = 0.1  # how long the writer lets records gather before a batch (
 FOLLOW_POLL_SECONDS = 1.0  # how often `follow` looks for stages written by another process
 
 FollowEvent = tuple[Literal["run", "stage", "end"], RunSummary | StoredStage]
+Writer = Literal["process", "inline"]
 
 
 class RunStore:
@@ -54,6 +66,7 @@ class RunStore:
         prune_interval_seconds: float = 300.0,
         heartbeat_seconds: float = HEARTBEAT_SECONDS,
         secrets: Callable[[], Sequence[str]] = list,
+        writer: Writer = "inline",
     ) -> None:
         self.database = database
         self.queue_size, self.batch_size = queue_size, batch_size
@@ -66,6 +79,11 @@ class RunStore:
         self.dropped = 0  # records dropped because the queue was full (a metric reads it)
         self.failed = 0  # records lost because writing their batch failed
         self._queue: collections.deque[Record] = collections.deque()
+        # `writer="process"`: where the batches are written once the store has started (None: in this process).
+        self.writer: Writer = writer
+        self.process: WriterProcess | None = None
+        self._encoded: collections.deque[bytes] = collections.deque()  # the queue's records, `wire.encode`d
+        self._seq = 0
         self._lost_runs: set[str] = set()  # runs whose start was dropped: their later records are dropped too
         self._enqueued = 0
         self._handled = 0
@@ -162,6 +180,13 @@ class RunStore:
                 self._lost_runs.add(record.run_id)
             self._drop()
             return
+        if self.process is not None:
+            try:
+                self._encoded.append(wire.encode(record))
+            except (TypeError, ValueError, msgspec.EncodeError) as exc:  # a value msgpack cannot hold: the record
+                self.failed += 1
+                logger.warning("run store: a %s record could not be sent to the writer: %s", kind.__name__, exc)
+                return
         self._queue.append(record)
         self._enqueued += 1
         if not self._wake.is_set():
@@ -188,6 +213,9 @@ class RunStore:
         await self.database.register(self.instance)
         await self.mark_interrupted()
         await self.prune()
+        if self.writer == "process" and self.database.shareable:
+            self.process = WriterProcess(self.database.url.render_as_string(hide_password=False))
+            self._encoded.extend(wire.encode(record) for record in self._queue)  # queued before the start
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._writer()), loop.create_task(self._upkeep())]
 
@@ -228,6 +256,8 @@ class RunStore:
                     task.cancel()
                 await asyncio.gather(*self._tasks, return_exceptions=True)
                 self._tasks = []
+                if self.process is not None:
+                    await self.process.aclose()
                 await self.database.unregister(self.instance)
         finally:
             await self.database.aclose()
@@ -251,10 +281,15 @@ class RunStore:
     async def _write_batch(self) -> None:
         take = min(self.batch_size, len(self._queue))
         batch = [self._queue.popleft() for _ in range(take)]
+        encoded = [self._encoded.popleft() for _ in range(take)] if self.process is not None else []
         try:
             if batch:
                 backlog = len(self._queue) / self.queue_size  # what waits behind this batch
+                if self.process is not None and await self._sent(batch, encoded, urgent(len(batch), backlog)):
+                    return
                 await self.database.write(batch, self.instance, Cleaner(self.secrets()), backlog=backlog)
+        except WriterDied:  # logged by `WriterProcess`
+            self.failed += len(batch)
         except Exception as exc:  # the database is down or full: the records are lost, the server goes on
             self.failed += len(batch)
             logger.warning("run store: writing %d record(s) failed: %s", len(batch), _reason(exc))
@@ -264,6 +299,26 @@ class RunStore:
                 self.on_written(batch)
             written, self._written = self._written, asyncio.Event()
             written.set()
+
+    async def _sent(self, batch: Sequence[Record], encoded: list[bytes], hurry: bool) -> bool:
+        """Write a batch through the writer process; False when there is none to be had (the batch is written here,
+        and so are the next ones). A batch the writer could not write raises as a write here does."""
+        assert self.process is not None
+        self._seq += 1
+        head = wire.frame_head(self._seq, self.instance, self.secrets(), encoded, hurry)
+        try:
+            error = await self.process.write(head, encoded, self._seq, hurry)
+        except WriterUnavailable:
+            self.process = None
+            self._encoded.clear()
+            return False
+        except WriterDied as died:
+            if died.answered:
+                raise
+            return False  # it never started: the batch is written here
+        if error is not None:
+            raise RuntimeError(error)
+        return True
 
     async def _upkeep(self) -> None:
         last_prune = time.monotonic()

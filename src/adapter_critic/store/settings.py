@@ -53,6 +53,11 @@ class StoreConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, froz
     """How many records one transaction writes at most."""
     prune_interval_seconds: Annotated[float, msgspec.Meta(gt=0)] = 300.0
     """How often retention runs (and once at start-up)."""
+    writer: Literal["process", "inline"] = "process"
+    """Where a batch's rows are made and written: `"process"`, a writer process of the server's own, off its
+    interpreter and its core (docs/guides/store.md#the-writer-process); `"inline"`, on the server's event loop and
+    a thread of its. An in-memory SQLite store (`sqlite:///:memory:`) is always written inline: no other process
+    can open it."""
     heartbeat_seconds: Annotated[float, msgspec.Meta(gt=0)] = 30.0
     """How often each server says in the store that it is alive, and looks for runs left `running` by servers that
     are gone: those are marked `interrupted`. A server on another host (or in another container) is gone once it has
@@ -120,6 +125,7 @@ def recording_store(config: StoreConfig, default: str | None, secrets: Callable[
         prune_interval_seconds=config.prune_interval_seconds,
         heartbeat_seconds=config.heartbeat_seconds,
         secrets=secrets,
+        writer=config.writer,
     )
     store.required = explicit
     return store

@@ -84,6 +84,11 @@ class SqliteFile:
             with anyio.CancelScope(shield=True):  # as `anyio.to_thread.run_sync` waits for a thread it started
                 await written
 
+    def write_here(self, rows: BatchRows) -> None:
+        """Write `rows` in one transaction on the caller's thread (the store's writer process has nothing else to
+        do meanwhile)."""
+        self._write(rows.parts(self.sql))
+
     def _write(self, params: list[tuple[str, list[Any]]]) -> None:
         conn = self._conn or self._connect()
         conn.execute("BEGIN IMMEDIATE")

@@ -1,0 +1,229 @@
+"""Internal: not part of the public API (which `adapter_critic`'s docstring lists); it may change in any release.
+
+The store's writer process: `python -m adapter_critic.store.writer`, started by a server's store
+(`writerprocess.WriterProcess`), never by hand. It reads the store's URL and then batches (`wire.frame`) on its
+standard input, rebuilds each batch's records (`records`), makes their rows (`writes.building`, secrets masked
+with the batch's own) and writes them in one transaction (`Database.write_now`), and answers each batch on its
+standard output (`wire.Ack`) once it is written or has failed.
+
+It exits when its input ends — the server closed the store, or is gone — after the batch it has, so it never
+outlives the server. It ignores SIGINT and SIGTERM, which a terminal or a service manager sends to every process
+of the server's group at once: the server closes the store (which drains the queue into this process) first.
+It runs at the lowest priority (`sqlitefile.WRITER_NICE`, which the server sends it), and when the server is pinned
+to some of the machine's cores (`taskset`, a cpuset), on the others (`off_the_servers_cores`): the rows and the
+write take neither the server's interpreter nor its core. (At home on the server's cores, moved to the others only
+when the queue backed up, it kept a saturated server's queue from draining: `benchmarks/README.md`.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from collections.abc import Sequence
+from typing import Any, BinaryIO, cast
+
+import msgspec
+
+from ..core import Answer, ChatRequest
+from ..errors import UpstreamError
+from ..events import Attempt, StageFinished
+from .cleaning import Cleaner
+from .database import Database
+from .recorder import CachePut, FeedbackGiven, Record, RunClosed, RunOpened, StageDone
+from .wire import (
+    HEAD,
+    Ack,
+    Wire,
+    WireCachePut,
+    WireClosed,
+    WireError,
+    WireFeedback,
+    WireFinished,
+    WireOpened,
+    WireStage,
+    ack_frame,
+    body_decoder,
+    head_decoder,
+)
+
+
+def off_the_servers_cores() -> None:
+    """Run on the cores the server (this process's parent, whose affinity it inherited) is not pinned to, when it is
+    pinned to some; else where it is. Where that is not allowed (a cpuset), nothing changes."""
+    if not hasattr(os, "sched_getaffinity"):
+        return
+    own = os.sched_getaffinity(0)
+    others = set(range(os.cpu_count() or 1)) - own
+    if others:
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(0, others)
+
+
+def records(wires: Sequence[Wire]) -> list[Record]:
+    """The records `wire.encode` sent, rebuilt as the server made them (what the rows are made from)."""
+    return [_record(wire) for wire in wires]
+
+
+def _record(wire: Wire) -> Record:
+    kind = type(wire)
+    if kind is WireStage:
+        stage = cast(WireStage, wire)
+        messages = None if stage.messages is None else msgspec.Raw(stage.messages)
+        return StageDone(
+            stage.run_id,
+            stage.index,
+            _stage_finished(stage.finished),
+            stage.started_offset_ms,
+            messages,
+            stage.capture,
+            stage.secret,
+            stage.request_messages,
+        )
+    if kind is WireOpened:
+        opened = cast(WireOpened, wire)
+        options = _options.decode(opened.options)
+        messages = msgspec.Raw(opened.messages if opened.messages is not None else b"[]")
+        request = ChatRequest("", [], messages, options)  # `options` holds `stream` and the overrides already
+        return RunOpened(
+            opened.run_id,
+            opened.request_id,
+            opened.served_model,
+            opened.mode,
+            opened.stream,
+            opened.started_at,
+            opened.capture,
+            request,
+            opened.secret,
+            opened.key_name,
+            opened.parent_run_id,
+            opened.parent_stage,
+            opened.cached_from,
+        )
+    if kind is WireClosed:
+        closed = cast(WireClosed, wire)
+        # The tool calls as the JSON array they were: the rows encode the value as it is.
+        tool_calls = None if closed.tool_calls is None else cast(list[Any], msgspec.Raw(closed.tool_calls))
+        intermediate = {} if closed.intermediate is None else _intermediate.decode(closed.intermediate)
+        return RunClosed(
+            closed.run_id,
+            closed.status,
+            closed.finished_at,
+            closed.duration_ms,
+            closed.usage,
+            closed.error,
+            intermediate,
+            Answer(closed.content, tool_calls, closed.finish_reason),
+            closed.capture,
+            closed.secret,
+            closed.cost,
+        )
+    if kind is WireCachePut:
+        put = cast(WireCachePut, wire)
+        raw = msgspec.Raw(put.entry)
+        return CachePut(put.key, put.run_id, put.served_model, raw, put.created_at, put.expires_at, put.secret)
+    given = cast(WireFeedback, wire)
+    return FeedbackGiven(
+        given.feedback_id,
+        given.run_id,
+        given.created_at,
+        given.score,
+        given.via,
+        given.key_name,
+        given.label,
+        given.comment,
+        given.stage,
+        given.stage_index,
+        given.verdict,
+        given.corrected_answer,
+        given.secret,
+    )
+
+
+_options = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_intermediate = msgspec.json.Decoder(dict[str, Any])  # values compared with stage outputs (`rows`)
+
+
+def _upstream_error(error: WireError | None) -> UpstreamError | None:
+    if error is None:
+        return None
+    return UpstreamError(
+        stage=error.stage,
+        target=error.target,
+        kind=cast(Any, error.kind),
+        detail=error.detail,
+        upstream_status=error.upstream_status,
+    )
+
+
+def _stage_finished(wire: WireFinished) -> StageFinished:
+    return StageFinished(
+        wire.stage,
+        wire.target,
+        tuple(Attempt(a.target, _upstream_error(a.error)) for a in wire.attempts),
+        wire.usage,
+        wire.elapsed_ms,
+        wire.output,
+        _upstream_error(wire.error),
+        wire.reported,
+        wire.finish_reason,
+        wire.cost,
+        wire.child,
+    )
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
+
+
+def _answer(out: BinaryIO, ack: Ack) -> None:
+    out.write(ack_frame(ack))
+    out.flush()
+
+
+async def serve(out: BinaryIO) -> None:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=2**20)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(0, "rb", buffering=0))
+    try:
+        url_length, nice = HEAD.unpack(await reader.readexactly(HEAD.size))
+        url = (await reader.readexactly(url_length)).decode("utf-8")
+    except asyncio.IncompleteReadError:
+        return
+    if nice:
+        with contextlib.suppress(OSError):
+            os.nice(nice)
+    database = Database(url)
+    try:
+        while True:
+            try:
+                head_length, body_length = HEAD.unpack(await reader.readexactly(HEAD.size))
+                head = head_decoder.decode(await reader.readexactly(head_length))
+                body = await reader.readexactly(body_length)
+            except asyncio.IncompleteReadError:
+                return  # the server closed the store, or is gone
+            error = None
+            try:
+                batch = records(body_decoder.decode(body))
+                await database.write_now(batch, head.instance, Cleaner(head.secrets))
+            except Exception as exc:  # the server counts the batch as failed and logs why
+                error = _reason(exc)
+            _answer(out, Ack(head.seq, error))
+    finally:
+        await database.aclose()
+
+
+def main() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    off_the_servers_cores()
+    # Acks go to the pipe the server reads; anything else printed goes to the server's standard error.
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    asyncio.run(serve(out))
+
+
+if __name__ == "__main__":
+    main()
