@@ -24,7 +24,9 @@ AdapterCriticError
 │   ├── SchemaTooNew           -- store.schema (also a RuntimeError): written by a newer adapter_critic
 │   ├── BadCursor              -- store.records (also a ValueError): a cursor this store did not hand out
 │   ├── FeedbackInvalid        -- store.feedback (also a ValueError): feedback that cannot be kept as given
-│   └── FeedbackNotKept        -- store.feedback (also a RuntimeError): feedback the store could not write
+│   ├── FeedbackNotKept        -- store.feedback (also a RuntimeError): feedback the store could not write
+│   ├── WriterDied             -- store.writerprocess, internal: the writer process died with a batch
+│   └── WriterUnavailable      -- store.writerprocess, internal: no writer process starts; the store writes itself
 ├── EvalError                  -- an evaluation cannot go on as asked
 │   ├── DatasetError           -- evals.dataset: a dataset that cannot be used (names the file and line)
 │   ├── EndpointError          -- evals.endpoint: the endpoint cannot be used at all

@@ -104,7 +104,19 @@ def ask(url: str, model: str, content: str, key: str = "unused") -> tuple[str, d
     completion = client.chat.completions.create(model=model, messages=[{"role": "user", "content": content}])
     body = completion.model_dump()
     run_id: str = body["adapter_critic"]["run_id"]
+    stored(url, run_id, key)
     return run_id, body
+
+
+def stored(url: str, run_id: str, key: str = "unused") -> None:
+    """Wait until the run is in the store (its writer process writes it after the answer, and on a loaded machine
+    may do so seconds later), so a page loaded next lists it."""
+    headers = {"authorization": f"Bearer {key}"}
+    for _ in range(2000):
+        if httpx.get(f"{url}/v1/runs/{run_id}", headers=headers, timeout=30).status_code == 200:
+            return
+        httpx.get(f"{url}/v1/health", timeout=30)  # the next look waits on the server, not on a sleep
+    raise AssertionError(f"run {run_id} was not stored")
 
 
 def row(page: Page, run_id: str) -> Locator:

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import anyio
 
+from ..errors import StoreError
 from . import sqlitefile
 from .wire import HEAD, Ack, ack_decoder, url_frame
 
@@ -42,7 +43,7 @@ CLOSE_SECONDS = 30.0  # how long a closing store waits for its writer to finish 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the directory `adapter_critic` is imported from
 
 
-class WriterDied(Exception):
+class WriterDied(StoreError):
     """The writer process died with the batch (logged). `answered`: it had written batches before — this one is lost
     (it may be written, if the writer died after its commit); else the writer never started, and the batch is the
     caller's to write."""
@@ -52,7 +53,7 @@ class WriterDied(Exception):
         self.answered = answered
 
 
-class WriterUnavailable(Exception):
+class WriterUnavailable(StoreError):
     """No writer process could be started: the store writes in its own process."""
 
 
