@@ -100,19 +100,17 @@ class AnswerChunks(msgspec.Struct, frozen=True):
     # Instead of `payloads`, the upstream's read as it came (`upstream.sse.iter_batches(whole=True)`): whole events,
     # each one token chunk of the upstream's `shape` (`protocols.openai.shape`: head, text, tail). A chat-completions
     # client gets it with our head and tail (`protocols.openai.chunks.ChunkWriter.spliced`); any other renderer, its
-    # payloads (`every_payload`).
+    # payloads (`payloads_of`).
     raw: bytes | None = None
     shape: tuple[bytes, bytes] = (b"", b"")
     # 0: `raw` is whole events. An event passed on in pieces as it arrives (`upstream.sse.Piece`) comes as 1, its
     # beginning (with the shape's head), 2, more of its text, and 3, its end (with the shape's tail).
     part: int = 0
 
-    def every_payload(self) -> list[bytes]:
-        """The chunks to relay as payloads: `payloads`, or those of `raw`."""
-        raw = self.raw
-        if raw is None:
-            return self.payloads
-        return [line[6:] for line in raw.split(b"\n\n")[:-1]]
+
+def payloads_of(raw: bytes) -> list[bytes]:
+    """The payloads of whole events, each one `data: ` line and a blank one (`AnswerChunks.raw`)."""
+    return [line[6:] for line in raw.split(b"\n\n")[:-1]]
 
 
 class RunFinished(msgspec.Struct, frozen=True):

@@ -15,12 +15,15 @@ from adapter_critic.core import StageTarget
 from adapter_critic.errors import UpstreamError
 from adapter_critic.events import AnswerChunks
 from adapter_critic.pipeline.relay import Relay
+from adapter_critic.protocols.openai import shape
 from adapter_critic.protocols.openai.chunks import ChunkWriter
 from adapter_critic.redact import Secrets
 from adapter_critic.upstream.sse import Piece, iter_batches
 
 from ..conftest import chat, make_config
 from ..helpers import hostile
+
+shape_opening = shape.opening
 
 pytestmark = pytest.mark.anyio
 
@@ -154,8 +157,16 @@ async def test_an_event_whose_text_never_ends_is_a_bad_answer() -> None:
     ids=["chat", "messages", "responses"],
 )
 async def test_every_client_gets_the_whole_text_of_an_event_in_pieces(
-    path: str, body: dict[str, Any], text_of: str
+    path: str, body: dict[str, Any], text_of: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    openings: list[int] = []  # where the relay found each pieced event's text to begin: it passed in pieces
+
+    def opening(data: bytes) -> int:
+        openings.append(found := shape_opening(data))
+        return found
+
+    monkeypatch.setattr(shape, "opening", opening)
+
     class Reads(httpx.AsyncByteStream):
         async def __aiter__(self) -> AsyncIterator[bytes]:
             async for read in split(big() + FINISH + DONE, 64):
@@ -175,3 +186,4 @@ async def test_every_client_gets_the_whole_text_of_an_event_in_pieces(
     else:
         text = "".join(d.get("delta", "") for d in datas if d.get("type") == "response.output_text.delta")
     assert text == TEXT_DECODED
+    assert any(openings)

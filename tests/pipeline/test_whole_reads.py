@@ -12,7 +12,7 @@ import pytest
 
 from adapter_critic.core import StageTarget
 from adapter_critic.errors import UpstreamError
-from adapter_critic.events import AnswerChunks
+from adapter_critic.events import AnswerChunks, payloads_of
 from adapter_critic.pipeline.relay import LEARN_TRIES, Relay
 from adapter_critic.protocols.openai.chunks import ChunkWriter
 from adapter_critic.redact import Secrets
@@ -150,7 +150,7 @@ async def test_the_splice_writes_the_chunks_decoding_each_would(spaced: bool) ->
     raw = passed[0].raw
     assert raw is not None
     ours = spliced.spliced(raw, passed[0].shape)
-    theirs = decoded.relayed(passed[0].every_payload())
+    theirs = decoded.relayed(payloads_of(raw))
     assert [json.loads(line[6:]) for line in ours.split(b"\n\n")[:-1]] == [
         json.loads(line[6:]) for line in theirs.split(b"\n\n")[:-1]
     ]

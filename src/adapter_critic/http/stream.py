@@ -28,7 +28,7 @@ from starlette.types import Receive, Scope, Send
 
 from ..core import Usage
 from ..errors import APIError, Rendered, internal_error, render_error
-from ..events import AnswerChunks, RunRecord, StageFinished
+from ..events import AnswerChunks, RunRecord, StageFinished, payloads_of
 from ..protocols.base import Redact, StreamRenderer
 from ..service.outcomes import RunStreamer
 from .disconnect import ClientGone, guard_send, log_client_gone, watched
@@ -125,16 +125,7 @@ class StreamResponse:
         self._relayed = True
         raw = chunks.raw
         if raw is not None and self._splice is not None:  # a chat-completions client: the read as it came
-            data = self._splice(raw, chunks.shape, chunks.part)
-            if not self._started or self._ticking is not None:
-                await self._write(data)
-                return
-            self._writing = True  # `_write`, inline: this runs for most reads of a token stream
-            try:
-                await self._send({"type": "http.response.body", "body": data, "more_body": True})
-                self._last_write = time.monotonic()
-            finally:
-                self._writing = False
+            await self._write(self._splice(raw, chunks.shape, chunks.part))
             return
         if chunks.finish is not None:
             self._finish = chunks.finish
@@ -143,8 +134,7 @@ class StreamResponse:
             if chunks.part != 3:
                 return
             raw, self._pieces = b"".join(self._pieces), []
-            chunks = AnswerChunks(chunks.stage, [], usage=chunks.usage, raw=raw)
-        payloads = chunks.payloads if raw is None else chunks.every_payload()
+        payloads = chunks.payloads if raw is None else payloads_of(raw)
         if payloads:
             if self._begin is not None:  # checked here: this runs for every read of the answer
                 self._beginning(chunks.usage)

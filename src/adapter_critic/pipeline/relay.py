@@ -28,7 +28,7 @@ from typing import Any
 import msgspec
 
 from ..core import Answer, StageTarget, Usage
-from ..events import AnswerChunks
+from ..events import AnswerChunks, payloads_of
 from ..protocols.openai import shape
 from ..protocols.openai.chunks import Chunk, Delta, ToolCallDelta, chunk_decoder, tool_calls
 from ..redact import Secrets
@@ -110,13 +110,13 @@ class Relay:
             batch = [payload]
         elif isinstance(batch, bytes):
             known = self._shape
-            if known is not None and self._finish is None and (self.first or self._answering):
+            if known is not None and self._passing():
                 bodies = shape.bodies(batch, known)
                 if bodies is not None:
                     self._kept += bodies
                     await self._sink(AnswerChunks(self.stage, [], usage=self.usage, raw=batch, shape=known))
                     return
-            batch = [line[6:] for line in batch.split(b"\n\n")[:-1]]
+            batch = payloads_of(batch)
         out: list[bytes] = []
         try:
             for payload in batch:
@@ -134,8 +134,7 @@ class Relay:
         data, part = piece
         event = self._event
         if part == 1:
-            passes = self._finish is None and (self.first or self._answering)
-            event = self._event = _Event(_UNREAD if passes else _WHOLE, [], len(self._kept))
+            event = self._event = _Event(_UNREAD if self._passing() else _WHOLE, [], len(self._kept))
         elif event is None:  # the reader hands out an event's pieces in order, its beginning first
             raise AssertionError("a piece of an event that did not begin")
         start = 0
@@ -196,6 +195,11 @@ class Relay:
         ):
             return  # nothing else in it
         await self.feed([rest])
+
+    def _passing(self) -> bool:
+        """Whether chunks may pass undecoded now: answer content flows (or this is the run's first call, whose role
+        chunk goes at once) and no finish chunk is held."""
+        return self._finish is None and (self.first or self._answering)
 
     def _fold(self) -> None:
         """Add the text of the reads passed on undecoded to the answer's: one decode for all of it."""

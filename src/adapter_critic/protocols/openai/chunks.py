@@ -23,7 +23,7 @@ import msgspec
 from ...core import Answer, Usage
 from ...errors import Rendered
 from ...errorwire import ErrorObject
-from ...events import RunRecord, extension
+from ...events import RunRecord, extension, payloads_of
 from . import shape
 from .shape import Shape
 
@@ -100,7 +100,7 @@ class ChunkWriter:
         if part:
             return _piece(raw, upstream, ours, part)
         if ours is None:  # not a shape whose text is in `choices`: rewritten as any other chunk
-            return self.relayed([line[6:] for line in raw.split(b"\n\n")[:-1]])
+            return self.relayed(payloads_of(raw))
         n = len(upstream[0])
         head, tail = ours
         parts = raw.split(upstream[1])  # each event's head and text (its tail ends it), and an empty end
@@ -150,7 +150,8 @@ class ChunkWriter:
         searched for it per chunk). Read off the chunk's first bytes when they are plain (`_leading_prefix`), so
         one big chunk is not decoded whole for it; else from the decoded chunk."""
         self._learned = True
-        self._upstream_leading = upstream_leading(payload)
+        leading = _leading_prefix(payload)
+        self._upstream_leading = leading if leading is not None else _leading(payload, _fields_decoder.decode(payload))
 
     def _rewrite(self, payload: bytes) -> dict[str, Any]:
         fields: dict[str, Any] = _fields_decoder.decode(payload)
@@ -177,19 +178,6 @@ def _piece(raw: bytes, upstream: Shape, ours: Shape | None, part: int) -> bytes:
     if part == 1:
         return b"".join((ours[0], memoryview(raw)[len(upstream[0]) :]))
     return b"".join((memoryview(raw)[: len(raw) - len(upstream[1])], ours[1]))
-
-
-def upstream_leading(payload: bytes) -> bytes | None:
-    """What an upstream chunk begins with, up to its fifth field, when its first four are `id`, `object`, `created`
-    and `model` (`ChunkWriter.relayed`); else None (and for a payload that is not a JSON object). Read off the
-    chunk's first bytes when they are plain (`_leading_prefix`), so one big chunk is not decoded whole for it."""
-    leading = _leading_prefix(payload)
-    if leading is not None:
-        return leading
-    try:
-        return _leading(payload, _fields_decoder.decode(payload))
-    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
-        return None
 
 
 def _leading(payload: bytes, fields: dict[str, msgspec.Raw]) -> bytes | None:

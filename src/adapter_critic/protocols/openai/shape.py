@@ -48,17 +48,17 @@ def learn(payload: bytes, text: str) -> Shape | None:
 
 def bodies(read: bytes, shape: Shape) -> list[bytes] | None:
     """The string bodies of `read`'s events when every one of them is head, body and tail of `shape` (a body with no
-    quote, LF or CR: one string, on one line); else None."""
+    quote: one string); else None. `read` is whole events, each on one line (`upstream.sse.whole_events`)."""
     head, tail = shape
     n = len(head)
     end = len(read) - len(tail)
     if read.find(b'"', n) == end and read.startswith(head) and read.endswith(tail):  # one event: no split
-        return [read[n:end]] if b"\n" not in read[n:end] else None
+        return [read[n:end]]
     parts = read.split(tail)
     if parts.pop():  # the read ends with an event's tail
         return None
     for part in parts:
-        if not part.startswith(head) or part.find(b'"', n) >= 0 or part.find(b"\n", n) >= 0 or b"\r" in part:
+        if not part.startswith(head) or part.find(b'"', n) >= 0:
             return None
     return [part[n:] for part in parts]
 
