@@ -316,11 +316,10 @@ def test_a_frame_is_one_write_of_many_records() -> None:
 
 def test_the_writer_runs_on_the_cores_the_server_is_not_pinned_to() -> None:
     own = os.sched_getaffinity(0)
-    if len(own) < 2:
-        pytest.skip("one core: nowhere else to go")
     try:
         os.sched_setaffinity(0, {min(own)})  # as a server pinned to one core, whose affinity the writer inherits
         writer.off_the_servers_cores()
-        assert os.sched_getaffinity(0) == own - {min(own)}
+        # On a machine of one core there is nowhere else to go: it stays where it is.
+        assert os.sched_getaffinity(0) == (own - {min(own)} or {min(own)})
     finally:
         os.sched_setaffinity(0, own)

@@ -41,6 +41,12 @@ HEARTBEAT_SECONDS = 30.0
 STALE_BEATS = 4
 
 
+def reason(exc: BaseException) -> str:
+    """An exception in one line for the log (a database error's first line: its SQL and parameters stay out)."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
+
+
 class StoreURLError(StoreError, ValueError):
     """A `store.url` this store cannot open (the message says which forms it takes)."""
 

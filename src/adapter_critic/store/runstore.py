@@ -35,7 +35,7 @@ import msgspec
 
 from . import wire
 from .cleaning import Cleaner
-from .database import HEARTBEAT_SECONDS, Database
+from .database import HEARTBEAT_SECONDS, Database, reason
 from .feedback import FeedbackNotKept
 from .recorder import FeedbackGiven, Record, RunClosed, RunOpened
 from .records import EVERY_RUN, Feedback, RunDetail, RunPage, RunQuery, RunsOf, RunSummary, StoredStage
@@ -292,7 +292,7 @@ class RunStore:
             self.failed += len(batch)
         except Exception as exc:  # the database is down or full: the records are lost, the server goes on
             self.failed += len(batch)
-            logger.warning("run store: writing %d record(s) failed: %s", len(batch), _reason(exc))
+            logger.warning("run store: writing %d record(s) failed: %s", len(batch), reason(exc))
         finally:
             self._handled += len(batch)
             if self.on_written is not None and batch:
@@ -331,13 +331,7 @@ class RunStore:
                     last_prune = time.monotonic()
                     await self.prune()
             except Exception as exc:
-                logger.warning("run store upkeep failed: %s", _reason(exc))
-
-
-def _reason(exc: BaseException) -> str:
-    """An exception in one line (a database error's first line: its SQL and parameters stay out of the log)."""
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"
+                logger.warning("run store upkeep failed: %s", reason(exc))
 
 
 async def open_store(url: str) -> RunStore:

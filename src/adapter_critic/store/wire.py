@@ -137,19 +137,7 @@ class WireCachePut(msgspec.Struct, array_like=True, tag=4):
 
 
 class WireFeedback(msgspec.Struct, array_like=True, tag=5):
-    feedback_id: str
-    run_id: str
-    created_at: float
-    score: float
-    via: str
-    key_name: str | None
-    label: str | None
-    comment: str | None
-    stage: str | None
-    stage_index: int | None
-    verdict: str | None
-    corrected_answer: str | None
-    secret: str | None
+    given: FeedbackGiven  # sent as it is: every field of it is plain data
 
 
 Wire = WireOpened | WireStage | WireClosed | WireCachePut | WireFeedback
@@ -232,22 +220,7 @@ def encode(record: Record) -> bytes:
         entry = _json.encode(put.entry)
         wire = WireCachePut(put.key, put.run_id, put.served_model, entry, put.created_at, put.expires_at, put.secret)
     else:
-        given = cast(FeedbackGiven, record)
-        wire = WireFeedback(
-            given.feedback_id,
-            given.run_id,
-            given.created_at,
-            given.score,
-            given.via,
-            given.key_name,
-            given.label,
-            given.comment,
-            given.stage,
-            given.stage_index,
-            given.verdict,
-            given.corrected_answer,
-            given.secret,
-        )
+        wire = WireFeedback(cast(FeedbackGiven, record))
     return _encoder.encode(wire)
 
 

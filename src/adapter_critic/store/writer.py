@@ -30,8 +30,8 @@ from ..core import Answer, ChatRequest
 from ..errors import UpstreamError
 from ..events import Attempt, StageFinished
 from .cleaning import Cleaner
-from .database import Database
-from .recorder import CachePut, FeedbackGiven, Record, RunClosed, RunOpened, StageDone
+from .database import Database, reason
+from .recorder import CachePut, Record, RunClosed, RunOpened, StageDone
 from .wire import (
     HEAD,
     Ack,
@@ -123,22 +123,7 @@ def _record(wire: Wire) -> Record:
         put = cast(WireCachePut, wire)
         raw = msgspec.Raw(put.entry)
         return CachePut(put.key, put.run_id, put.served_model, raw, put.created_at, put.expires_at, put.secret)
-    given = cast(WireFeedback, wire)
-    return FeedbackGiven(
-        given.feedback_id,
-        given.run_id,
-        given.created_at,
-        given.score,
-        given.via,
-        given.key_name,
-        given.label,
-        given.comment,
-        given.stage,
-        given.stage_index,
-        given.verdict,
-        given.corrected_answer,
-        given.secret,
-    )
+    return cast(WireFeedback, wire).given
 
 
 _options = msgspec.json.Decoder(dict[str, msgspec.Raw])
@@ -173,11 +158,6 @@ def _stage_finished(wire: WireFinished) -> StageFinished:
     )
 
 
-def _reason(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"
-
-
 def _answer(out: BinaryIO, ack: Ack) -> None:
     out.write(ack_frame(ack))
     out.flush()
@@ -209,7 +189,7 @@ async def serve(out: BinaryIO) -> None:
                 batch = records(body_decoder.decode(body))
                 await database.write_now(batch, head.instance, Cleaner(head.secrets))
             except Exception as exc:  # the server counts the batch as failed and logs why
-                error = _reason(exc)
+                error = reason(exc)
             _answer(out, Ack(head.seq, error))
     finally:
         await database.aclose()
