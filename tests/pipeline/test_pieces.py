@@ -187,3 +187,11 @@ async def test_every_client_gets_the_whole_text_of_an_event_in_pieces(
         text = "".join(d.get("delta", "") for d in datas if d.get("type") == "response.output_text.delta")
     assert text == TEXT_DECODED
     assert any(openings)
+
+
+async def test_the_answer_in_pieces_is_one_string_for_the_stage_and_the_run() -> None:
+    tokens = b"".join(big(f"token {n} ", b'"finish_reason":null}]}', n == 0) for n in range(6))
+    relay, _, _ = await relayed(tokens + big() + FINISH + DONE, 100)
+    content = relay.content
+    assert content == "".join(f"token {n} " for n in range(6)) + TEXT_DECODED
+    assert relay.content is content and relay.answer().content is content  # joined once: the store sends it once

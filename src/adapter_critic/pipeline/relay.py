@@ -85,8 +85,15 @@ class Relay:
 
     @property
     def content(self) -> str:
+        """The answer's text so far: joined once, so that the stage's output and the answer are one string (the
+        store sends it once: `store.wire`)."""
         self._fold()
-        return "".join(self._parts)
+        parts = self._parts
+        if len(parts) == 1:
+            return parts[0]
+        text = "".join(parts)
+        parts[:] = (text,)
+        return text
 
     @property
     def reasoning(self) -> str:

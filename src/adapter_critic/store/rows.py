@@ -240,19 +240,20 @@ def closed_values(record: RunClosed, stages: Sequence[StageDone], clean: Cleaner
     )
 
 
+def stage_of(value: Any, outputs: Sequence[tuple[int, str]]) -> int | None:
+    """The index of the stage whose output `value` is (the latest stage's, when several said the same), or None."""
+    if type(value) is str and value:
+        for index, output in reversed(outputs):
+            if value is output or value == output:
+                return index
+    return None
+
+
 def _kept_once(outputs: Sequence[tuple[int, str]], content: str | None, intermediate: Mapping[str, Any]) -> FromStages:
-    """Which texts are a stage's output (the latest stage's, when several said the same)."""
-
-    def stage_of(value: Any) -> int | None:
-        if type(value) is str and value:
-            for index, output in reversed(outputs):
-                if value is output or value == output:
-                    return index
-        return None
-
-    found = FromStages(answer=stage_of(content))
+    """Which texts are a stage's output."""
+    found = FromStages(answer=stage_of(content, outputs))
     for key, value in intermediate.items():
-        index = stage_of(value)
+        index = stage_of(value, outputs)
         if index is not None:
             found.intermediate[key] = index
     return found

@@ -37,6 +37,7 @@ from . import wire
 from .cleaning import Cleaner
 from .database import HEARTBEAT_SECONDS, Database, reason
 from .feedback import FeedbackNotKept
+from .outbox import Outbox
 from .recorder import FeedbackGiven, Record, RunClosed, RunOpened
 from .records import EVERY_RUN, Feedback, RunDetail, RunPage, RunQuery, RunsOf, RunSummary, StoredStage
 from .writerprocess import WriterDied, WriterProcess, WriterUnavailable
@@ -82,7 +83,7 @@ class RunStore:
         # `writer="process"`: where the batches are written once the store has started (None: in this process).
         self.writer: Writer = writer
         self.process: WriterProcess | None = None
-        self._encoded: collections.deque[bytes] = collections.deque()  # the queue's records, `wire.encode`d
+        self._outbox = Outbox()  # the queue's records as the writer process takes them
         self._seq = 0
         self._lost_runs: set[str] = set()  # runs whose start was dropped: their later records are dropped too
         self._enqueued = 0
@@ -182,7 +183,7 @@ class RunStore:
             return
         if self.process is not None:
             try:
-                self._encoded.append(wire.encode(record))
+                self._outbox.add(record, len(self._queue) < self.batch_size)
             except (TypeError, ValueError, msgspec.EncodeError) as exc:  # a value msgpack cannot hold: the record
                 self.failed += 1
                 logger.warning("run store: a %s record could not be sent to the writer: %s", kind.__name__, exc)
@@ -215,7 +216,7 @@ class RunStore:
         await self.prune()
         if self.writer == "process" and self.database.shareable:
             self.process = WriterProcess(self.database.url.render_as_string(hide_password=False))
-            self._encoded.extend(wire.encode(record) for record in self._queue)  # queued before the start
+            self._outbox.extend(self._queue)  # queued before the start
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._writer()), loop.create_task(self._upkeep())]
 
@@ -281,7 +282,7 @@ class RunStore:
     async def _write_batch(self) -> None:
         take = min(self.batch_size, len(self._queue))
         batch = [self._queue.popleft() for _ in range(take)]
-        encoded = [self._encoded.popleft() for _ in range(take)] if self.process is not None else []
+        encoded = self._outbox.take(take) if self.process is not None else []
         try:
             if batch:
                 backlog = len(self._queue) / self.queue_size  # what waits behind this batch
@@ -310,7 +311,7 @@ class RunStore:
             error = await self.process.write(head, encoded, self._seq, hurry)
         except WriterUnavailable:
             self.process = None
-            self._encoded.clear()
+            self._outbox.clear()
             return False
         except WriterDied as died:
             if died.answered:

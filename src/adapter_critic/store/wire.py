@@ -30,7 +30,7 @@ from ..events import Cost, StageFinished
 from ..pricing import CallCost
 from .recorder import CachePut, FeedbackGiven, Record, RunClosed, RunOpened, StageDone
 from .records import Capture, StoredError
-from .rows import error_fields
+from .rows import error_fields, stage_of
 
 HEAD = struct.Struct("<II")  # a frame's header and body lengths
 _json = msgspec.json.Encoder()
@@ -124,6 +124,10 @@ class WireClosed(msgspec.Struct, array_like=True, tag=3):
     capture: Capture
     secret: str | None
     cost: Cost | None
+    # Texts that are a stage's output sent in the same frame (`encode`'s `outputs`): that stage's index, the text
+    # itself not sent again (`content` None; the value in `intermediate` null).
+    content_stage: int | None = None
+    intermediate_stages: dict[str, int] | None = None
 
 
 class WireCachePut(msgspec.Struct, array_like=True, tag=4):
@@ -149,8 +153,12 @@ ack_decoder = msgspec.msgpack.Decoder(Ack)
 # -- the server's side ---------------------------------------------------------------------------------------------
 
 
-def encode(record: Record) -> bytes:
-    """`record` as the writer process takes it (msgpack). Raises `TypeError` for a value msgpack cannot hold."""
+def encode(record: Record, outputs: Sequence[tuple[int, str]] = ()) -> bytes:
+    """`record` as the writer process takes it (msgpack). Raises `TypeError` for a value msgpack cannot hold.
+
+    `outputs`: for a `RunClosed`, the outputs (stage index, text) of the run's stages whose records go in the same
+    frame before it. A text of its answer or of `intermediate` that is one of them (a direct run's answer, its final
+    note) is sent as that stage's index, not again: a big answer crosses the pipe once."""
     kind = type(record)
     wire: Any
     if kind is StageDone:
@@ -200,6 +208,18 @@ def encode(record: Record) -> bytes:
     elif kind is RunClosed:
         closed = cast(RunClosed, record)
         answer = closed.answer
+        content, content_stage = answer.content, stage_of(answer.content, outputs)
+        if content_stage is not None:
+            content = None
+        intermediate, intermediate_stages = closed.intermediate, None
+        if outputs and intermediate:
+            for key, value in intermediate.items():
+                index = stage_of(value, outputs)
+                if index is not None:
+                    intermediate_stages = intermediate_stages or {}
+                    intermediate_stages[key] = index
+            if intermediate_stages:
+                intermediate = {k: None if k in intermediate_stages else v for k, v in intermediate.items()}
         wire = WireClosed(
             closed.run_id,
             closed.status,
@@ -207,13 +227,15 @@ def encode(record: Record) -> bytes:
             closed.duration_ms,
             closed.usage,
             _error_fields(closed.error),
-            _json.encode(closed.intermediate) if closed.intermediate else None,
-            answer.content,
+            _json.encode(intermediate) if intermediate else None,
+            content,
             None if answer.tool_calls is None else _json.encode(answer.tool_calls),
             answer.finish_reason,
             closed.capture,
             closed.secret,
             closed.cost,
+            content_stage,
+            intermediate_stages,
         )
     elif kind is CachePut:
         put = cast(CachePut, record)

@@ -63,7 +63,25 @@ def off_the_servers_cores() -> None:
 
 def records(wires: Sequence[Wire]) -> list[Record]:
     """The records `wire.encode` sent, rebuilt as the server made them (what the rows are made from)."""
-    return [_record(wire) for wire in wires]
+    built = [_record(wire) for wire in wires]
+    for at, wire in enumerate(wires):
+        if type(wire) is WireClosed and (wire.content_stage is not None or wire.intermediate_stages):
+            _refer(cast(RunClosed, built[at]), wire, built[:at])
+    return built
+
+
+def _refer(closed: RunClosed, wire: WireClosed, before: Sequence[Record]) -> None:
+    """Put back the texts `wire` sent as a stage's index: that stage's output, the same string, as the server had it
+    (the rows keep it once, in the stage). The stage's record is in the frame before it (`wire.encode`)."""
+    outputs = {
+        record.index: record.finished.output
+        for record in before
+        if type(record) is StageDone and record.run_id == closed.run_id
+    }
+    if wire.content_stage is not None:
+        closed.answer.content = outputs.get(wire.content_stage)
+    for key, index in (wire.intermediate_stages or {}).items():
+        closed.intermediate[key] = outputs.get(index)
 
 
 def _record(wire: Wire) -> Record:
