@@ -124,6 +124,30 @@ async def test_a_clean_shutdown_writes_every_record_queued_before_it(store_url: 
     assert {run.status for run in page.data} == {"ok"} and store.failed == 0 and store.dropped == 0
 
 
+async def test_big_answers_go_through_the_writer_whole_among_small_ones(store_url: str) -> None:
+    # A record of a piece or more is written from itself, a piece at a time; the writer reads a frame into one
+    # buffer: texts that straddle every piece boundary, before and after small records of the same frame.
+    from adapter_critic.store.writerprocess import PIECE_BYTES
+
+    store = processed(store_url)
+    await store.start()
+    big = {f"big-{n}": f"{n}é" + "".join(f"{i:07} " for i in range(size)) for n, size in enumerate((9_000, 70_000))}
+    record_run(store, "small-1")
+    for run_id, answer in big.items():
+        record_run(store, run_id, answer=answer)
+    record_run(store, "small-2")
+    await store.flush()
+    try:
+        assert store.failed == 0 and store.process is not None and store.process.pid is not None
+        for run_id, answer in big.items():
+            detail = await store.get_run(run_id)
+            assert detail is not None and detail.answer.content == answer
+        assert len(big["big-1"]) > 8 * PIECE_BYTES
+        assert {run.id for run in (await store.list_runs(limit=10)).data} == {"small-1", "small-2", *big}
+    finally:
+        await store.aclose()
+
+
 async def test_a_killed_writer_is_replaced_logged_once_and_recording_goes_on(
     store_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:

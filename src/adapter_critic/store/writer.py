@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import os
 import signal
 from collections.abc import Sequence
@@ -35,6 +36,7 @@ from .recorder import CachePut, Record, RunClosed, RunOpened, StageDone
 from .wire import (
     HEAD,
     Ack,
+    Head,
     Wire,
     WireCachePut,
     WireClosed,
@@ -181,30 +183,51 @@ def _answer(out: BinaryIO, ack: Ack) -> None:
     out.flush()
 
 
-async def serve(out: BinaryIO) -> None:
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=2**20)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(0, "rb", buffering=0))
-    try:
-        url_length, nice = HEAD.unpack(await reader.readexactly(HEAD.size))
-        url = (await reader.readexactly(url_length)).decode("utf-8")
-    except asyncio.IncompleteReadError:
+def _read(source: io.RawIOBase, size: int) -> bytearray | None:
+    """The next `size` bytes of the pipe, read into one buffer: a frame's body is copied once on its way from the
+    kernel, whatever its size (a stream reader's buffer grew by copies, and copied it out again). None at its end."""
+    buffer = bytearray(size)
+    view = memoryview(buffer)
+    got = 0
+    while got < size:
+        count = source.readinto(view[got:])
+        if not count:
+            return None
+        got += count
+    return buffer
+
+
+def _frame(source: io.RawIOBase) -> tuple[Head, bytearray] | None:
+    """The next frame's header and body; None when the server closed the pipe (or is gone)."""
+    lengths = _read(source, HEAD.size)
+    if lengths is None:
+        return None
+    head_length, body_length = HEAD.unpack(lengths)
+    head, body = _read(source, head_length), _read(source, body_length)
+    return None if head is None or body is None else (head_decoder.decode(head), body)
+
+
+async def serve(source: io.RawIOBase, out: BinaryIO) -> None:
+    """Write the frames read from `source` (the URL's first), answering each on `out`, until `source` ends. The
+    reads wait in a thread: the loop is the database's meanwhile."""
+    first = _read(source, HEAD.size)
+    if first is None:
+        return
+    url_length, nice = HEAD.unpack(first)
+    url = _read(source, url_length)
+    if url is None:
         return
     if nice:
         with contextlib.suppress(OSError):
             os.nice(nice)
-    database = Database(url)
+    database = Database(url.decode("utf-8"))
     try:
-        while True:
-            try:
-                head_length, body_length = HEAD.unpack(await reader.readexactly(HEAD.size))
-                head = head_decoder.decode(await reader.readexactly(head_length))
-                body = await reader.readexactly(body_length)
-            except asyncio.IncompleteReadError:
-                return  # the server closed the store, or is gone
+        while (frame := await asyncio.to_thread(_frame, source)) is not None:
+            head, body = frame
             error = None
             try:
                 batch = records(body_decoder.decode(body))
+                del body
                 await database.write_now(batch, head.instance, Cleaner(head.secrets))
             except Exception as exc:  # the server counts the batch as failed and logs why
                 error = reason(exc)
@@ -220,7 +243,8 @@ def main() -> None:
     # Acks go to the pipe the server reads; anything else printed goes to the server's standard error.
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
-    asyncio.run(serve(out))
+    with open(0, "rb", buffering=0) as source:
+        asyncio.run(serve(source, out))
 
 
 if __name__ == "__main__":

@@ -191,16 +191,26 @@ class WriterProcess:
 async def _send(pipe: asyncio.StreamWriter, head: bytes, records: Sequence[bytes], piece: int) -> None:
     """A frame written a piece at a time (`piece` bytes of records, joined), the event loop free to serve requests
     between two pieces: a batch of a busy second, written and copied in one go, held the loop for a fraction of a
-    millisecond, a tail for every request ready meanwhile."""
+    millisecond, a tail for every request ready meanwhile. A record of a piece or more (a big answer) is written
+    from itself, a piece at a time, never copied whole: joined, and held in the pipe's buffer while the writer read
+    it, a 16 MiB answer was two more 16 MiB blocks, which the server's heap grew for and the kernel faulted in."""
     part = [head]
     size = len(head)
     for record in records:
+        if len(record) >= piece:
+            pipe.write(b"".join(part))
+            part, size = [], 0
+            whole = memoryview(record)
+            for start in range(0, len(record), piece):
+                pipe.write(whole[start : start + piece])
+                await pipe.drain()  # waits while the pipe is full
+            continue
         part.append(record)
         size += len(record)
         if size >= piece:
             pipe.write(b"".join(part))
             part, size = [], 0
-            await pipe.drain()  # waits while the pipe is full
+            await pipe.drain()
             await asyncio.sleep(0)
     if part:
         pipe.write(b"".join(part))
