@@ -6,9 +6,8 @@ Recording: `enqueue` (called by each run's `RunRecorder` on the request's task) 
 in-memory queue and never blocks or fails. A background task lets records gather (`GATHER_SECONDS`, unless
 `batch_size` are queued or a flush is waited for), then writes them in one transaction; what is queued meanwhile
 gathers for the next batch. With `writer="process"` (a server's store, `settings.StoreConfig.writer`) a started
-store's batches are written by a writer process (`writerprocess`): each record is encoded as it is queued
-(`wire.encode`), a batch is one frame down its pipe, and the rows are made and written there, off this
-interpreter; an in-memory SQLite store, one not started (opened to read: `open_store`) and `writer="inline"` make
+store's batches are written by a writer process (`writerprocess`): each record is encoded as it is queued, a
+batch is one frame down its pipe (`outbox`), and the rows are made and written there, off this interpreter; an in-memory SQLite store, one not started (opened to read: `open_store`) and `writer="inline"` make
 the rows on the event loop in slices and write them here (`Database.write`).
 
 When the queue is full a record is dropped — and so are the later records of a run whose start was dropped —
@@ -33,14 +32,13 @@ from typing import Literal
 
 import msgspec
 
-from . import wire
 from .cleaning import Cleaner
 from .database import HEARTBEAT_SECONDS, Database, reason
 from .feedback import FeedbackNotKept
 from .outbox import Outbox
 from .recorder import FeedbackGiven, Record, RunClosed, RunOpened
 from .records import EVERY_RUN, Feedback, RunDetail, RunPage, RunQuery, RunsOf, RunSummary, StoredStage
-from .writerprocess import WriterDied, WriterProcess, WriterUnavailable
+from .writerprocess import WriterDied, WriterProcess
 from .writes import urgent
 
 logger = logging.getLogger("adapter_critic")
@@ -82,9 +80,7 @@ class RunStore:
         self._queue: collections.deque[Record] = collections.deque()
         # `writer="process"`: where the batches are written once the store has started (None: in this process).
         self.writer: Writer = writer
-        self.process: WriterProcess | None = None
-        self._outbox = Outbox()  # the queue's records as the writer process takes them
-        self._seq = 0
+        self._outbox = Outbox()  # what goes to the writer process
         self._lost_runs: set[str] = set()  # runs whose start was dropped: their later records are dropped too
         self._enqueued = 0
         self._handled = 0
@@ -97,6 +93,11 @@ class RunStore:
         # Told of each batch once it is written (or failed): the exact-match cache forgets the answers it held
         # until their rows were there (`cache.backends.StoreBackend`).
         self.on_written: Callable[[Sequence[Record]], None] | None = None
+
+    @property
+    def process(self) -> WriterProcess | None:
+        """The writer process the batches go to (None: they are written in this process)."""
+        return self._outbox.process
 
     @property
     def queue_depth(self) -> int:
@@ -215,8 +216,7 @@ class RunStore:
         await self.mark_interrupted()
         await self.prune()
         if self.writer == "process" and self.database.shareable:
-            self.process = WriterProcess(self.database.url.render_as_string(hide_password=False))
-            self._outbox.extend(self._queue)  # queued before the start
+            self._outbox.open(self.database.url.render_as_string(hide_password=False), self._queue)
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._writer()), loop.create_task(self._upkeep())]
 
@@ -257,8 +257,7 @@ class RunStore:
                     task.cancel()
                 await asyncio.gather(*self._tasks, return_exceptions=True)
                 self._tasks = []
-                if self.process is not None:
-                    await self.process.aclose()
+                await self._outbox.aclose()
                 await self.database.unregister(self.instance)
         finally:
             await self.database.aclose()
@@ -282,11 +281,11 @@ class RunStore:
     async def _write_batch(self) -> None:
         take = min(self.batch_size, len(self._queue))
         batch = [self._queue.popleft() for _ in range(take)]
-        encoded = self._outbox.take(take) if self.process is not None else []
         try:
             if batch:
                 backlog = len(self._queue) / self.queue_size  # what waits behind this batch
-                if self.process is not None and await self._sent(batch, encoded, urgent(len(batch), backlog)):
+                hurry = urgent(len(batch), backlog)
+                if self.process is not None and await self._outbox.send(take, self.instance, self.secrets(), hurry):
                     return
                 await self.database.write(batch, self.instance, Cleaner(self.secrets()), backlog=backlog)
         except WriterDied:  # logged by `WriterProcess`
@@ -300,26 +299,6 @@ class RunStore:
                 self.on_written(batch)
             written, self._written = self._written, asyncio.Event()
             written.set()
-
-    async def _sent(self, batch: Sequence[Record], encoded: list[bytes], hurry: bool) -> bool:
-        """Write a batch through the writer process; False when there is none to be had (the batch is written here,
-        and so are the next ones). A batch the writer could not write raises as a write here does."""
-        assert self.process is not None
-        self._seq += 1
-        head = wire.frame_head(self._seq, self.instance, self.secrets(), encoded, hurry)
-        try:
-            error = await self.process.write(head, encoded, self._seq, hurry)
-        except WriterUnavailable:
-            self.process = None
-            self._outbox.clear()
-            return False
-        except WriterDied as died:
-            if died.answered:
-                raise
-            return False  # it never started: the batch is written here
-        if error is not None:
-            raise RuntimeError(error)
-        return True
 
     async def _upkeep(self) -> None:
         last_prune = time.monotonic()

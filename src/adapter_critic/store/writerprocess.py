@@ -109,10 +109,11 @@ class WriterProcess:
         self._process, self.pid, self._answered = process, process.pid, False
         return process
 
-    async def write(self, head: bytes, records: Sequence[bytes], seq: int, hurry: bool = False) -> str | None:
-        """Send a batch's frame (`wire.frame_head`, then its encoded records) and wait for its answer: None when it is
-        written, why not when the writer could not write it. `WriterDied` when the writer died with it,
-        `WriterUnavailable` when none can be started. Once sent, a batch is waited for even if the caller is
+    async def write(self, head: bytes, records: list[bytes], seq: int, hurry: bool = False) -> str | None:
+        """Send a batch's frame (`wire.frame_head`, then its encoded records, which are let go of once sent: a big
+        answer's bytes are not held while the writer writes) and wait for its answer: None when it is written, why
+        not when the writer could not write it. `WriterDied` when the writer died with it, `WriterUnavailable` when
+        none can be started. Once sent, a batch is waited for even if the caller is
         cancelled (the next one waits behind it). `hurry`: the queue backs up (`writes.urgent`), so the frame is
         written in one go, not in pieces between which a busy event loop's turn would make every piece wait."""
         async with self._one:
@@ -120,7 +121,7 @@ class WriterProcess:
                 error = await self._write(head, records, seq, hurry)
         return error
 
-    async def _write(self, head: bytes, records: Sequence[bytes], seq: int, hurry: bool) -> str | None:
+    async def _write(self, head: bytes, records: list[bytes], seq: int, hurry: bool) -> str | None:
         process = self._process
         if process is not None and (process.returncode is not None or _at_eof(process)):
             await self._gone(process, 0)  # it died between batches: nothing of this batch is lost
@@ -130,15 +131,17 @@ class WriterProcess:
                 raise WriterUnavailable
             process = await self._start()
         assert process.stdin is not None and process.stdout is not None
+        count = len(records)
         with contextlib.suppress(ConnectionError):  # it died: its answer will not come
             await _send(process.stdin, head, records, PIPE_BYTES if hurry else PIECE_BYTES)
+        records.clear()
         while True:
             try:
                 length, _ = HEAD.unpack(await process.stdout.readexactly(HEAD.size))
                 ack: Ack = ack_decoder.decode(await process.stdout.readexactly(length))
             except (asyncio.IncompleteReadError, ConnectionError):
                 answered = self._answered
-                await self._gone(process, len(records))
+                await self._gone(process, count)
                 raise WriterDied(answered) from None
             self._answered, self._failed_starts = True, 0
             if ack.seq == seq:
