@@ -109,12 +109,18 @@ async def test_the_writer_process_writes_the_rows_the_server_would_have(
 
 
 async def test_a_clean_shutdown_writes_every_record_queued_before_it(store_url: str) -> None:
-    store = processed(store_url, batch_size=7)  # many batches through the writer
+    store = processed(store_url, batch_size=7)  # many batches
     await store.start()
-    for number in range(40):
+    for number in range(20):
+        record_run(store, f"run-{number:02}")
+    await store.flush()  # through the writer
+    assert store.process is not None and store.process.running is not None
+    writer = store.process.running
+    for number in range(20, 40):
         record_run(store, f"run-{number:02}")
     assert store.queue_depth > 0
-    await store.aclose()  # no flush: closing drains the queue through the writer, which then exits
+    await store.aclose()  # no flush: closing writes what is queued here, and the writer exits
+    assert writer.returncode == 0
     again = RunStore(Database(store_url))
     try:
         page = await again.list_runs(limit=100)
@@ -122,6 +128,23 @@ async def test_a_clean_shutdown_writes_every_record_queued_before_it(store_url: 
         await again.aclose()
     assert sorted(run.id for run in page.data) == [f"run-{number:02}" for number in range(40)]
     assert {run.status for run in page.data} == {"ok"} and store.failed == 0 and store.dropped == 0
+
+
+async def test_what_is_queued_at_a_clean_shutdown_is_written_without_starting_a_writer(store_url: str) -> None:
+    # A writer at the lowest priority, started for the drain on a machine busy with other processes, held the
+    # shutdown for seconds: what is queued when the store closes is written in the server's process.
+    store = processed(store_url)
+    await store.start()
+    for number in range(5):
+        record_run(store, f"late-{number}")
+    await store.aclose()
+    assert store.process is not None and store.process.pid is None  # never started
+    again = RunStore(Database(store_url))
+    try:
+        page = await again.list_runs(limit=10)
+    finally:
+        await again.aclose()
+    assert sorted(run.id for run in page.data) == [f"late-{number}" for number in range(5)]
 
 
 async def test_big_answers_go_through_the_writer_whole_among_small_ones(store_url: str) -> None:

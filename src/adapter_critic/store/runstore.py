@@ -6,15 +6,16 @@ Recording: `enqueue` (called by each run's `RunRecorder` on the request's task) 
 in-memory queue and never blocks or fails. A background task lets records gather (`GATHER_SECONDS`, unless
 `batch_size` are queued or a flush is waited for), then writes them in one transaction; what is queued meanwhile
 gathers for the next batch. With `writer="process"` (a server's store, `settings.StoreConfig.writer`) a started
-store's batches are written by a writer process (`writerprocess`): each record is encoded as it is queued, a
-batch is one frame down its pipe (`outbox`), and the rows are made and written there, off this interpreter; an in-memory SQLite store, one not started (opened to read: `open_store`) and `writer="inline"` make
-the rows on the event loop in slices and write them here (`Database.write`).
+store's batches are written by a writer process (`writerprocess`): each record is encoded as it is queued, a batch
+is one frame down its pipe (`outbox`), and the rows are made and written there, off this interpreter; an in-memory
+SQLite store, one not started (opened to read: `open_store`) and `writer="inline"` make the rows on the event loop
+in slices and write them here (`Database.write`).
 
 When the queue is full a record is dropped — and so are the later records of a run whose start was dropped —
-counted in `dropped` and logged at most once a minute. `aclose` drains the queue before closing (through the writer
-process, which then exits). Another task beats for this process in the `instances` table every
-`heartbeat_seconds`, marks runs of processes that are gone `interrupted` (at start-up too: see
-`Database.mark_interrupted`) and prunes by age and count (`max_age_days`, `max_runs`).
+counted in `dropped` and logged at most once a minute. `aclose` drains the queue before closing (what the writer
+process has, through it; the rest here), and the writer process then exits. Another task beats for this process in
+the `instances` table every `heartbeat_seconds`, marks runs of processes that are gone `interrupted` (at start-up
+too: see `Database.mark_interrupted`) and prunes by age and count (`max_age_days`, `max_runs`).
 
 Readers (`list_runs`, `get_run`, `follow`) need no task: `open_store(url)` is enough.
 """
@@ -81,6 +82,7 @@ class RunStore:
         # `writer="process"`: where the batches are written once the store has started (None: in this process).
         self.writer: Writer = writer
         self._outbox = Outbox()  # what goes to the writer process
+        self._closing = False  # `aclose` drains the queue: in this process, at its own priority
         self._lost_runs: set[str] = set()  # runs whose start was dropped: their later records are dropped too
         self._enqueued = 0
         self._handled = 0
@@ -249,9 +251,14 @@ class RunStore:
         return removed
 
     async def aclose(self) -> None:
-        """Drain the queue, stop the tasks, leave the `instances` table, close the database."""
+        """Drain the queue, stop the tasks, leave the `instances` table, close the database.
+
+        The batch the writer process has is waited for; what is still queued is written here, on a thread at the
+        server's own priority (`SqliteFile.write`'s `urgent`): a writer at the lowest priority on a machine kept busy
+        by other processes took seconds to start and write, and held the shutdown meanwhile."""
         try:
             if self._tasks:
+                self._closing = True
                 await self.flush()
                 for task in self._tasks:
                     task.cancel()
@@ -283,10 +290,12 @@ class RunStore:
         batch = [self._queue.popleft() for _ in range(take)]
         try:
             if batch:
-                backlog = len(self._queue) / self.queue_size  # what waits behind this batch
-                hurry = urgent(len(batch), backlog)
-                if self.process is not None and await self._outbox.send(take, self.instance, self.secrets(), hurry):
-                    return
+                backlog = 1.0 if self._closing else len(self._queue) / self.queue_size  # what waits behind it
+                if self.process is not None:
+                    if self._closing:
+                        self._outbox.take(take)  # written here
+                    elif await self._outbox.send(take, self.instance, self.secrets(), urgent(len(batch), backlog)):
+                        return
                 await self.database.write(batch, self.instance, Cleaner(self.secrets()), backlog=backlog)
         except WriterDied:  # logged by `WriterProcess`
             self.failed += len(batch)
