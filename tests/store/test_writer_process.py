@@ -171,6 +171,36 @@ async def test_big_answers_go_through_the_writer_whole_among_small_ones(store_ur
         await store.aclose()
 
 
+def _thread_nices(pid: int) -> list[int]:
+    """The nice value of each thread of process `pid` (Linux: a thread's own)."""
+    nices = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/stat") as f:
+            nices.append(int(f.read().rsplit(")", 1)[1].split()[16]))
+    return nices
+
+
+async def test_the_writer_writes_at_the_lowest_priority_unless_the_queue_backs_up(store_url: str) -> None:
+    store = processed(store_url)
+    await store.start()
+    try:
+        record_run(store, "calm")
+        await store.flush()
+        assert store.process is not None and store.process.running is not None
+        pid = store.process.running.pid
+        calm = _thread_nices(pid)
+        assert 19 in calm and 0 in calm  # a thread at the lowest priority wrote it; the process itself is not lowered
+        store.queue_size, store.batch_size = 40, 3  # 15 records: batches taken with a quarter of the queue behind
+        for number in range(5):
+            record_run(store, f"behind-{number}")
+        await store.flush()
+        behind = _thread_nices(pid)
+        assert behind.count(0) == calm.count(0) + 1 and behind.count(19) == calm.count(19)  # a thread of its own
+        assert store.failed == 0 and await store.get_run("behind-4") is not None
+    finally:
+        await store.aclose()
+
+
 async def test_a_killed_writer_is_replaced_logged_once_and_recording_goes_on(
     store_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:

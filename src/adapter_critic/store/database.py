@@ -12,6 +12,8 @@ file.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import os
 import socket
 import time
@@ -33,7 +35,7 @@ from .recorder import Record
 from .schema import cache, feedback, instances, runs, stages, upgrade
 from .sqlitefile import SqliteFile, sqlite_settings
 from .transactions import writing
-from .writes import BatchRows, batch_rows, building, slice_seconds, statements, urgent, write_async
+from .writes import BatchRows, building, slice_seconds, statements, urgent, write_async
 
 # Each instance beats every `HEARTBEAT_SECONDS` (`store.heartbeat_seconds`); one silent for `STALE_BEATS` beats is
 # gone, wherever it ran.
@@ -159,12 +161,12 @@ class Database(RunReads):
         """Whether another process can write to this store (not an in-memory SQLite database)."""
         return self.dialect != "sqlite" or self._file is not None
 
-    async def write_now(self, batch: Sequence[Record], instance: str, clean: Cleaner) -> None:
-        """Write a batch in one transaction, its rows made at once: the store's writer process (`writer`) does, where
-        no request waits for it. A SQLite file's batch is written on the caller's thread."""
-        rows = batch_rows(batch, instance, clean)
+    async def write_made(self, rows: BatchRows, thread: concurrent.futures.Executor) -> None:
+        """Write rows made already (`writes.batch_rows`) in one transaction: the store's writer process does, where
+        no request waits for it. A SQLite file's batch is written on `thread` (the writer's, at the priority it
+        chose), another database's from the event loop."""
         if self._file is not None:
-            self._file.write_here(rows)
+            await asyncio.get_running_loop().run_in_executor(thread, self._file.write_here, rows)
             return
         async with self._writer.begin() as conn:
             await write_async(conn, rows, self._statements)

@@ -58,15 +58,16 @@ class Outbox:
         self._outputs.clear()
         return [self._encoded.popleft() for _ in range(count)]
 
-    async def send(self, count: int, instance: str, secrets: Sequence[str], hurry: bool) -> bool:
+    async def send(self, count: int, instance: str, secrets: Sequence[str], hurry: bool, behind: bool) -> bool:
         """Send the next `count` records to the writer process as one frame and wait until they are written: True;
         False when there is no writer to be had (the store writes this batch itself, and every one after when none
-        can be started). A batch the writer could not write raises, as a write in the store's process does
-        (`WriterDied` when the writer died with it)."""
+        can be started). `hurry`: the frame is written in one go; `behind`: the store's queue backs up, and the
+        writer writes the batch at the server's priority (`wire.Head`). A batch the writer could not write raises,
+        as a write in the store's process does (`WriterDied` when the writer died with it)."""
         assert self.process is not None
         encoded = self.take(count)
         self._seq += 1
-        head = wire.frame_head(self._seq, instance, secrets, encoded, hurry)
+        head = wire.frame_head(self._seq, instance, secrets, encoded, hurry, behind)
         try:
             error = await self.process.write(head, encoded, self._seq, hurry)
         except WriterUnavailable:

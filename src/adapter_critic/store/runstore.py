@@ -40,7 +40,7 @@ from .outbox import Outbox
 from .recorder import FeedbackGiven, Record, RunClosed, RunOpened
 from .records import EVERY_RUN, Feedback, RunDetail, RunPage, RunQuery, RunsOf, RunSummary, StoredStage
 from .writerprocess import WriterDied, WriterProcess
-from .writes import urgent
+from .writes import URGENT_BACKLOG, urgent
 
 logger = logging.getLogger("adapter_critic")
 
@@ -294,7 +294,9 @@ class RunStore:
                 if self.process is not None:
                     if self._closing:
                         self._outbox.take(take)  # written here
-                    elif await self._outbox.send(take, self.instance, self.secrets(), urgent(len(batch), backlog)):
+                    elif await self._outbox.send(
+                        take, self.instance, self.secrets(), urgent(len(batch), backlog), backlog >= URGENT_BACKLOG
+                    ):
                         return
                 await self.database.write(batch, self.instance, Cleaner(self.secrets()), backlog=backlog)
         except WriterDied:  # logged by `WriterProcess`

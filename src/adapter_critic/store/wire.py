@@ -12,7 +12,7 @@ error as the client got it (`rows.error_fields`). Values that may hold JSON kept
 `intermediate`, a cached answer) go as JSON text, which msgpack cannot mistake for its own.
 
 A frame is its header's length and its body's (`HEAD`), the header (`Head`: its sequence number, the store's
-instance, the batch's secrets — keys may rotate — and whether the queue backs up behind it) and the body: a msgpack
+instance, the batch's secrets — keys may rotate — and how urgent it is) and the body: a msgpack
 array of the encoded records. The writer answers each frame with an `Ack`.
 """
 
@@ -41,7 +41,8 @@ class Head(msgspec.Struct, array_like=True):
     seq: int
     instance: str
     secrets: list[str]
-    urgent: bool = False  # the store's queue is backing up (`writes.urgent`): the frame was written in one go
+    urgent: bool = False  # a big batch, or the store's queue backing up (`writes.urgent`): written in one go
+    behind: bool = False  # the store's queue is backing up (`writes.URGENT_BACKLOG`): written at the server's priority
 
 
 class Ack(msgspec.Struct, array_like=True):
@@ -274,11 +275,16 @@ def _finished(finished: StageFinished) -> WireFinished:
 
 
 def frame_head(
-    seq: int, instance: str, secrets: Sequence[str], records: Sequence[bytes], urgent: bool = False
+    seq: int,
+    instance: str,
+    secrets: Sequence[str],
+    records: Sequence[bytes],
+    urgent: bool = False,
+    behind: bool = False,
 ) -> bytes:
     """What a batch's frame begins with: the lengths (`HEAD`), its header, and the msgpack array header of its
     records (each `encode`d), which follow it as they are."""
-    head = _encoder.encode(Head(seq, instance, list(secrets), urgent))
+    head = _encoder.encode(Head(seq, instance, list(secrets), urgent, behind))
     count = len(records)
     if count < 16:
         array = bytes((0x90 | count,))

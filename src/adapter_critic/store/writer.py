@@ -2,17 +2,19 @@
 
 The store's writer process: `python -m adapter_critic.store.writer`, started by a server's store
 (`writerprocess.WriterProcess`), never by hand. It reads the store's URL and then batches (`wire.frame`) on its
-standard input, rebuilds each batch's records (`records`), makes their rows (`writes.building`, secrets masked
-with the batch's own) and writes them in one transaction (`Database.write_now`), and answers each batch on its
+standard input, rebuilds each batch's records (`records`), makes their rows (`writes.batch_rows`, secrets masked
+with the batch's own) and writes them in one transaction (`Database.write_made`), and answers each batch on its
 standard output (`wire.Ack`) once it is written or has failed.
 
 It exits when its input ends — the server closed the store, or is gone — after the batch it has, so it never
 outlives the server. It ignores SIGINT and SIGTERM, which a terminal or a service manager sends to every process
 of the server's group at once: the server closes the store (which drains the queue into this process) first.
-It runs at the lowest priority (`sqlitefile.WRITER_NICE`, which the server sends it), and when the server is pinned
-to some of the machine's cores (`taskset`, a cpuset), on the others (`off_the_servers_cores`): the rows and the
-write take neither the server's interpreter nor its core. (At home on the server's cores, moved to the others only
-when the queue backed up, it kept a saturated server's queue from draining: `benchmarks/README.md`.)
+It makes and writes each batch on a thread at the lowest priority (`sqlitefile.WRITER_NICE`, which the server
+sends it), or, when the server's queue backs up (`wire.Head.behind`), on one at the server's own: on a machine kept
+busy on every core the lowest priority gets next to nothing, and the server's queue would overflow. When the server
+is pinned to some of the machine's cores (`taskset`, a cpuset), it runs on the others (`off_the_servers_cores`): the
+rows and the write take neither the server's interpreter nor its core. (At home on the server's cores, moved to
+the others only when the queue backed up, it kept a saturated server's queue from draining: `benchmarks/README.md`.)
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ import contextlib
 import io
 import os
 import signal
+import sys
 from collections.abc import Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any, BinaryIO, cast
 
 import msgspec
@@ -49,6 +53,7 @@ from .wire import (
     body_decoder,
     head_decoder,
 )
+from .writes import BatchRows, batch_rows
 
 
 def off_the_servers_cores() -> None:
@@ -207,9 +212,30 @@ def _frame(source: io.RawIOBase) -> tuple[Head, bytearray] | None:
     return None if head is None or body is None else (head_decoder.decode(head), body)
 
 
+def _rows(body: bytearray, head: Head) -> BatchRows:
+    """A frame's rows: its records rebuilt, made into rows with the batch's secrets masked."""
+    return batch_rows(records(body_decoder.decode(body)), head.instance, Cleaner(head.secrets))
+
+
+def _lowered(nice: int) -> None:
+    with contextlib.suppress(OSError):
+        os.nice(nice)
+
+
+def _threads(nice: int) -> tuple[Executor, Executor]:
+    """Where a batch is made and written: (the thread at the lowest priority, the one at the server's). A nice value
+    is a thread's own on Linux; elsewhere it is the whole process's, which is lowered, and both are one thread."""
+    prompt = ThreadPoolExecutor(1, thread_name_prefix="adapter-critic-writer-behind")
+    if sys.platform != "linux":
+        _lowered(nice)
+        return prompt, prompt
+    calm = ThreadPoolExecutor(1, thread_name_prefix="adapter-critic-writer", initializer=_lowered, initargs=(nice,))
+    return calm, prompt
+
+
 async def serve(source: io.RawIOBase, out: BinaryIO) -> None:
     """Write the frames read from `source` (the URL's first), answering each on `out`, until `source` ends. The
-    reads wait in a thread: the loop is the database's meanwhile."""
+    reads wait in a thread; each batch is made and written on the thread its frame asks for (`wire.Head.behind`)."""
     first = _read(source, HEAD.size)
     if first is None:
         return
@@ -217,23 +243,23 @@ async def serve(source: io.RawIOBase, out: BinaryIO) -> None:
     url = _read(source, url_length)
     if url is None:
         return
-    if nice:
-        with contextlib.suppress(OSError):
-            os.nice(nice)
+    loop = asyncio.get_running_loop()
+    calm, prompt = _threads(nice)
     database = Database(url.decode("utf-8"))
     try:
         while (frame := await asyncio.to_thread(_frame, source)) is not None:
             head, body = frame
+            thread = prompt if head.behind else calm
             error = None
             try:
-                batch = records(body_decoder.decode(body))
-                del body
-                await database.write_now(batch, head.instance, Cleaner(head.secrets))
+                await database.write_made(await loop.run_in_executor(thread, _rows, body, head), thread)
             except Exception as exc:  # the server counts the batch as failed and logs why
                 error = reason(exc)
             _answer(out, Ack(head.seq, error))
     finally:
         await database.aclose()
+        calm.shutdown()
+        prompt.shutdown()
 
 
 def main() -> None:
