@@ -8,7 +8,8 @@ standalone defaults) each serve it, on the same pinned core (the relay with the 
 gives itself, `ALLOCATOR`). A round loads every server with every size and
 kind, one request at a time (a batch of 32 MiB of answers), in an order that alternates between rounds. CPU is
 every thread's time on CPU from schedstat, of the server and of any process it started (a store writer), read
-after the store's batch has had time to be written.
+after the store's batch has had time to be written; for the store on, the table splits it between the server's
+process and its writer.
 
 The figure that matters is the growth of product / relay from 1 to 16 MiB: a part whose cost is linear in the
 answer keeps the ratio flat, a super-linear one makes it grow (the target: at most 10 %).
@@ -93,16 +94,18 @@ def request(port: int, data: bytes) -> int:
     return len(got)
 
 
-def batch(server: procs.Server, mib: int, stream: bool, settle: float) -> float:
-    """CPU µs per request over a batch of 32 MiB of answers, one request at a time."""
+def batch(server: procs.Server, mib: int, stream: bool, settle: float) -> tuple[float, float]:
+    """CPU µs per request over a batch of 32 MiB of answers, one request at a time: of the server and the processes
+    it started (its store's writer), and of the server's process alone."""
     data = body(mib, stream)
     count = max(2, 32 // mib)
-    before = process_cpu(server.pid)
+    before, own = process_cpu(server.pid), procs.cpu_seconds_precise(server.pid)
     for _ in range(count):
         if request(server.port, data) < mib * 1024 * 1024:
             raise SystemExit(f"{server.name}: a {mib} MiB answer came back short")
     time.sleep(settle)  # the store's writer takes its batch within 100 ms
-    return (process_cpu(server.pid) - before) / count * 1e6
+    total = (process_cpu(server.pid) - before) / count * 1e6
+    return total, (procs.cpu_seconds_precise(server.pid) - own) / count * 1e6
 
 
 def measure(rounds: int, settle: float) -> dict[str, Any]:
@@ -110,6 +113,7 @@ def measure(rounds: int, settle: float) -> dict[str, Any]:
     if other:
         os.sched_setaffinity(0, other)
     cpu: dict[str, list[float]] = {}
+    own: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="adapter-critic-sizes-") as tmp, servers(Path(tmp), proxy, other) as up:
         for name in SERVERS:  # warm up: every size once
             for mib in MIB:
@@ -121,9 +125,9 @@ def measure(rounds: int, settle: float) -> dict[str, Any]:
             for mib in MIB:
                 for kind in KINDS:
                     for name in order:
-                        cpu.setdefault(f"{name} {kind} {mib}", []).append(
-                            batch(up[name], mib, kind == "stream", settle)
-                        )
+                        total, alone = batch(up[name], mib, kind == "stream", settle)
+                        cpu.setdefault(f"{name} {kind} {mib}", []).append(total)
+                        own.setdefault(f"{name} {kind} {mib}", []).append(alone)
     medians = {key: statistics.median(values) for key, values in cpu.items()}
     ratios = {}
     for name in SERVERS[1:]:
@@ -135,7 +139,8 @@ def measure(rounds: int, settle: float) -> dict[str, Any]:
         for name in SERVERS[1:]
         for kind in KINDS
     }
-    return {"cpu_us": medians, "ratios": ratios, "growth": growth, "rounds": rounds}
+    own_medians = {key: statistics.median(values) for key, values in own.items()}
+    return {"cpu_us": medians, "own_us": own_medians, "ratios": ratios, "growth": growth, "rounds": rounds}
 
 
 def checks(result: dict[str, Any]) -> list[dict[str, Any]]:
@@ -152,13 +157,18 @@ def checks(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def format_table(result: dict[str, Any]) -> str:
-    lines = [f"{'answer':<16}" + "".join(f"{name + ' µs':>14}{'x relay':>9}" for name in SERVERS)]
+    head = "".join(f"{name + ' µs':>14}{'x relay':>9}" for name in SERVERS)
+    lines = [f"{'answer':<16}{head}{'(server':>9}{'writer)':>9}"]
     for kind in KINDS:
         for mib in MIB:
             row = f"{kind + f' {mib} MiB':<16}"
             for name in SERVERS:
                 ratio = result["ratios"].get(f"{name} {kind} {mib}")
                 row += f"{result['cpu_us'][f'{name} {kind} {mib}']:>14.0f}{'' if ratio is None else f'{ratio:.2f}':>9}"
+            stored = f"store on {kind} {mib}"
+            if stored in result.get("own_us", {}):  # the store on's CPU, the server's process and its writer's
+                alone = result["own_us"][stored]
+                row += f"{alone:>9.0f}{result['cpu_us'][stored] - alone:>9.0f}"
             lines.append(row)
     lines += [report.verdict(c) for c in checks(result)]
     return "\n".join(lines)

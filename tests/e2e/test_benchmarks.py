@@ -251,6 +251,18 @@ def test_the_size_checks_read_the_growth_of_product_over_relay() -> None:
     }
 
 
+def test_the_size_table_splits_the_stores_cpu_between_the_server_and_its_writer() -> None:
+    keys = [f"{name} {kind} {mib}" for name in sizes.SERVERS for kind in sizes.KINDS for mib in sizes.MIB]
+    result = {
+        "cpu_us": dict.fromkeys(keys, 1000.0) | {"store on stream 16": 9000.0},
+        "own_us": {key: 400.0 for key in keys if key.startswith("store on")} | {"store on stream 16": 2500.0},
+        "ratios": {},
+        "growth": {},
+    }
+    row = next(line for line in sizes.format_table(result).splitlines() if line.startswith("stream 16 MiB"))
+    assert row.split()[-2:] == ["2500", "6500"]  # the server's process, its writer
+
+
 def test_a_batchs_rows_are_made_in_slices_of_time_the_loop_runs_between(monkeypatch: pytest.MonkeyPatch) -> None:
     # A loaded server's batch is hundreds of runs: made in one go it held the event loop for milliseconds.
     from adapter_critic.store import writes
