@@ -74,24 +74,25 @@ def off_the_servers_cores() -> None:
 def records(wires: Sequence[Wire]) -> list[Record]:
     """The records `wire.encode` sent, rebuilt as the server made them (what the rows are made from)."""
     built = [_record(wire) for wire in wires]
-    for at, wire in enumerate(wires):
-        if type(wire) is WireClosed and (wire.content_stage is not None or wire.intermediate_stages):
-            _refer(cast(RunClosed, built[at]), wire, built[:at])
+    outputs: dict[tuple[str, int], str | None] = {}  # the frame's stages' outputs so far, by run and index
+    for record, wire in zip(built, wires, strict=True):
+        kind = type(wire)
+        if kind is WireStage:
+            stage = cast(StageDone, record)
+            outputs[stage.run_id, stage.index] = stage.finished.output
+        elif kind is WireClosed:
+            _refer(cast(RunClosed, record), cast(WireClosed, wire), outputs)
     return built
 
 
-def _refer(closed: RunClosed, wire: WireClosed, before: Sequence[Record]) -> None:
+def _refer(closed: RunClosed, wire: WireClosed, outputs: dict[tuple[str, int], str | None]) -> None:
     """Put back the texts `wire` sent as a stage's index: that stage's output, the same string, as the server had it
     (the rows keep it once, in the stage). The stage's record is in the frame before it (`wire.encode`)."""
-    outputs = {
-        record.index: record.finished.output
-        for record in before
-        if type(record) is StageDone and record.run_id == closed.run_id
-    }
     if wire.content_stage is not None:
-        closed.answer.content = outputs.get(wire.content_stage)
-    for key, index in (wire.intermediate_stages or {}).items():
-        closed.intermediate[key] = outputs.get(index)
+        closed.answer.content = outputs.get((closed.run_id, wire.content_stage))
+    if wire.intermediate_stages:
+        for key, index in wire.intermediate_stages.items():
+            closed.intermediate[key] = outputs.get((closed.run_id, index))
 
 
 def _record(wire: Wire) -> Record:
