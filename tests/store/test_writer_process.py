@@ -180,7 +180,9 @@ def _thread_nices(pid: int) -> list[int]:
     return nices
 
 
-async def test_the_writer_writes_at_the_lowest_priority_unless_the_queue_backs_up(store_url: str) -> None:
+async def test_the_writer_writes_at_the_lowest_priority_unless_the_queue_backs_up(
+    store_url: str, capfd: pytest.CaptureFixture[str]
+) -> None:
     store = processed(store_url)
     await store.start()
     try:
@@ -197,6 +199,8 @@ async def test_the_writer_writes_at_the_lowest_priority_unless_the_queue_backs_u
         behind = _thread_nices(pid)
         assert behind.count(0) == calm.count(0) + 1 and behind.count(19) == calm.count(19)  # a thread of its own
         assert store.failed == 0 and await store.get_run("behind-4") is not None
+        said = [line for line in capfd.readouterr().err.splitlines() if "queue backs up" in line]
+        assert len(said) == 1 and f"(pid {pid})" in said[0]  # once, however many batches were behind
     finally:
         await store.aclose()
 

@@ -187,6 +187,11 @@ def _stage_finished(wire: WireFinished) -> StageFinished:
     )
 
 
+def _say(message: str) -> None:
+    """A line on the standard error, which is the server's (the store's own log lines are the server's logger's)."""
+    print(f"adapter_critic: run store writer process (pid {os.getpid()}): {message}", file=sys.stderr, flush=True)
+
+
 def _answer(out: BinaryIO, ack: Ack) -> None:
     out.write(ack_frame(ack))
     out.flush()
@@ -258,6 +263,8 @@ async def serve(source: io.RawIOBase, out: BinaryIO) -> None:
         while (frame := await asyncio.to_thread(_frame, source)) is not None:
             head, body = frame
             if head.behind:
+                if time.monotonic() >= prompt_until:
+                    _say(f"the server's queue backs up: writing at the server's priority for {PROMPT_SECONDS:.0f} s")
                 prompt_until = time.monotonic() + PROMPT_SECONDS
             thread = prompt if time.monotonic() < prompt_until else calm
             error = None
