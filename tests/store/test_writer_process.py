@@ -171,13 +171,13 @@ async def test_big_answers_go_through_the_writer_whole_among_small_ones(store_ur
         await store.aclose()
 
 
-def _thread_nices(pid: int) -> list[int]:
-    """The nice value of each thread of process `pid` (Linux: a thread's own)."""
-    nices = []
+def _threads(pid: int) -> dict[int, tuple[int, int]]:
+    """Each thread of process `pid`: its nice value (Linux: a thread's own) and its time on CPU so far (ns)."""
+    found = {}
     for task in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{task}/stat") as f:
-            nices.append(int(f.read().rsplit(")", 1)[1].split()[16]))
-    return nices
+        with open(f"/proc/{pid}/task/{task}/stat") as stat, open(f"/proc/{pid}/task/{task}/schedstat") as sched:
+            found[int(task)] = (int(stat.read().rsplit(")", 1)[1].split()[16]), int(sched.read().split()[0]))
+    return found
 
 
 async def test_the_writer_writes_at_the_lowest_priority_unless_the_queue_backs_up(
@@ -190,14 +190,16 @@ async def test_the_writer_writes_at_the_lowest_priority_unless_the_queue_backs_u
         await store.flush()
         assert store.process is not None and store.process.running is not None
         pid = store.process.running.pid
-        calm = _thread_nices(pid)
-        assert 19 in calm and 0 in calm  # a thread at the lowest priority wrote it; the process itself is not lowered
+        calm = _threads(pid)
+        (lowered,) = [tid for tid, (nice, _) in calm.items() if nice == 19]  # the thread that wrote it
+        assert calm[pid][0] == 0 and calm[lowered][1] > 0  # the process itself is not lowered
         store.queue_size, store.batch_size = 40, 3  # 15 records: batches taken with a quarter of the queue behind
         for number in range(5):
             record_run(store, f"behind-{number}")
         await store.flush()
-        behind = _thread_nices(pid)
-        assert behind.count(0) == calm.count(0) + 1 and behind.count(19) == calm.count(19)  # a thread of its own
+        behind = _threads(pid)
+        assert behind[lowered][1] == calm[lowered][1]  # written elsewhere: on a thread at the server's priority
+        assert [tid for tid, (nice, _) in behind.items() if nice == 19] == [lowered]
         assert store.failed == 0 and await store.get_run("behind-4") is not None
         said = [line for line in capfd.readouterr().err.splitlines() if "queue backs up" in line]
         assert len(said) == 1 and f"(pid {pid})" in said[0]  # once, however many batches were behind
