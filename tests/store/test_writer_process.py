@@ -171,12 +171,13 @@ async def test_big_answers_go_through_the_writer_whole_among_small_ones(store_ur
         await store.aclose()
 
 
-def _threads(pid: int) -> dict[int, tuple[int, int]]:
-    """Each thread of process `pid`: its nice value (Linux: a thread's own) and its time on CPU so far (ns)."""
+def _threads(pid: int) -> dict[str, int]:
+    """Each thread of process `pid` by its name: its nice value (Linux: a thread's own)."""
     found = {}
     for task in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{task}/stat") as stat, open(f"/proc/{pid}/task/{task}/schedstat") as sched:
-            found[int(task)] = (int(stat.read().rsplit(")", 1)[1].split()[16]), int(sched.read().split()[0]))
+        with open(f"/proc/{pid}/task/{task}/comm") as comm, open(f"/proc/{pid}/task/{task}/stat") as stat:
+            name = "main" if int(task) == pid else comm.read().strip()
+            found[name] = int(stat.read().rsplit(")", 1)[1].split()[16])
     return found
 
 
@@ -191,15 +192,14 @@ async def test_the_writer_writes_at_the_lowest_priority_unless_the_queue_backs_u
         assert store.process is not None and store.process.running is not None
         pid = store.process.running.pid
         calm = _threads(pid)
-        (lowered,) = [tid for tid, (nice, _) in calm.items() if nice == 19]  # the thread that wrote it
-        assert calm[pid][0] == 0 and calm[lowered][1] > 0  # the process itself is not lowered
+        assert calm[writer.WRITING] == 19 and calm["main"] == 0  # written at the lowest priority; the process is not
+        assert writer.CATCHING_UP not in calm  # started at the first batch behind
         store.queue_size, store.batch_size = 40, 3  # 15 records: batches taken with a quarter of the queue behind
         for number in range(5):
             record_run(store, f"behind-{number}")
         await store.flush()
         behind = _threads(pid)
-        assert behind[lowered][1] == calm[lowered][1]  # written elsewhere: on a thread at the server's priority
-        assert [tid for tid, (nice, _) in behind.items() if nice == 19] == [lowered]
+        assert behind[writer.CATCHING_UP] == 0 and behind[writer.WRITING] == 19
         assert store.failed == 0 and await store.get_run("behind-4") is not None
         said = [line for line in capfd.readouterr().err.splitlines() if "queue backs up" in line]
         assert len(said) == 1 and f"(pid {pid})" in said[0]  # once, however many batches were behind

@@ -27,6 +27,7 @@ import io
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
@@ -221,6 +222,7 @@ def _frame(source: io.RawIOBase) -> tuple[Head, bytearray] | None:
     return None if head is None or body is None else (head_decoder.decode(head), body)
 
 
+WRITING, CATCHING_UP = "store-writer", "store-catch-up"  # the two threads' names (`top -H`, /proc/<pid>/task)
 PROMPT_SECONDS = 60.0  # once the server's queue backed up, how long every batch is written at the server's priority
 
 
@@ -229,20 +231,27 @@ def _rows(body: bytearray, head: Head) -> BatchRows:
     return batch_rows(records(body_decoder.decode(body)), head.instance, Cleaner(head.secrets))
 
 
-def _lowered(nice: int) -> None:
-    with contextlib.suppress(OSError):
-        os.nice(nice)
+def _thread(name: str, nice: int = 0) -> None:
+    """The calling thread named `name` where `top -H` and /proc show it, and lowered by `nice` (Linux, where both
+    are a thread's own)."""
+    with contextlib.suppress(OSError), open(f"/proc/self/task/{threading.get_native_id()}/comm", "w") as comm:
+        comm.write(name)
+    if nice:
+        with contextlib.suppress(OSError):
+            os.nice(nice)
 
 
 def _threads(nice: int) -> tuple[Executor, Executor]:
-    """Where a batch is made and written: (the thread at the lowest priority, the one at the server's). A nice value
-    is a thread's own on Linux; elsewhere it is the whole process's, which is lowered, and both are one thread."""
-    prompt = ThreadPoolExecutor(1, thread_name_prefix="adapter-critic-writer-behind")
+    """Where a batch is made and written: (the thread at the lowest priority, the one at the server's, started at the
+    first batch behind). A nice value is a thread's own on Linux; elsewhere it is the whole process's, which is
+    lowered, and both are one thread."""
     if sys.platform != "linux":
-        _lowered(nice)
-        return prompt, prompt
-    calm = ThreadPoolExecutor(1, thread_name_prefix="adapter-critic-writer", initializer=_lowered, initargs=(nice,))
-    return calm, prompt
+        with contextlib.suppress(OSError):
+            os.nice(nice)
+        only = ThreadPoolExecutor(1)
+        return only, only
+    calm = ThreadPoolExecutor(1, initializer=_thread, initargs=(WRITING, nice))
+    return calm, ThreadPoolExecutor(1, initializer=_thread, initargs=(CATCHING_UP,))
 
 
 async def serve(source: io.RawIOBase, out: BinaryIO) -> None:
