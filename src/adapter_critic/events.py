@@ -103,6 +103,9 @@ class AnswerChunks(msgspec.Struct, frozen=True):
     # payloads (`payloads_of`).
     raw: bytes | None = None
     shape: tuple[bytes, bytes] = (b"", b"")
+    # With `raw` whole events: their texts, as JSON string bodies (`protocols.openai.shape.bodies`), which the relay
+    # found and the splice puts our head and tail around.
+    bodies: list[bytes] | None = None
     # 0: `raw` is whole events. An event passed on in pieces as it arrives (`upstream.sse.Piece`) comes as 1, its
     # beginning (with the shape's head), 2, more of its text, and 3, its end (with the shape's tail).
     part: int = 0

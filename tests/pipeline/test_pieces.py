@@ -76,10 +76,7 @@ async def relayed(data: bytes, size: int, *, first: bool = True) -> tuple[Relay,
     await relay.close()
     writer = ChunkWriter(completion_id="chatcmpl-ours", served_model="served", include_usage=False)
     out = b"".join(
-        writer.spliced(chunks.raw, chunks.shape, chunks.part)
-        if chunks.raw is not None
-        else writer.relayed(chunks.payloads)
-        for chunks in sent
+        writer.spliced(chunks) if chunks.raw is not None else writer.relayed(chunks.payloads) for chunks in sent
     )
     return relay, sent, out
 

@@ -149,7 +149,7 @@ async def test_the_splice_writes_the_chunks_decoding_each_would(spaced: bool) ->
     decoded = ChunkWriter(completion_id="chatcmpl-ours", served_model="served", include_usage=False)
     raw = passed[0].raw
     assert raw is not None
-    ours = spliced.spliced(raw, passed[0].shape)
+    ours = spliced.spliced(passed[0])
     theirs = decoded.relayed(payloads_of(raw))
     assert [json.loads(line[6:]) for line in ours.split(b"\n\n")[:-1]] == [
         json.loads(line[6:]) for line in theirs.split(b"\n\n")[:-1]

@@ -65,7 +65,7 @@ class StreamResponse:
         self.record = record
         self._begin: Callable[[Usage], None] | None = getattr(chunks, "begin", None) if record is not None else None
         # The renderer's optional `spliced`: a read of whole upstream events passed on as it came (`AnswerChunks.raw`).
-        self._splice: Callable[[bytes, tuple[bytes, bytes], int], bytes] | None = getattr(chunks, "spliced", None)
+        self._splice: Callable[[AnswerChunks], bytes] | None = getattr(chunks, "spliced", None)
         self.request_id = request_id
         self.keepalive_seconds = keepalive_seconds
         self.redact = redact
@@ -125,7 +125,7 @@ class StreamResponse:
         self._relayed = True
         raw = chunks.raw
         if raw is not None and self._splice is not None:  # a chat-completions client: the read as it came
-            await self._write(self._splice(raw, chunks.shape, chunks.part))
+            await self._write(self._splice(chunks))
             return
         if chunks.finish is not None:
             self._finish = chunks.finish

@@ -121,7 +121,9 @@ class Relay:
                 bodies = shape.bodies(batch, known)
                 if bodies is not None:
                     self._kept += bodies
-                    await self._sink(AnswerChunks(self.stage, [], usage=self.usage, raw=batch, shape=known))
+                    await self._sink(
+                        AnswerChunks(self.stage, [], usage=self.usage, raw=batch, shape=known, bodies=bodies)
+                    )
                     return
             batch = payloads_of(batch)
         out: list[bytes] = []

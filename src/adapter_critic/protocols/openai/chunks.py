@@ -23,7 +23,7 @@ import msgspec
 from ...core import Answer, Usage
 from ...errors import Rendered
 from ...errorwire import ErrorObject
-from ...events import RunRecord, extension, payloads_of
+from ...events import AnswerChunks, RunRecord, extension, payloads_of
 from . import shape
 from .shape import Shape
 
@@ -65,8 +65,9 @@ class ChunkWriter:
         self._leading = b'{"id":%s,"object":%s,"created":%s,"model":%s,' % ids
         self._upstream_leading: bytes | None = None  # what the upstream's chunks begin with (`_leading`)
         self._learned = False  # the first relayed chunk said what that is (or that it has no such beginning)
-        self._shape_from: Shape | None = None  # `spliced`'s upstream shape, and ours for it
+        self._shape_from: Shape | None = None  # `spliced`'s upstream shape, ours for it, and our tail and head
         self._shape_to: Shape | None = None
+        self._between = b""
 
     def relayed(self, payloads: list[bytes]) -> bytes:
         """Upstream chunks with our id, created and model, and without the upstream's usage.
@@ -89,24 +90,22 @@ class ChunkWriter:
                 events.append(raw_event(_encoder.encode(self._rewrite(payload))))
         return b"".join(events)
 
-    def spliced(self, raw: bytes, upstream: Shape, part: int = 0) -> bytes:
-        """A read of whole upstream token chunks of the `upstream` shape (`events.AnswerChunks.raw`), or a `part` of
-        one big chunk, with our head and tail around the text: our id, created and model, and no usage
-        (`_rewrite`), made once per shape."""
+    def spliced(self, chunks: AnswerChunks) -> bytes:
+        """A read of whole upstream token chunks of the upstream's shape (`events.AnswerChunks.raw`, their texts in
+        `bodies`), or a `part` of one big chunk, with our head and tail around the text: our id, created and model,
+        and no usage (`_rewrite`), made once per shape."""
+        raw, upstream = chunks.raw, chunks.shape
+        assert raw is not None
         if upstream is not self._shape_from:
             self._shape_from = upstream
             self._shape_to = shape.rewritten(upstream, lambda chunk: _encoder.encode(self._rewrite(chunk)))
+            self._between = b"" if self._shape_to is None else self._shape_to[1] + self._shape_to[0]
         ours = self._shape_to
-        if part:
-            return _piece(raw, upstream, ours, part)
-        if ours is None:  # not a shape whose text is in `choices`: rewritten as any other chunk
+        if chunks.part:
+            return _piece(raw, upstream, ours, chunks.part)
+        if ours is None or chunks.bodies is None:  # not a shape whose text is in `choices`: rewritten as any chunk
             return self.relayed(payloads_of(raw))
-        n = len(upstream[0])
-        head, tail = ours
-        parts = raw.split(upstream[1])  # each event's head and text (its tail ends it), and an empty end
-        if len(parts) == 2:
-            return b"".join((head, parts[0][n:], tail))
-        return b"".join([b"".join((head, part[n:], tail)) for part in parts[:-1]])
+        return b"".join((ours[0], self._between.join(chunks.bodies), ours[1]))
 
     def answer(self, answer: Answer) -> bytes:
         """A known answer (an adapter's, a degraded draft) as chunks: role, text in pieces, tool calls."""
