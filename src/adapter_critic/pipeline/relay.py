@@ -56,6 +56,11 @@ _WHOLE = (b"", b"")  # an `_Event` held whole
 _UNREAD = (b"", b"\n")  # an `_Event` whose beginning is not all there yet
 
 
+def _besides_text(delta: Delta | None) -> bool:
+    """Whether a chunk's delta holds something besides text to act on: tool calls, a refusal, reasoning."""
+    return delta is not None and bool(delta.tool_calls or delta.refusal or delta.reasoning_content or delta.reasoning)
+
+
 class Relay:
     """One attempt at streaming the final call: feed it each upstream read's payloads, then `close` it."""
 
@@ -194,14 +199,8 @@ class Relay:
         choice = chunk.choices[0] if chunk.choices else None
         if choice is None or choice.index:
             del self._kept[event.kept :]  # not the first choice's text: not the answer's
-        delta = None if choice is None else choice.delta
-        if (
-            chunk.usage is None
-            and len(chunk.choices) == 1
-            and choice is not None
-            and choice.finish_reason is None
-            and (delta is None or not (delta.tool_calls or delta.refusal or delta.reasoning_content or delta.reasoning))
-        ):
+        alone = chunk.usage is None and len(chunk.choices) == 1 and choice is not None and choice.finish_reason is None
+        if alone and choice is not None and not _besides_text(choice.delta):
             return  # nothing else in it
         await self.feed([rest])
 
@@ -238,7 +237,13 @@ class Relay:
         delta = choice.delta
         first = choice.index == 0  # the record keeps the first choice (`n` > 1 relays them all)
         if first and delta is not None:
-            self._add_delta(delta)
+            if delta.content:
+                self._parts.append(delta.content)
+            if delta.tool_calls:
+                self._add_calls(tool_calls(delta))
+            thought = delta.reasoning_content or delta.reasoning
+            if thought:
+                self._reasoning.append(thought)
         if choice.finish_reason is not None:
             if first:
                 self.finish_reason = choice.finish_reason
@@ -267,19 +272,10 @@ class Relay:
         delta = choice.delta
         if choice.index or choice.finish_reason is not None or delta is None or not delta.content:
             return
-        if delta.tool_calls or delta.refusal or delta.reasoning_content or delta.reasoning:
+        if _besides_text(delta):
             return
         self._tries += 1
         self._shape = shape.learn(payload, delta.content)
-
-    def _add_delta(self, delta: Delta) -> None:
-        if delta.content:
-            self._parts.append(delta.content)
-        if delta.tool_calls:
-            self._add_calls(tool_calls(delta))
-        thought = delta.reasoning_content or delta.reasoning
-        if thought:
-            self._reasoning.append(thought)
 
     def _add_calls(self, deltas: list[ToolCallDelta]) -> None:
         for delta in deltas:

@@ -49,12 +49,12 @@ def sqlite_settings(dbapi_connection: Any) -> None:
     cursor.close()
 
 
-def lower_priority() -> None:
-    """The calling thread's nice value raised by `WRITER_NICE` (Linux only: elsewhere `nice` is the whole
-    process's). A thread may always lower its own priority; it could not raise it back, and never needs to."""
+def lower_priority(nice: int = WRITER_NICE) -> None:
+    """The calling thread's nice value raised by `nice` (Linux only: elsewhere `nice` is the whole process's). A
+    thread may always lower its own priority; it could not raise it back, and never needs to."""
     if sys.platform == "linux":
         with contextlib.suppress(OSError):
-            os.nice(WRITER_NICE)
+            os.nice(nice)
 
 
 class SqliteFile:

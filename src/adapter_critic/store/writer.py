@@ -38,6 +38,7 @@ import msgspec
 from ..core import Answer, ChatRequest
 from ..errors import UpstreamError
 from ..events import Attempt, StageFinished
+from . import sqlitefile
 from .cleaning import Cleaner
 from .database import Database, reason
 from .recorder import CachePut, Record, RunClosed, RunOpened, StageDone
@@ -233,12 +234,11 @@ def _rows(body: bytearray, head: Head) -> BatchRows:
 
 def _thread(name: str, nice: int = 0) -> None:
     """The calling thread named `name` where `top -H` and /proc show it, and lowered by `nice` (Linux, where both
-    are a thread's own)."""
+    are a thread's own: `sqlitefile.lower_priority`)."""
     with contextlib.suppress(OSError), open(f"/proc/self/task/{threading.get_native_id()}/comm", "w") as comm:
         comm.write(name)
     if nice:
-        with contextlib.suppress(OSError):
-            os.nice(nice)
+        sqlitefile.lower_priority(nice)
 
 
 def _threads(nice: int) -> tuple[Executor, Executor]:
