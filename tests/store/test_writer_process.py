@@ -4,6 +4,7 @@ cache's `on_written` and masking go through it; it never outlives the server."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import select
@@ -11,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,7 @@ from adapter_critic.store import writer
 from adapter_critic.store.database import Database, engine_url
 from adapter_critic.store.recorder import CachePut, FeedbackGiven, Record, RunClosed, RunOpened, StageDone
 from adapter_critic.store.runstore import RunStore
+from adapter_critic.store.writerprocess import WriterProcess
 
 from ..conftest import TESTS
 from .runs import TARGET, record_run, request
@@ -36,6 +39,20 @@ SECRET = "sk-live-Q1w2e3r4t5y6u7"
 
 def processed(url: str, **options: object) -> RunStore:
     return RunStore(Database(url), writer="process", **options)  # type: ignore[arg-type]
+
+
+@contextlib.asynccontextmanager
+async def written_once(url: str, run_id: str) -> AsyncIterator[tuple[RunStore, WriterProcess]]:
+    """A store whose writer process has written the run `run_id`, and its `WriterProcess`; closed after."""
+    store = processed(url)
+    await store.start()
+    try:
+        record_run(store, run_id)
+        await store.flush()
+        assert store.process is not None and store.process.running is not None
+        yield store, store.process
+    finally:
+        await store.aclose()
 
 
 async def _rows(url: str) -> list[tuple[object, ...]]:
@@ -171,6 +188,31 @@ async def test_big_answers_go_through_the_writer_whole_among_small_ones(store_ur
         await store.aclose()
 
 
+class _Pipe:
+    """What `writerprocess._send` writes, as it writes it."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes | memoryview] = []
+
+    def write(self, data: bytes | memoryview) -> None:
+        self.writes.append(data)
+
+    async def drain(self) -> None:
+        return None
+
+
+async def test_a_big_record_goes_down_the_pipe_from_itself_a_piece_at_a_time() -> None:
+    from adapter_critic.store.writerprocess import PIECE_BYTES, _send
+
+    head, small, big, last = b"head", b"s" * 100, bytes(range(256)) * 1000, b"t" * 50
+    pipe = _Pipe()
+    await _send(pipe, head, [small, big, last], PIECE_BYTES)  # type: ignore[arg-type]
+    assert b"".join(pipe.writes) == head + small + big + last  # the frame, in order
+    pieces = [w for w in pipe.writes if isinstance(w, memoryview)]
+    assert all(w.obj is big and len(w) <= PIECE_BYTES for w in pieces)  # views of it, never a copy of it whole
+    assert b"".join(pieces) == big and len(pieces) == -(-len(big) // PIECE_BYTES)
+
+
 def _threads(pid: int) -> dict[str, int]:
     """Each thread of process `pid` by its name: its nice value (Linux: a thread's own)."""
     found = {}
@@ -184,13 +226,9 @@ def _threads(pid: int) -> dict[str, int]:
 async def test_the_writer_writes_at_the_lowest_priority_unless_the_queue_backs_up(
     store_url: str, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    store = processed(store_url)
-    await store.start()
-    try:
-        record_run(store, "calm")
-        await store.flush()
-        assert store.process is not None and store.process.running is not None
-        pid = store.process.running.pid
+    async with written_once(store_url, "calm") as (store, process):
+        assert process.running is not None
+        pid = process.running.pid
         calm = _threads(pid)
         assert calm[writer.WRITING] == 19 and calm["main"] == 0  # written at the lowest priority; the process is not
         assert writer.CATCHING_UP not in calm  # started at the first batch behind
@@ -203,43 +241,31 @@ async def test_the_writer_writes_at_the_lowest_priority_unless_the_queue_backs_u
         assert store.failed == 0 and await store.get_run("behind-4") is not None
         said = [line for line in capfd.readouterr().err.splitlines() if "queue backs up" in line]
         assert len(said) == 1 and f"(pid {pid})" in said[0]  # once, however many batches were behind
-    finally:
-        await store.aclose()
 
 
 async def test_a_killed_writer_is_replaced_logged_once_and_recording_goes_on(
     store_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    store = processed(store_url)
-    await store.start()
-    try:
-        record_run(store, "before")
-        await store.flush()
-        assert store.process is not None and store.process.running is not None
-        killed = store.process.running
+    async with written_once(store_url, "before") as (store, process):
+        killed = process.running
+        assert killed is not None
         os.kill(killed.pid, signal.SIGKILL)
         assert await killed.wait() == -signal.SIGKILL
         with caplog.at_level(logging.WARNING, logger="adapter_critic"):
             record_run(store, "after")
             await store.flush()
-        assert store.process.running is not None and store.process.running.pid != killed.pid
+        assert process.running is not None and process.running.pid != killed.pid
         assert await store.get_run("after") is not None and await store.get_run("before") is not None
         assert store.failed == 0  # it died between batches: nothing of the next one was lost
-        assert store.process.restarts == 1
+        assert process.restarts == 1
         (warning,) = [r.getMessage() for r in caplog.records if "writer process" in r.getMessage()]
         assert f"pid {killed.pid}" in warning and "SIGKILL" in warning
-    finally:
-        await store.aclose()
 
 
 async def test_a_writer_killed_with_a_batch_loses_at_most_that_batch(store_url: str, tmp_path: Path) -> None:
-    store = processed(store_url)
-    await store.start()
-    try:
-        record_run(store, "first")
-        await store.flush()
-        assert store.process is not None and store.process.running is not None
-        pid = store.process.running.pid
+    async with written_once(store_url, "first") as (store, process):
+        assert process.running is not None
+        pid = process.running.pid
         os.kill(pid, signal.SIGKILL)  # not waited for: the next batch may be sent to it before its death is seen
         record_run(store, "lost-or-not")
         await store.flush()
@@ -247,9 +273,7 @@ async def test_a_writer_killed_with_a_batch_loses_at_most_that_batch(store_url: 
         record_run(store, "later")
         await store.flush()
         assert await store.get_run("later") is not None
-        assert store.process.running is not None and store.process.running.pid != pid
-    finally:
-        await store.aclose()
+        assert process.running is not None and process.running.pid != pid
 
 
 async def test_feedback_is_written_through_the_writer_and_read_back(store_url: str) -> None:

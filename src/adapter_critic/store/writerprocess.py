@@ -113,9 +113,9 @@ class WriterProcess:
         """Send a batch's frame (`wire.frame_head`, then its encoded records, which are let go of once sent: a big
         answer's bytes are not held while the writer writes) and wait for its answer: None when it is written, why
         not when the writer could not write it. `WriterDied` when the writer died with it, `WriterUnavailable` when
-        none can be started. Once sent, a batch is waited for even if the caller is
-        cancelled (the next one waits behind it). `hurry`: the queue backs up (`writes.urgent`), so the frame is
-        written in one go, not in pieces between which a busy event loop's turn would make every piece wait."""
+        none can be started. Once sent, a batch is waited for even if the caller is cancelled (the next one waits
+        behind it). `hurry`: the queue backs up (`writes.urgent`), so the frame is written in one go, not in pieces
+        between which a busy event loop's turn would make every piece wait."""
         async with self._one:
             with anyio.CancelScope(shield=True):
                 error = await self._write(head, records, seq, hurry)
