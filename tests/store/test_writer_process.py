@@ -27,6 +27,7 @@ from adapter_critic.redact import Secrets
 from adapter_critic.store import writer
 from adapter_critic.store.database import Database, engine_url
 from adapter_critic.store.recorder import CachePut, FeedbackGiven, Record, RunClosed, RunOpened, StageDone
+from adapter_critic.store.records import RunSummary
 from adapter_critic.store.runstore import RunStore
 from adapter_critic.store.writerprocess import WriterProcess
 
@@ -39,6 +40,15 @@ SECRET = "sk-live-Q1w2e3r4t5y6u7"
 
 def processed(url: str, **options: object) -> RunStore:
     return RunStore(Database(url), writer="process", **options)  # type: ignore[arg-type]
+
+
+async def _stored(url: str) -> list[RunSummary]:
+    """The runs in the store at `url`, read by a store of its own (up to 100)."""
+    again = RunStore(Database(url))
+    try:
+        return (await again.list_runs(limit=100)).data
+    finally:
+        await again.aclose()
 
 
 @contextlib.asynccontextmanager
@@ -138,13 +148,9 @@ async def test_a_clean_shutdown_writes_every_record_queued_before_it(store_url: 
     assert store.queue_depth > 0
     await store.aclose()  # no flush: closing writes what is queued here, and the writer exits
     assert writer.returncode == 0
-    again = RunStore(Database(store_url))
-    try:
-        page = await again.list_runs(limit=100)
-    finally:
-        await again.aclose()
-    assert sorted(run.id for run in page.data) == [f"run-{number:02}" for number in range(40)]
-    assert {run.status for run in page.data} == {"ok"} and store.failed == 0 and store.dropped == 0
+    runs = await _stored(store_url)
+    assert sorted(run.id for run in runs) == [f"run-{number:02}" for number in range(40)]
+    assert {run.status for run in runs} == {"ok"} and store.failed == 0 and store.dropped == 0
 
 
 async def test_what_is_queued_at_a_clean_shutdown_is_written_without_starting_a_writer(store_url: str) -> None:
@@ -156,12 +162,7 @@ async def test_what_is_queued_at_a_clean_shutdown_is_written_without_starting_a_
         record_run(store, f"late-{number}")
     await store.aclose()
     assert store.process is not None and store.process.pid is None  # never started
-    again = RunStore(Database(store_url))
-    try:
-        page = await again.list_runs(limit=10)
-    finally:
-        await again.aclose()
-    assert sorted(run.id for run in page.data) == [f"late-{number}" for number in range(5)]
+    assert sorted(run.id for run in await _stored(store_url)) == [f"late-{number}" for number in range(5)]
 
 
 async def test_big_answers_go_through_the_writer_whole_among_small_ones(store_url: str) -> None:
