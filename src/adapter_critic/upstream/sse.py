@@ -72,7 +72,7 @@ async def iter_batches(
             if whole_events(chunk):
                 yield chunk
                 continue
-            if chunk.startswith(b"data: {") and b"\n" not in chunk and b"\r" not in chunk:
+            if chunk.startswith(b"data: {") and _line_end(chunk) < 0:
                 piece = True
                 yield Piece(chunk, 1)
                 continue
